@@ -1,0 +1,33 @@
+"""The Celery app and the one beat schedule of the arena.
+
+Tasks are thin wrappers over service functions (see each app's tasks.py); every task here is
+safe to run twice at once because the services claim their work with unique constraints or
+conditional UPDATEs.
+"""
+
+import os
+
+from celery import Celery
+from celery.schedules import crontab
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+
+app = Celery("arena")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+BEAT_SCHEDULE = {
+    "sync-markets": {"task": "markets.tasks.sync_markets", "schedule": crontab(minute="*/15")},
+    "resolve-markets": {"task": "markets.tasks.resolve_markets", "schedule": crontab(minute=7)},
+    "open-cohort": {
+        "task": "cohorts.tasks.open_cohort",
+        "schedule": crontab(minute=0, hour=0, day_of_week="sun"),
+    },
+    "decide": {
+        "task": "agents.tasks.decide",
+        "schedule": crontab(minute=5, hour=0, day_of_week="sun"),
+    },
+    "snapshot": {"task": "cohorts.tasks.snapshot", "schedule": crontab(minute="*/10")},
+    "score": {"task": "scoring.tasks.score", "schedule": crontab(minute=30)},
+}
+app.conf.beat_schedule = BEAT_SCHEDULE

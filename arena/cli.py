@@ -1,0 +1,11 @@
+"""`arena` console script: the same as `python manage.py arena ...`."""
+
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line([sys.argv[0], "arena", *sys.argv[1:]])
