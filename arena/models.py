@@ -1,0 +1,21 @@
+"""Operational records: when each periodic job last ran and how it went."""
+
+from django.db import models
+
+
+class JobRun(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        OK = "ok", "OK"
+        FAILED = "failed", "Failed"
+
+    job = models.CharField(max_length=40, db_index=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "status", "-finished_at"], name="jobrun_latest_idx")]
+        ordering = ["-started_at"]

@@ -1,0 +1,70 @@
+"""Materialised scores: a ScoreRun and its leaderboard rows. Pages read these, never raw math."""
+
+from django.db import models
+
+
+class ScoreRun(models.Model):
+    class Scope(models.TextChoices):
+        LIVE = "live", "Live"
+        REPLAY = "replay", "Replay"
+        DEMO = "demo", "Demo"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    as_of = models.DateTimeField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    methodology_version = models.CharField(max_length=20)
+    methodology_hash = models.CharField(max_length=64)
+    engine_version = models.CharField(max_length=20)
+    n_forecasts = models.PositiveIntegerField(default=0)
+    n_resolved = models.PositiveIntegerField(default=0)
+    # Run-wide results the pages draw: DM matrices, tournament tables, ... keyed by cohort id or "all".
+    details = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "status", "-finished_at"], name="scorerun_latest_idx")]
+
+
+class LeaderboardRow(models.Model):
+    run = models.ForeignKey(ScoreRun, on_delete=models.CASCADE, related_name="rows")
+    cohort = models.ForeignKey(
+        "cohorts.Cohort", null=True, blank=True, on_delete=models.CASCADE, help_text="Null: all cohorts"
+    )
+    competitor = models.ForeignKey("agents.Competitor", on_delete=models.CASCADE)
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    n_forecasts = models.PositiveIntegerField(default=0)
+    n_resolved = models.PositiveIntegerField(default=0)
+    brier = models.FloatField(null=True, blank=True)
+    brier_lo = models.FloatField(null=True, blank=True)
+    brier_hi = models.FloatField(null=True, blank=True)
+    log_score = models.FloatField(null=True, blank=True)
+    skill_vs_market = models.FloatField(null=True, blank=True)
+    skill_lo = models.FloatField(null=True, blank=True)
+    skill_hi = models.FloatField(null=True, blank=True)
+    bss_vs_half = models.FloatField(null=True, blank=True)
+    return_pct = models.FloatField(null=True, blank=True)
+    return_lo = models.FloatField(null=True, blank=True)
+    return_hi = models.FloatField(null=True, blank=True)
+    pnl = models.DecimalField(max_digits=14, decimal_places=2, default=0)
+    realized_pnl = models.DecimalField(max_digits=14, decimal_places=2, default=0)
+    unrealized_pnl = models.DecimalField(max_digits=14, decimal_places=2, default=0)
+    win_rate = models.FloatField(null=True, blank=True)
+    implied_confidence_brier = models.FloatField(null=True, blank=True)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    cost_per_resolved = models.FloatField(null=True, blank=True)
+    provisional = models.BooleanField(default=True)
+    required_n = models.PositiveIntegerField(null=True, blank=True)
+    # Everything else the competitor page draws: calibration bins, Murphy terms, CLV, edge label,
+    # information test, champion's-clothes portfolio, tournament take.
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "cohort", "rank"], name="lbrow_run_cohort_idx")]
