@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from arena import views
+from arena import health
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
     path("", include("arena.site_urls")),
 ]

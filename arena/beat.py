@@ -1,0 +1,110 @@
+"""A Celery beat scheduler that refuses to double-schedule.
+
+Two beat processes started by mistake would each send every periodic task. The tasks are
+idempotent anyway, but we don't rely on it: a beat must hold a lock before it schedules anything.
+With a Redis broker the lock is a Redis key with a TTL that the holder refreshes on every tick (so a
+crashed holder is replaced within the TTL); with the embedded broker (one machine) it is an
+exclusive flock on a file under var/. A second beat waits as a standby until the lock frees.
+"""
+
+import fcntl
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+from celery.beat import PersistentScheduler
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = "arena:beat-lock"
+LOCK_TTL_SECONDS = 60
+STANDBY_POLL_SECONDS = 5
+
+
+class RedisLock:
+    def __init__(self, url: str, key: str = LOCK_KEY, ttl: int = LOCK_TTL_SECONDS):
+        import redis
+
+        self.client = redis.Redis.from_url(url)
+        self.key = key
+        self.ttl = ttl
+        self.token = f"{os.getpid()}-{uuid.uuid4().hex}"
+
+    def acquire(self) -> bool:
+        return bool(self.client.set(self.key, self.token, nx=True, ex=self.ttl))
+
+    def refresh(self) -> bool:
+        # Extend only if we still own it (compare-and-set in one script).
+        script = (
+            "if redis.call('get', KEYS[1]) == ARGV[1] then "
+            "return redis.call('expire', KEYS[1], ARGV[2]) else return 0 end"
+        )
+        return bool(self.client.eval(script, 1, self.key, self.token, self.ttl))
+
+    def release(self) -> None:
+        script = (
+            "if redis.call('get', KEYS[1]) == ARGV[1] then "
+            "return redis.call('del', KEYS[1]) else return 0 end"
+        )
+        self.client.eval(script, 1, self.key, self.token)
+
+
+class FileLock:
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def refresh(self) -> bool:
+        return self.fd is not None  # the kernel holds a flock until we exit
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def make_lock():
+    url = settings.CELERY_BROKER_URL
+    if url.startswith(("redis://", "rediss://")):
+        return RedisLock(url)
+    return FileLock(Path(settings.VAR_DIR) / "beat.lock")
+
+
+class SingleBeatScheduler(PersistentScheduler):
+    def __init__(self, *args, **kwargs):
+        self._lock = make_lock()
+        waited = False
+        while not self._lock.acquire():
+            if not waited:
+                log.warning("another beat holds the schedule lock; standing by")
+                waited = True
+            time.sleep(STANDBY_POLL_SECONDS)
+        log.info("beat schedule lock acquired")
+        super().__init__(*args, **kwargs)
+
+    def tick(self, *args, **kwargs):
+        if not self._lock.refresh():
+            # Someone else took over (we stalled past the TTL): stop rather than double-schedule.
+            raise SystemExit("beat lost its schedule lock; exiting so only one beat schedules")
+        interval = super().tick(*args, **kwargs)
+        # Wake up often enough to refresh the lock well before it expires.
+        return min(interval, LOCK_TTL_SECONDS / 3)
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._lock.release()

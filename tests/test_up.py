@@ -1,0 +1,70 @@
+"""`arena up` is the product's front door: launch the real command and talk to it over HTTP."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"arena up exited early with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.status
+        except Exception as exc:  # not up yet
+            last_error = exc
+            time.sleep(0.2)
+    raise AssertionError(f"{url} never answered: {last_error}")
+
+
+@pytest.mark.slow
+def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
+    port = _free_port()
+    env = dict(os.environ)
+    env.update(
+        ARENA_VAR_DIR=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'up.sqlite3'}",
+        CELERY_BROKER_URL="filesystem://",
+        DEBUG="1",
+    )
+    arena = Path(sys.executable).parent / "arena"
+    proc = subprocess.Popen(
+        [str(arena), "up", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        assert _wait_for_http(f"http://127.0.0.1:{port}/", proc) == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert resp.status == 200
+        assert (tmp_path / "up.sqlite3").exists()  # it migrated the configured database
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("arena up did not stop within 30 s of Ctrl-C") from None
+    text = out.decode(errors="replace")
+    assert "arena is up" in text
+    # Everything it started is gone: the port is free again.
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, text[-2000:]
