@@ -23,6 +23,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "demo": ("markets.demo_cli", "demo"),
     "replay-forecastbench": ("markets.replay_cli", "replay_forecastbench"),
     "export": ("arena.exports_cli", "export"),
+    "backup": ("arena.backup", "backup"),
+    "restore": ("arena.backup", "restore"),
+    "retention": ("cohorts.retention", "retention"),
 }
 
 
