@@ -29,5 +29,6 @@ BEAT_SCHEDULE = {
     },
     "snapshot": {"task": "cohorts.tasks.snapshot", "schedule": crontab(minute="*/10")},
     "score": {"task": "scoring.tasks.score", "schedule": crontab(minute=30)},
+    "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
 }
 app.conf.beat_schedule = BEAT_SCHEDULE

@@ -1,0 +1,14 @@
+"""Site-wide periodic jobs that belong to no single app."""
+
+from celery import shared_task
+
+from arena.jobs import job_run
+
+
+@shared_task(name="arena.tasks.retention")
+def retention() -> int:
+    from cohorts.retention import rollup_snapshots
+
+    with job_run("retention") as summary:
+        summary["deleted"] = rollup_snapshots()
+        return summary["deleted"]
