@@ -56,6 +56,8 @@ class Decision(models.Model):
         DONE = "done", "Done"
         SKIPPED = "skipped", "Skipped"
         FAILED = "failed", "Failed"
+        # A transient error (database) interrupted the run; the next attempt reclaims it at once.
+        RETRYABLE = "retryable", "Retryable"
 
     class Action(models.TextChoices):
         BET = "BET", "Bet"

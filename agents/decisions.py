@@ -1,0 +1,494 @@
+"""The weekly decision run: one claimed Decision row per entry and week, fully audited.
+
+    decide()        freeze each eligible cohort's universe, then one run_decision per entry
+                    (a Celery task each, or inline with sync=True for replay/demo/tests)
+    run_decision()  claim -> prompt -> model (or baseline) -> parse + rule check
+                    -> one repair attempt quoting the problems -> ONE transaction with the
+                    forecasts, trades, ledger rows and the decision's outcome
+
+Concurrency: the Decision row *is* the claim (UNIQUE(entry, week)). Whoever inserts it runs the
+decision; everyone else gets the existing row. A claim whose runner died is reclaimed after
+ARENA_CLAIM_TIMEOUT_SECONDS by a conditional UPDATE that sets a new claim_token (row count 1 =
+ours), and the final write only succeeds while our token is still on the row, so a slow runner
+that lost its claim cannot write a second set of trades.
+
+Clock: `at` (simulated in replay/demo) is the decision's time: prices, the prompt's date,
+trades. Claims use the wall clock, because staleness is about real processes dying.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial
+
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from agents import baselines
+from agents.llm import Attempt, ChatResult, LLMClient
+from agents.models import Competitor, Decision, Forecast, LLMCall
+from agents.parsing import DecisionValidationError, ParsedDecision, parse_decision
+from agents.prompts import (
+    PROMPT_SHA256,
+    PROMPT_VERSION,
+    decision_context,
+    position_views,
+    repair_prompt,
+    system_prompt,
+    user_prompt,
+)
+from agents.universe import freeze_universe, price_book
+from cohorts.models import Cohort, Entry
+from cohorts.services import (
+    BetOrder,
+    ExecutionError,
+    SellOrder,
+    check_orders,
+    cohort_week,
+    decision_eligible_cohorts,
+    execute_orders,
+)
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+COST_PLACES = Decimal("0.000001")
+
+
+class ClaimLost(Exception):
+    """Our claim was taken over (we were presumed dead); our results must not be written."""
+
+
+# --- decide: the weekly fan-out ---------------------------------------------------------
+
+
+def decide(
+    cohort: Cohort | int | None = None,
+    week: int | None = None,
+    at: datetime | None = None,
+    *,
+    sync: bool = False,
+) -> int:
+    """Run (sync=True) or enqueue one decision per entry; returns the number of entries.
+
+    Without `cohort`, every live cohort that is decision-eligible at `at`. The universe is
+    frozen here, once, before any entry runs, so all entries share it. Replay and demo freeze
+    their own universe first (freeze_universe with explicit markets/prices) and then call this
+    with sync=True; the existing universe is reused.
+    """
+    explicit_at = at
+    at = at or timezone.now()
+    count = 0
+    for c in _cohorts(cohort, at):
+        w = week if week is not None else cohort_week(c, at)
+        if w < 1:
+            continue
+        freeze_universe(c, w, at)
+        entry_ids = list(c.entries.order_by("id").values_list("id", flat=True))
+        count += len(entry_ids)
+        if sync:
+            for entry_id in entry_ids:
+                run_decision(entry_id, w, at)
+        else:
+            _enqueue(entry_ids, w, explicit_at)
+    return count
+
+
+def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
+    if cohort is None:
+        return list(decision_eligible_cohorts(at))
+    if isinstance(cohort, Cohort):
+        return [cohort]
+    return [Cohort.objects.get(pk=cohort)]
+
+
+def _enqueue(entry_ids: list[int], week: int, at: datetime | None) -> None:
+    from agents.tasks import run_decision as task  # tasks import this module
+
+    at_text = at.isoformat() if at is not None else None
+    for entry_id in entry_ids:
+        # After commit: a worker must never look for rows this transaction has not committed.
+        transaction.on_commit(partial(task.delay, entry_id, week, at_text))
+
+
+# --- claiming ---------------------------------------------------------------------------
+
+
+def claim_decision(entry_id: int, week: int) -> Decision | None:
+    """Insert the claim row, or take over a stale/retryable one; None if someone else has it."""
+    now = timezone.now()
+    token = uuid.uuid4().hex
+    try:
+        with transaction.atomic():
+            return Decision.objects.create(
+                entry_id=entry_id, week=week, claim_token=token, claimed_at=now
+            )
+    except IntegrityError:
+        pass  # the row exists: maybe it is reclaimable
+    stale_before = now - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
+    S = Decision.Status
+    reclaimable = Q(status=S.CLAIMED, claimed_at__lt=stale_before) | Q(
+        status__in=[S.RETRYABLE, S.SKIPPED]
+    )
+    taken = Decision.objects.filter(reclaimable, entry_id=entry_id, week=week).update(
+        status=S.CLAIMED,
+        claim_token=token,
+        claimed_at=now,
+        finished_at=None,
+        error="",
+        hold_reason="",
+        validation_errors=[],
+    )
+    if taken != 1:
+        return None
+    return Decision.objects.get(entry_id=entry_id, week=week)
+
+
+# --- run_decision -----------------------------------------------------------------------
+
+
+def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decision:
+    """Decide for one entry and week, once. Returns the Decision (someone else's if taken).
+
+    Unexpected errors end the decision as failed (visible in the admin) rather than leaving a
+    claim behind; transient database errors mark it retryable and are raised for the task's
+    retry.
+    """
+    at = at or timezone.now()
+    entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
+    decision = claim_decision(entry_id, week)
+    if decision is None:
+        return Decision.objects.get(entry_id=entry_id, week=week)
+    run = _Run(decision, entry, week, at)
+    try:
+        run.execute()
+    except ClaimLost:
+        log.warning("decision %s: claim lost to another runner; results dropped", decision.pk)
+    except TRANSIENT_DB_ERRORS:
+        _finish(decision, Decision.Status.RETRYABLE, error="transient database error; will retry")
+        raise
+    except Exception as exc:
+        log.exception("decision %s failed", decision.pk)
+        _finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+    decision.refresh_from_db()
+    return decision
+
+
+def _finish(decision: Decision, status: str, **fields) -> bool:
+    """Set a final status while we still hold the claim; False if the claim was lost."""
+    updated = Decision.objects.filter(
+        pk=decision.pk, claim_token=decision.claim_token, status=Decision.Status.CLAIMED
+    ).update(status=status, finished_at=timezone.now(), **fields)
+    return updated == 1
+
+
+@dataclass
+class _Answer:
+    """What the competitor replied in one phase: the text, or why there is none."""
+
+    ok: bool
+    content: str | None
+    error: str = ""
+
+
+@dataclass
+class _Run:
+    decision: Decision
+    entry: Entry
+    week: int
+    at: datetime
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def execute(self) -> None:
+        competitor = self.entry.competitor
+        self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
+        self.positions = position_views(self.entry, self.universe)
+        self.ctx = decision_context(self.universe, self.positions)
+        self.prices = price_book(self.universe)
+        self._record_prompt()
+        if competitor.is_llm:
+            self.client, skip_reason = client_for(competitor)
+            if self.client is None:
+                _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
+                return
+        self._decide()
+
+    def _record_prompt(self) -> None:
+        self.system = system_prompt()
+        self.user = user_prompt(
+            universe=self.universe,
+            week=self.week,
+            weeks=self.entry.cohort.decision_weeks,
+            at=self.at,
+            cash=self.entry.cash,
+            positions=self.positions,
+        )
+        fields = {
+            "universe": self.universe,
+            "universe_hash": self.universe.content_hash,
+            "prompt_version": PROMPT_VERSION,
+            "prompt_sha256": PROMPT_SHA256,
+            "system_prompt": self.system,
+            "user_prompt": self.user,
+            "forecast_sample": self.universe.forecast_sample,
+            "cash_before": self.entry.cash,
+            "decided_at": self.at,
+        }
+        updated = Decision.objects.filter(
+            pk=self.decision.pk, claim_token=self.decision.claim_token
+        ).update(**fields)
+        if updated != 1:
+            raise ClaimLost
+
+    def _decide(self) -> None:
+        messages = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.user},
+        ]
+        first = self._ask(messages, "initial")
+        if not first.ok:
+            self._fail_all_calls(first.error)
+            return
+        parsed, problems = self._validate(first.content)
+        if not problems:
+            self._commit(parsed, validation_errors=[])
+            return
+        errors = [{"phase": "initial", "problems": problems}]
+        repair = [
+            *messages,
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": repair_prompt(problems)},
+        ]
+        second = self._ask(repair, "repair")
+        if second.ok:
+            parsed, problems = self._validate(second.content)
+        else:
+            parsed, problems = None, [f"the repair call failed: {second.error}"]
+        if not problems:
+            self._commit(parsed, validation_errors=errors)
+            return
+        errors.append({"phase": "repair", "problems": problems})
+        reason = "invalid decision after one repair attempt: " + "; ".join(problems)
+        self._commit(None, validation_errors=errors, hold_reason=reason[:2000])
+
+    # --- asking the competitor -----------------------------------------------------------
+
+    def _ask(self, messages: list[dict], phase: str) -> _Answer:
+        competitor = self.entry.competitor
+        if not competitor.is_llm:
+            return self._ask_baseline(competitor, phase)
+        result: ChatResult = self.client.chat(
+            competitor.model_id,
+            messages,
+            params=competitor.params or {},
+            price_in_per_m=competitor.price_in_per_m,
+            price_out_per_m=competitor.price_out_per_m,
+        )
+        self.attempts.extend(result.attempts)
+        _store_calls(self.decision, result.attempts, phase)
+        return _Answer(result.ok, result.content, result.error)
+
+    def _ask_baseline(self, competitor: Competitor, phase: str) -> _Answer:
+        inp = baselines.BaselineInput(
+            strategy=competitor.strategy,
+            cohort_id=self.entry.cohort_id,
+            week=self.week,
+            entry_id=self.entry.pk,
+            cash=self.entry.cash,
+            markets=self.universe.markets,
+            forecast_sample=self.universe.forecast_sample,
+        )
+        text = baselines.decide(inp)
+        # Stored like a model call so the audit page shows what the baseline "answered".
+        attempt = Attempt(
+            number=1,
+            url=f"builtin:baseline/{competitor.strategy}",
+            request_body={"strategy": competitor.strategy, "seed": str(inp.seed), "phase": phase},
+            started_at=timezone.now(),
+            http_status=None,
+            raw_response=text,
+            content=text,
+            cost_usd=Decimal(0),
+            cost_source="baseline",
+            served_model=f"baseline/{competitor.strategy}",
+        )
+        _store_calls(self.decision, [attempt], phase)
+        return _Answer(True, text)
+
+    # --- validation and the final write ----------------------------------------------------
+
+    def _validate(self, text: str | None) -> tuple[ParsedDecision | None, list[str]]:
+        try:
+            parsed = parse_decision(text or "", self.ctx)
+        except DecisionValidationError as exc:
+            return None, exc.problems
+        bets, sells = _orders(parsed)
+        return parsed, check_orders(self.entry, bets, sells, self.prices)
+
+    def _usage(self) -> dict:
+        costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
+        return {
+            "tokens_in": sum(a.prompt_tokens or 0 for a in self.attempts),
+            "tokens_out": sum(a.completion_tokens or 0 for a in self.attempts),
+            "cost_usd": _cost(sum(costs, Decimal(0))),
+            "latency_ms": sum(a.latency_ms for a in self.attempts),
+        }
+
+    def _fail_all_calls(self, error: str) -> None:
+        if not _finish(self.decision, Decision.Status.FAILED, error=error, **self._usage()):
+            raise ClaimLost
+
+    def _commit(
+        self, parsed: ParsedDecision | None, *, validation_errors: list, hold_reason: str = ""
+    ) -> None:
+        try:
+            self._write(parsed, validation_errors, hold_reason)
+        except ExecutionError as exc:
+            # The rules were re-checked under lock and something changed since check_orders
+            # (e.g. the entry's cash): keep the forecasts, trade nothing, say why.
+            reason = "orders refused at execution: " + "; ".join(exc.reasons)
+            self._write(parsed, validation_errors, reason[:2000], trade=False)
+
+    def _write(
+        self,
+        parsed: ParsedDecision | None,
+        validation_errors: list,
+        hold_reason: str,
+        trade: bool = True,
+    ) -> None:
+        trading = parsed is not None and trade and parsed.action != "HOLD"
+        action = parsed.action if trading else Decision.Action.HOLD
+        with transaction.atomic():
+            updated = Decision.objects.filter(
+                pk=self.decision.pk,
+                claim_token=self.decision.claim_token,
+                status=Decision.Status.CLAIMED,
+            ).update(
+                status=Decision.Status.DONE,
+                finished_at=timezone.now(),
+                action=action,
+                reasoning=parsed.reasoning if parsed else "",
+                parsed=parsed.to_json() if parsed else None,
+                validation_errors=validation_errors,
+                hold_reason=hold_reason,
+                **self._usage(),
+            )
+            if updated != 1:
+                raise ClaimLost
+            if parsed is not None:
+                Forecast.objects.bulk_create(self._forecasts(parsed))
+            if trading:
+                bets, sells = _orders(parsed)
+                execute_orders(
+                    self.entry, bets, sells, self.prices, decision=self.decision, at=self.at
+                )
+
+    def _forecasts(self, parsed: ParsedDecision) -> list[Forecast]:
+        bet_keys = {(b.market_id, b.outcome) for b in parsed.bets}
+        sample = set(self.ctx.forecast_sample)
+        rows = []
+        for f in parsed.forecasts:
+            if (f.market_id, f.outcome) in bet_keys:
+                source = Forecast.Source.BET
+            elif f.market_id in sample:
+                source = Forecast.Source.SAMPLE
+            else:
+                source = Forecast.Source.OTHER
+            shown = self.prices.get((int(f.market_id), f.outcome))
+            rows.append(
+                Forecast(
+                    decision=self.decision,
+                    entry=self.entry,
+                    market_id=int(f.market_id),
+                    outcome=f.outcome,
+                    probability=f.probability,
+                    market_price=float(shown) if shown is not None else None,
+                    source=source,
+                    created_at=self.at,
+                )
+            )
+        return rows
+
+
+def _orders(parsed: ParsedDecision) -> tuple[list[BetOrder], list[SellOrder]]:
+    bets = [BetOrder(int(b.market_id), b.outcome, b.amount) for b in parsed.bets]
+    sells = [SellOrder(int(s.position_id), s.percentage) for s in parsed.sells]
+    return bets, sells
+
+
+def _cost(value: Decimal | None) -> Decimal | None:
+    return None if value is None else Decimal(value).quantize(COST_PLACES)
+
+
+def _store_calls(decision: Decision, attempts: list[Attempt], phase: str) -> None:
+    """One LLMCall per HTTP attempt, numbered after any earlier ones (a reclaimed decision keeps
+    the calls of the run it replaced: they happened and may have cost money)."""
+    if not attempts:
+        return
+    start = LLMCall.objects.filter(decision=decision).aggregate(n=Max("attempt"))["n"] or 0
+    LLMCall.objects.bulk_create(
+        [_call_row(decision, a, start + i, phase) for i, a in enumerate(attempts, 1)]
+    )
+
+
+def _call_row(decision: Decision, a: Attempt, number: int, phase: str) -> LLMCall:
+    return LLMCall(
+        decision=decision,
+        attempt=number,
+        phase=phase,
+        url=a.url[:300],
+        request=a.request_body,
+        raw_response=a.raw_response,
+        http_status=a.http_status,
+        error=a.error,
+        error_kind=a.error_kind or "",
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        reasoning_tokens=a.reasoning_tokens,
+        cost_usd=_cost(a.cost_usd),
+        cost_source=a.cost_source or "",
+        latency_ms=a.latency_ms,
+        served_model=a.served_model[:200],
+        generation_id=a.generation_id[:200],
+        finish_reason=a.finish_reason[:40],
+        started_at=a.started_at,
+    )
+
+
+# --- endpoints and keys -------------------------------------------------------------------
+
+
+def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
+    """The competitor's client, or (None, why it cannot run).
+
+    Key resolution: the competitor's own env var when it names one (a missing value skips it);
+    no key at all for a competitor with its own base_url and no env var (a local vLLM/Ollama
+    server); otherwise the default OpenRouter key from settings.
+    """
+    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
+    if competitor.api_key_env:
+        key = os.environ.get(competitor.api_key_env, "")
+        if not key:
+            return None, f"no API key: the env var {competitor.api_key_env} is not set"
+    elif competitor.base_url:
+        key = ""
+    else:
+        key = settings.ARENA_LLM_API_KEY
+        if not key:
+            return None, "no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
+    client = LLMClient(
+        base_url,
+        key or None,
+        timeout=settings.ARENA_LLM_TIMEOUT,
+        max_retries=getattr(settings, "ARENA_LLM_MAX_RETRIES", 3),
+        backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
+        max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
+    )
+    return client, ""

@@ -1,0 +1,217 @@
+"""The decision prompt: a versioned template, filled from the frozen universe and the entry.
+
+The template text lives in agents/prompts/<version>_system.txt and _user.txt; its sha256 is
+stored on every decision, so a published decision names the exact words the model was given.
+Changing the words means a new version file, never an edit of an old one.
+
+The universe block is the bulk of the prompt (500 markets) and identical for every entry of a
+cohort week, so it is rendered once per universe and reused; only the header (cash, positions)
+is per entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
+from pathlib import Path
+from string import Template
+
+from agents.parsing import DecisionContext
+from cohorts.models import Universe
+from cohorts.pricing import outcome_price
+from scoring.methodology import CONSTANTS
+
+PROMPT_VERSION = "v1"
+_DIR = Path(__file__).resolve().parent / "prompts"
+SYSTEM_TEMPLATE = (_DIR / f"{PROMPT_VERSION}_system.txt").read_text(encoding="utf-8")
+USER_TEMPLATE = (_DIR / f"{PROMPT_VERSION}_user.txt").read_text(encoding="utf-8")
+REPAIR_TEMPLATE = (_DIR / f"{PROMPT_VERSION}_repair.txt").read_text(encoding="utf-8")
+# One hash over the three templates: together they define a prompt version.
+PROMPT_SHA256 = hashlib.sha256(
+    "\0".join([SYSTEM_TEMPLATE, USER_TEMPLATE, REPAIR_TEMPLATE]).encode("utf-8")
+).hexdigest()
+
+MIN_BET = Decimal(CONSTANTS.min_bet)
+MAX_FRACTION = Decimal(str(CONSTANTS.max_bet_fraction))
+CENT = Decimal("0.01")
+_UNIVERSE_CACHE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class PositionView:
+    """One of the entry's positions as the prompt shows it."""
+
+    position_id: int
+    market_id: int
+    question: str
+    outcome: str
+    shares: Decimal
+    cost_basis: Decimal
+    price: Decimal | None  # current price of the position's own outcome (side-correct)
+    market_status: str
+
+    @property
+    def value(self) -> Decimal | None:
+        return None if self.price is None else (self.shares * self.price).quantize(CENT)
+
+
+def max_allocation(cash: Decimal) -> Decimal:
+    """The most all bets of one decision may total: MAX_FRACTION of cash, rounded down."""
+    return (Decimal(cash) * MAX_FRACTION).quantize(CENT, rounding=ROUND_DOWN)
+
+
+def system_prompt() -> str:
+    return Template(SYSTEM_TEMPLATE).substitute(
+        min_bet=_money(MIN_BET), max_fraction_pct=_pct(MAX_FRACTION)
+    )
+
+
+def user_prompt(
+    *,
+    universe: Universe,
+    week: int,
+    weeks: int,
+    at: datetime,
+    cash: Decimal,
+    positions: list[PositionView],
+) -> str:
+    sample = universe.forecast_sample
+    return Template(USER_TEMPLATE).substitute(
+        date=f"{at:%Y-%m-%d %H:%M} UTC ({at:%A})",
+        week=week,
+        weeks=weeks,
+        cash=_money(cash),
+        max_allocation=_money(max_allocation(cash)),
+        max_fraction_pct=_pct(MAX_FRACTION),
+        min_bet=_money(MIN_BET),
+        position_count=len(positions),
+        positions=positions_text(positions),
+        sample_count=len(sample),
+        forecast_sample=", ".join(str(m) for m in sample) or "(none)",
+        market_count=len(universe.markets),
+        universe=universe_text(universe),
+    )
+
+
+def repair_prompt(problems: list[str]) -> str:
+    """The follow-up message of the one repair attempt, quoting every problem found."""
+    listed = "\n".join(f"- {p}" for p in problems) or "- (no details)"
+    return Template(REPAIR_TEMPLATE).substitute(problems=listed)
+
+
+def positions_text(positions: list[PositionView]) -> str:
+    if not positions:
+        return "(none)"
+    return "\n".join(_position_line(p) for p in positions)
+
+
+def _position_line(p: PositionView) -> str:
+    if p.price is None:
+        now = "current price unknown"
+    else:
+        now = f"current price {_num(p.price)} (value ${_money(p.value)})"
+    status = (
+        "open" if p.market_status == "open" else "market closed, awaiting resolution (cannot sell)"
+    )
+    return (
+        f"- position_id {p.position_id}: [{p.market_id}] {p.question} | outcome {p.outcome} | "
+        f"{_num(p.shares)} shares, cost ${_money(p.cost_basis)} | {now} | {status}"
+    )
+
+
+# Rendered universe blocks, keyed by (universe pk, content hash): every entry of a cohort week
+# shares one, and a worker process handles many entries of the same week.
+_universe_cache: OrderedDict[tuple[int, str], str] = OrderedDict()
+
+
+def universe_text(universe: Universe) -> str:
+    key = (universe.pk, universe.content_hash)
+    text = _universe_cache.get(key)
+    if text is None:
+        text = render_universe(universe.markets)
+        _universe_cache[key] = text
+        while len(_universe_cache) > _UNIVERSE_CACHE_SIZE:
+            _universe_cache.popitem(last=False)
+    return text
+
+
+def render_universe(items: list[dict]) -> str:
+    return "\n".join(_market_block(item) for item in items)
+
+
+def _market_block(item: dict) -> str:
+    quotes = " | ".join(f"{name} {item['prices'][name]}" for name in item["outcomes"])
+    close = item.get("close_time")
+    closes = f"closes {close[:10]} ({item['days_to_close']} days)" if close else "no close date"
+    lines = [
+        f"[{item['market_id']}] {item['question']}",
+        f"  {quotes} · volume ${int(Decimal(item['volume'])):,} · {closes}",
+    ]
+    if item.get("rules"):
+        lines.append(f"  rules: {item['rules']}")
+    return "\n".join(lines)
+
+
+def decision_context(universe: Universe, positions: list[PositionView]) -> DecisionContext:
+    """What the parser checks ids against: exactly what the prompt showed."""
+    return DecisionContext(
+        markets={str(item["market_id"]): list(item["outcomes"]) for item in universe.markets},
+        position_ids={str(p.position_id) for p in positions if p.market_status == "open"},
+        forecast_sample=[str(m) for m in universe.forecast_sample],
+    )
+
+
+def position_views(entry, universe: Universe) -> list[PositionView]:
+    """All the entry's open positions (including those in closed, unresolved markets).
+
+    The price is the one the universe froze when the market is in it (so the prompt and the
+    execution agree), else the market's latest quote for the position's own outcome.
+    """
+    shown = {
+        item["market_id"]: {k: Decimal(v) for k, v in item["prices"].items()}
+        for item in universe.markets
+    }
+    views = []
+    positions = entry.positions.filter(status="open").select_related("market").order_by("id")
+    for pos in positions:
+        market = pos.market
+        if market.pk in shown and pos.outcome in shown[market.pk]:
+            price = shown[market.pk][pos.outcome]
+        else:
+            price = outcome_price(market.last_prices, market.outcomes, pos.outcome)
+        views.append(
+            PositionView(
+                position_id=pos.pk,
+                market_id=market.pk,
+                question=market.question,
+                outcome=pos.outcome,
+                shares=pos.shares,
+                cost_basis=pos.cost_basis,
+                price=price,
+                market_status=market.status,
+            )
+        )
+    return views
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count: 4 characters per token (the usual rule of thumb for English with
+    BPE tokenizers; numbers and ids tokenize a little worse)."""
+    return (len(text) + 3) // 4
+
+
+def _money(value: Decimal | None) -> str:
+    if value is None:
+        return "?"
+    return f"{Decimal(value).quantize(CENT):,}"
+
+
+def _pct(fraction: Decimal) -> str:
+    return format((fraction * 100).normalize(), "f")
+
+
+def _num(value: Decimal) -> str:
+    return format(Decimal(value).normalize(), "f")

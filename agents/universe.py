@@ -1,0 +1,193 @@
+"""The universe: the markets (and prices) every entry of a cohort sees in one decision week.
+
+Frozen once per (cohort, week) so every competitor answers the same question set at the same
+prices in the same order, which is what makes their decisions comparable. The content hash is
+stored on every decision so anyone can check two decisions saw the same thing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from cohorts.models import Cohort, Universe
+from cohorts.pricing import outcome_price
+from markets.models import Market
+
+# Enough of the resolution rules to know what counts, short enough that 500 markets fit a prompt.
+RULES_CHARS = 300
+# Markets each entry must state a probability for (scored even where nobody bets).
+FORECAST_SAMPLE_SIZE = 20
+PRICE_PLACES = Decimal("0.000001")
+
+_SOURCE_FOR_KIND = {
+    Cohort.Kind.LIVE: Market.Source.POLYMARKET,
+    Cohort.Kind.REPLAY: Market.Source.FORECASTBENCH,
+    Cohort.Kind.DEMO: Market.Source.DEMO,
+}
+
+
+def freeze_universe(
+    cohort: Cohort,
+    week: int,
+    at: datetime | None = None,
+    *,
+    markets: Iterable[Market] | None = None,
+    prices: Mapping[int, Mapping[str, object]] | None = None,
+) -> Universe:
+    """Return the (cohort, week) universe, freezing it now if it does not exist yet.
+
+    Replay and demo may pass `markets` (in the order to show them) and `prices`
+    ({market pk: {outcome: price}}) for their simulated clock; otherwise the top
+    ARENA_MARKETS_PER_PROMPT open markets of the cohort's source by volume, at their last price.
+    A concurrent freeze of the same week loses the insert race and returns the winner's row.
+    """
+    existing = Universe.objects.filter(cohort=cohort, week=week).first()
+    if existing is not None:
+        return existing
+    at = at or timezone.now()
+    if markets is None:
+        markets = _candidate_markets(cohort, at)
+    items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)
+    sample = forecast_sample_ids(items, cohort, week)
+    try:
+        with transaction.atomic():
+            return Universe.objects.create(
+                cohort=cohort,
+                week=week,
+                frozen_at=at,
+                content_hash=content_hash(items, sample),
+                markets=items,
+                forecast_sample=sample,
+            )
+    except IntegrityError:
+        return Universe.objects.get(cohort=cohort, week=week)
+
+
+def _candidate_markets(cohort: Cohort, at: datetime) -> Iterable[Market]:
+    source = _SOURCE_FOR_KIND.get(cohort.kind, Market.Source.POLYMARKET)
+    # A market past its close time may still say "open" until the next sync: not tradable.
+    qs = (
+        Market.objects.open()
+        .filter(source=source)
+        .exclude(close_time__lte=at)
+        .order_by("-volume", "id")
+    )
+    return qs.iterator(chunk_size=500)
+
+
+def build_items(
+    markets: Iterable[Market],
+    at: datetime,
+    *,
+    prices: Mapping[int, Mapping[str, object]] | None = None,
+    limit: int | None = None,
+) -> list[dict]:
+    """Universe items in the given order, skipping markets with no tradable price."""
+    items: list[dict] = []
+    for market in markets:
+        if limit is not None and len(items) >= limit:
+            break
+        quotes = prices.get(market.pk) if prices is not None else None
+        item = market_item(market, at, quotes)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def market_item(
+    market: Market, at: datetime, quotes: Mapping[str, object] | None = None
+) -> dict | None:
+    """One market as shown to competitors, or None when it has no tradable price.
+
+    Every outcome needs a price (the prompt shows all of them) and at least one must lie strictly
+    inside (0, 1), else nothing could be bought.
+    """
+    outcome_prices = _prices(market, quotes)
+    if outcome_prices is None or not any(
+        Decimal(0) < p < Decimal(1) for p in outcome_prices.values()
+    ):
+        return None
+    close = market.close_time
+    return {
+        "market_id": market.pk,
+        "question": market.question,
+        "rules": trim(market.description, RULES_CHARS),
+        "outcomes": list(market.outcomes),
+        "prices": {name: _price_str(p) for name, p in outcome_prices.items()},
+        "volume": str(Decimal(market.volume).quantize(Decimal(1))),
+        "close_time": close.isoformat() if close else None,
+        "days_to_close": round((close - at).total_seconds() / 86400, 1) if close else None,
+    }
+
+
+def _prices(market: Market, quotes: Mapping[str, object] | None) -> dict[str, Decimal] | None:
+    outcomes = list(market.outcomes or [])
+    if not outcomes:
+        return None
+    source = _as_decimals(quotes) if quotes is not None else market.last_prices
+    result: dict[str, Decimal] = {}
+    for name in outcomes:
+        price = outcome_price(source, outcomes, name)
+        if price is None:
+            return None
+        result[name] = Decimal(price).quantize(PRICE_PLACES)
+    return result
+
+
+def _as_decimals(quotes: Mapping[str, object]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in quotes.items():
+        try:
+            out[name] = str(Decimal(str(value)))
+        except InvalidOperation:
+            continue
+    return out
+
+
+def _price_str(price: Decimal) -> str:
+    return format(price.normalize(), "f")
+
+
+def trim(text: str, limit: int) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def forecast_sample_ids(items: list[dict], cohort: Cohort, week: int) -> list[int]:
+    """A seeded sample of the universe, in universe order.
+
+    The seed mixes the cohort, the week and the methodology hash, so the sample is reproducible
+    by anyone and cannot be chosen after seeing the answers.
+    """
+    ids = [item["market_id"] for item in items]
+    if len(ids) <= FORECAST_SAMPLE_SIZE:
+        return ids
+    seed_text = f"{cohort.pk}:{week}:{cohort.methodology_hash}"
+    rng = random.Random(int(hashlib.sha256(seed_text.encode()).hexdigest()[:16], 16))
+    chosen = set(rng.sample(ids, FORECAST_SAMPLE_SIZE))
+    return [market_id for market_id in ids if market_id in chosen]
+
+
+def content_hash(items: list[dict], sample: list[int]) -> str:
+    canonical = json.dumps(
+        {"markets": items, "forecast_sample": sample}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def price_book(universe: Universe) -> dict[tuple[int, str], Decimal]:
+    """(market pk, outcome) -> the price shown, for check_orders / execute_orders."""
+    book: dict[tuple[int, str], Decimal] = {}
+    for item in universe.markets:
+        for name, price in item["prices"].items():
+            book[(item["market_id"], name)] = Decimal(price)
+    return book
