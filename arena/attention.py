@@ -1,0 +1,41 @@
+"""What staff should look at now: one read of everything that went wrong and needs a human."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from agents.models import Decision
+from arena.models import JobRun
+from markets.models import Market
+
+# A market closed this long without an upstream resolution is worth a look.
+STUCK_AFTER = timedelta(days=3)
+
+
+def attention_items(now=None, limit: int = 200) -> dict:
+    now = now or timezone.now()
+    from cohorts.doctor import check_invariants
+
+    return {
+        "failed_decisions": list(
+            Decision.objects.filter(status=Decision.Status.FAILED)
+            .select_related("entry__competitor", "entry__cohort")
+            .order_by("-claimed_at")[:limit]
+        ),
+        "stuck_markets": list(
+            Market.objects.filter(status=Market.Status.CLOSED, closed_time__lt=now - STUCK_AFTER)
+            .order_by("closed_time")[:limit]
+        ),
+        "flagged_markets": list(
+            Market.objects.filter(needs_attention=True).order_by("-updated_at")[:limit]
+        ),
+        "failed_jobs": list(
+            JobRun.objects.filter(status=JobRun.Status.FAILED, started_at__gte=now - timedelta(days=2))
+            .order_by("-started_at")[:limit]
+        ),
+        "ledger_violations": check_invariants()[:limit],
+    }
+
+
+def attention_count(items: dict) -> int:
+    return sum(len(v) for v in items.values())

@@ -1,0 +1,53 @@
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from agents.models import Competitor, Decision
+from cohorts.models import Cohort, Entry
+from markets.models import Market
+
+
+@pytest.fixture
+def staff_client(client, db):
+    user = get_user_model().objects.create_user("staff", password="pw-staff-123", is_staff=True,
+                                                is_superuser=True)
+    client.force_login(user)
+    return client
+
+
+def test_attention_page_is_staff_only(client, db):
+    resp = client.get("/admin/attention/")
+    assert resp.status_code == 302 and "/admin/login/" in resp["Location"]
+
+
+def test_attention_page_lists_what_needs_a_human(staff_client):
+    now = timezone.now()
+    comp = Competitor.objects.create(slug="gpt", display_name="GPT", kind="llm", model_id="x/y")
+    cohort = Cohort.objects.create(week_start=datetime(2026, 11, 15, tzinfo=UTC))
+    # Cash that disagrees with the (empty) ledger is a violation doctor must report.
+    entry = Entry.objects.create(cohort=cohort, competitor=comp, cash=Decimal("10000"))
+    Decision.objects.create(entry=entry, week=1, status="failed", claimed_at=now,
+                            error="every LLM call failed: 401 No auth credentials found")
+    Market.objects.create(external_id="1", question="Stuck <b>market</b>?", status="closed",
+                          closed_time=now - timedelta(days=5), outcomes=["Yes", "No"])
+    Market.objects.create(external_id="2", question="Gone upstream?", needs_attention=True,
+                          upstream_missing=True, attention_reason="404 from Gamma",
+                          outcomes=["Yes", "No"])
+    Market.objects.create(external_id="3", question="Fresh close?", status="closed",
+                          closed_time=now - timedelta(hours=2), outcomes=["Yes", "No"])
+
+    html = staff_client.get("/admin/attention/").content.decode()
+
+    assert "every LLM call failed" in html
+    assert "Stuck &lt;b&gt;market&lt;/b&gt;?" in html  # escaped, as all market text
+    assert "Gone upstream?" in html and "404 from Gamma" in html
+    assert "Fresh close?" not in html  # closed two hours ago is normal, not stuck
+    assert f"entry {entry.pk}: cash 10000.00 != ledger sum 0.00" in html
+
+
+def test_attention_page_says_so_when_all_is_well(staff_client):
+    html = staff_client.get("/admin/attention/").content.decode()
+    assert "Nothing needs attention right now." in html
