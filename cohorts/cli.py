@@ -1,0 +1,62 @@
+"""`arena open-cohort`, `arena snapshot` and `arena doctor` (dispatched by the arena command)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from cohorts import doctor as doctor_checks
+from cohorts import services, settlement, snapshots
+from cohorts.models import Cohort
+
+
+def open_cohort_arguments(parser) -> None:
+    parser.add_argument(
+        "--week", help="the Sunday the week starts, YYYY-MM-DD (default: this week)"
+    )
+    parser.add_argument("--kind", default=Cohort.Kind.LIVE, choices=Cohort.Kind.values)
+    parser.add_argument("--label", default="")
+
+
+def _parse_week(raw: str | None) -> date | None:
+    if raw is None:
+        return None
+    try:
+        day = date.fromisoformat(raw)
+    except ValueError as exc:
+        raise CommandError(f"--week must be a date YYYY-MM-DD, got {raw!r}") from exc
+    if day.weekday() != 6:
+        raise CommandError(f"--week must be a Sunday; {day} is a {day:%A}")
+    return day
+
+
+def open_cohort(cmd, options) -> None:
+    week = _parse_week(options.get("week"))
+    cohort, created = services.open_cohort(
+        week, kind=options.get("kind") or Cohort.Kind.LIVE, label=options.get("label") or ""
+    )
+    verb = "opened" if created else "already open:"
+    cmd.stdout.write(f"{verb} {cohort} (id {cohort.pk}) with {cohort.entries.count()} entries")
+
+
+def snapshot(cmd, options) -> None:
+    at = timezone.now()
+    settled = settlement.settle_pending(at)
+    written = snapshots.take_snapshot(at)
+    moved = services.advance_cohorts(at)
+    cmd.stdout.write(
+        f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} entries; "
+        f"settled {settled['settled']} positions; cohorts to tracking {moved['tracking']}, "
+        f"completed {moved['completed']}"
+    )
+
+
+def doctor(cmd, options) -> None:
+    problems = doctor_checks.check_invariants()
+    for problem in problems:
+        cmd.stdout.write(problem)
+    if problems:
+        raise CommandError(f"{len(problems)} invariant violation(s)")
+    cmd.stdout.write(f"ok: {len(doctor_checks.CHECKS)} invariant checks passed")

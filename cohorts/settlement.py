@@ -1,0 +1,275 @@
+"""Settling positions when a market resolves, voids, or has its resolution changed by staff.
+
+settle_market makes the live settlements of a market match the market's current status:
+- resolved: every position on the winning outcome is paid $1 per share (rounded down to cents),
+  the others 0;
+- void: every position is refunded the cost basis it still holds;
+- open/closed (staff reopened it): earlier settlements are reversed and the positions reopen.
+A live settlement that disagrees with the status is reversed first (a REVERSAL ledger row takes
+the payout back, the position gets its shares and cost basis back), then the new one applied, so
+the balances end exactly as if the current outcome had been the first.
+
+Concurrency: the market row is locked first (the same order as execution: markets, then
+entries/positions), so two runs for one market serialise and the second finds nothing to do;
+the partial unique constraint on live settlements backs this up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
+from cohorts.snapshots import write_final_snapshots
+from markets.models import Market
+
+log = logging.getLogger(__name__)
+
+CENT = Decimal("0.01")
+SETTLED_STATUSES = (Market.Status.RESOLVED, Market.Status.VOID)
+
+
+class SettlementError(Exception):
+    """The market cannot be settled as it stands (bad outcome, or a reversal would overdraw)."""
+
+
+@dataclass
+class SettleReport:
+    market_id: int
+    status: str
+    settled: int = 0
+    reversed: int = 0
+    paid: Decimal = Decimal(0)
+    taken_back: Decimal = Decimal(0)
+    entries_finished: list[int] = field(default_factory=list)
+    market_settled: bool = False
+
+
+def _target(market: Market, position: Position) -> tuple[str, str] | None:
+    """(kind, outcome) the position's live settlement should have, or None for 'unsettled'."""
+    if market.status == Market.Status.VOID:
+        return Settlement.Kind.VOID, ""
+    if market.status == Market.Status.RESOLVED:
+        won = position.outcome == market.resolved_outcome
+        return (Settlement.Kind.WON if won else Settlement.Kind.LOST), market.resolved_outcome
+    return None
+
+
+def _payout(kind: str, shares: Decimal, cost_basis: Decimal) -> Decimal:
+    if kind == Settlement.Kind.WON:
+        return shares.quantize(CENT, rounding=ROUND_DOWN)  # $1 per share, never over-paying
+    if kind == Settlement.Kind.VOID:
+        return cost_basis
+    return Decimal("0.00")
+
+
+def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
+    """Make the market's settlements match its status; idempotent. See the module docstring."""
+    at = at if at is not None else timezone.now()
+    with transaction.atomic():
+        market = Market.objects.select_for_update().get(pk=market.pk)
+        report = SettleReport(market_id=market.pk, status=market.status)
+        if market.status == Market.Status.RESOLVED and market.resolved_outcome not in (
+            market.outcomes or []
+        ):
+            raise SettlementError(
+                f"market {market.pk} resolved to {market.resolved_outcome!r}, not one of its outcomes"
+            )
+        cash_delta: dict[int, Decimal] = defaultdict(Decimal)
+        _reverse_stale(market, at, report, cash_delta)
+        if market.status in SETTLED_STATUSES:
+            _settle_open(market, at, report, cash_delta)
+        _apply_cash(cash_delta, market)
+        _mark_market(market, at, report)
+        _final_snapshots(report, at)
+    if report.settled or report.reversed:
+        log.info(
+            "market %s (%s): settled %d, reversed %d, paid %s, taken back %s",
+            market.pk,
+            market.status,
+            report.settled,
+            report.reversed,
+            report.paid,
+            report.taken_back,
+        )
+    return report
+
+
+def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:
+    live = (
+        Settlement.objects.select_for_update()
+        .filter(market=market, reversed_at__isnull=True)
+        .select_related("position")
+        .order_by("pk")
+    )
+    reopened_entries: set[int] = set()
+    for settlement in live:
+        position = settlement.position
+        if _target(market, position) == (settlement.kind, settlement.outcome):
+            continue
+        settlement.reversed_at = at
+        settlement.save(update_fields=["reversed_at"])
+        if settlement.payout:
+            LedgerEntry.objects.create(
+                entry_id=position.entry_id,
+                kind=LedgerEntry.Kind.REVERSAL,
+                amount=-settlement.payout,
+                settlement=settlement,
+                memo=f"reverse {settlement.kind} settlement {settlement.pk} of market {market.pk}",
+                created_at=at,
+            )
+            cash_delta[position.entry_id] -= settlement.payout
+        # The position gets back exactly what the settlement took from it.
+        position.status = Position.Status.OPEN
+        position.shares = settlement.shares
+        position.cost_basis = settlement.cost_basis
+        position.realized_pnl -= settlement.payout - settlement.cost_basis
+        position.closed_at = None
+        position.save(update_fields=["status", "shares", "cost_basis", "realized_pnl", "closed_at"])
+        reopened_entries.add(position.entry_id)
+        report.reversed += 1
+        report.taken_back += settlement.payout
+    if reopened_entries:
+        # A completed cohort with a reopened position is tracking again until it settles.
+        Cohort.objects.filter(status=Cohort.Status.COMPLETED, entries__in=reopened_entries).update(
+            status=Cohort.Status.TRACKING, completed_at=None
+        )
+
+
+def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:
+    positions = list(
+        Position.objects.select_for_update()
+        .filter(market=market, status=Position.Status.OPEN)
+        .order_by("pk")
+    )
+    settlements = []
+    for position in positions:
+        kind, outcome = _target(market, position)
+        payout = _payout(kind, position.shares, position.cost_basis)
+        settlements.append(
+            Settlement(
+                position=position,
+                market=market,
+                kind=kind,
+                outcome=outcome,
+                shares=position.shares,
+                cost_basis=position.cost_basis,
+                payout=payout,
+                settled_at=at,
+            )
+        )
+        # Shares and cost basis stay on the row as the record of what was held.
+        position.status = Position.Status.SETTLED
+        position.closed_at = at
+        position.realized_pnl += payout - position.cost_basis
+    Settlement.objects.bulk_create(settlements)
+    Position.objects.bulk_update(positions, ["status", "closed_at", "realized_pnl"])
+    ledger_kind = {
+        Settlement.Kind.WON: LedgerEntry.Kind.PAYOUT,
+        Settlement.Kind.VOID: LedgerEntry.Kind.REFUND,
+    }
+    ledger = []
+    for s in settlements:
+        if s.payout:
+            ledger.append(
+                LedgerEntry(
+                    entry_id=s.position.entry_id,
+                    kind=ledger_kind[s.kind],
+                    amount=s.payout,
+                    settlement=s,
+                    memo=f"{s.kind} settlement of market {market.pk}",
+                    created_at=at,
+                )
+            )
+            cash_delta[s.position.entry_id] += s.payout
+        report.paid += s.payout
+    LedgerEntry.objects.bulk_create(ledger)
+    report.settled += len(settlements)
+    report.entries_finished = sorted({p.entry_id for p in positions})
+
+
+def _apply_cash(cash_delta: dict[int, Decimal], market: Market) -> None:
+    # Entry rows in pk order so concurrent settlements of different markets cannot deadlock.
+    for entry_id in sorted(cash_delta):
+        delta = cash_delta[entry_id]
+        if not delta:
+            continue
+        if delta < 0:
+            cash = Entry.objects.select_for_update().values_list("cash", flat=True).get(pk=entry_id)
+            if cash + delta < 0:
+                raise SettlementError(
+                    f"reversing market {market.pk} would take ${-delta} from entry {entry_id}, "
+                    f"which has ${cash} left (the payout was already spent); fix by hand"
+                )
+        Entry.objects.filter(pk=entry_id).update(cash=F("cash") + delta)
+
+
+def _mark_market(market: Market, at: datetime, report: SettleReport) -> None:
+    """settled_at is set only once no position of the market is open, and cleared on reopen."""
+    if market.status in SETTLED_STATUSES:
+        still_open = Position.objects.filter(market=market, status=Position.Status.OPEN).exists()
+        settled_at = None if still_open else (market.settled_at or at)
+    else:
+        settled_at = None
+    if settled_at != market.settled_at:
+        Market.objects.filter(pk=market.pk).update(settled_at=settled_at)
+    report.market_settled = settled_at is not None
+
+
+def _final_snapshots(report: SettleReport, at: datetime) -> None:
+    """Entries whose last open position just settled get a snapshot at the settlement time."""
+    if not report.entries_finished:
+        return
+    still_open = set(
+        Position.objects.filter(entry_id__in=report.entries_finished, status=Position.Status.OPEN)
+        .values_list("entry_id", flat=True)
+        .distinct()
+    )
+    finished = [e for e in report.entries_finished if e not in still_open]
+    report.entries_finished = finished
+    write_final_snapshots(finished, at)
+
+
+def markets_needing_settlement() -> list[int]:
+    """Market ids whose settlements do not match their status (the work settle_pending does)."""
+    unsettled = Market.objects.filter(status__in=SETTLED_STATUSES, settled_at__isnull=True)
+    # Reopened by staff but still marked settled.
+    reopened = Market.objects.exclude(status__in=SETTLED_STATUSES).filter(settled_at__isnull=False)
+    # Resolution changed after settling: a live settlement disagrees with the market.
+    stale = Settlement.objects.filter(reversed_at__isnull=True).filter(
+        Q(market__status=Market.Status.VOID) & ~Q(kind=Settlement.Kind.VOID)
+        | Q(market__status=Market.Status.RESOLVED) & Q(kind=Settlement.Kind.VOID)
+        | Q(market__status=Market.Status.RESOLVED) & ~Q(outcome=F("market__resolved_outcome"))
+        | ~Q(market__status__in=SETTLED_STATUSES)
+    )
+    ids = set(unsettled.values_list("pk", flat=True))
+    ids |= set(reopened.values_list("pk", flat=True))
+    ids |= set(stale.values_list("market_id", flat=True).distinct())
+    return sorted(ids)
+
+
+def settle_pending(at: datetime | None = None) -> dict:
+    """Settle every market whose settlements lag its status. One market's failure (logged and
+    counted) does not stop the others."""
+    summary = {"markets": 0, "settled": 0, "reversed": 0, "paid": "0", "errors": []}
+    paid = Decimal(0)
+    for market_id in markets_needing_settlement():
+        try:
+            report = settle_market(Market(pk=market_id), at=at)
+        except SettlementError as exc:
+            log.error("cannot settle market %s: %s", market_id, exc)
+            summary["errors"].append(str(exc))
+            continue
+        summary["markets"] += 1
+        summary["settled"] += report.settled
+        summary["reversed"] += report.reversed
+        paid += report.paid
+    summary["paid"] = str(paid)
+    return summary

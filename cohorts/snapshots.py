@@ -1,0 +1,147 @@
+"""Marking every open position to market and writing one Snapshot per entry per 10 minutes.
+
+The tick is bulk: a fixed handful of queries however many entries there are (entries, their open
+positions, the markets those positions are on, realised P/L per entry, then one upsert per
+batch of rows), with the arithmetic done in Python. The naive shape (one positions query per
+entry) costs thousands of round trips per tick; bench/snapshot.py measures both.
+
+Marking rules:
+- a resolved (not yet settled) market marks the winning outcome at 1 and the others at 0;
+- a void market, or one with no usable quote, marks the position at its cost basis;
+- otherwise the latest quote (Market.last_prices), which a closed-but-unresolved market keeps,
+  so its positions keep their last known price.
+Values are summed per entry and rounded half-even to cents once, so total == cash + positions
+value exactly, and total == initial balance + realised + unrealised P/L.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from cohorts.models import Cohort, Entry, Position, Snapshot
+from cohorts.pricing import outcome_price
+from markets.models import Market
+
+CENT = Decimal("0.01")
+BUCKET_MINUTES = 10
+SNAPSHOT_FIELDS = ["cash", "positions_value", "total", "realized_pnl", "unrealized_pnl"]
+
+
+def bucket_for(at: datetime) -> datetime:
+    """`at` floored to its 10-minute bucket."""
+    return at.replace(minute=at.minute - at.minute % BUCKET_MINUTES, second=0, microsecond=0)
+
+
+def _mark_price(market: tuple, outcome: str) -> Decimal | None:
+    status, resolved_outcome, last_prices, outcomes = market
+    if status == Market.Status.RESOLVED and resolved_outcome in (outcomes or []):
+        return Decimal(1) if outcome == resolved_outcome else Decimal(0)
+    if status == Market.Status.VOID:
+        return None
+    return outcome_price(last_prices, outcomes, outcome)
+
+
+def compute_snapshots(entry_filter: Q, ts: datetime) -> list[Snapshot]:
+    """Unsaved Snapshot rows at `ts` for the entries matching `entry_filter` (4 queries)."""
+    entries = list(Entry.objects.filter(entry_filter).values_list("pk", "cash", "initial_balance"))
+    if not entries:
+        return []
+    open_positions = Position.objects.filter(status=Position.Status.OPEN).filter(
+        entry__in=Entry.objects.filter(entry_filter).values("pk")
+    )
+    positions = list(
+        open_positions.values_list("entry_id", "market_id", "outcome", "shares", "cost_basis")
+    )
+    markets = {
+        row[0]: row[1:]
+        for row in Market.objects.filter(pk__in=open_positions.values("market_id")).values_list(
+            "pk", "status", "resolved_outcome", "last_prices", "outcomes"
+        )
+    }
+    realized = dict(
+        Position.objects.filter(entry__in=Entry.objects.filter(entry_filter).values("pk"))
+        .values("entry_id")
+        .annotate(total=Sum("realized_pnl"))
+        .values_list("entry_id", "total")
+    )
+
+    value: dict[int, Decimal] = defaultdict(Decimal)
+    cost: dict[int, Decimal] = defaultdict(Decimal)
+    price_cache: dict[tuple[int, str], Decimal | None] = {}
+    for entry_id, market_id, outcome, shares, cost_basis in positions:
+        key = (market_id, outcome)
+        if key not in price_cache:
+            price_cache[key] = _mark_price(markets[market_id], outcome)
+        price = price_cache[key]
+        value[entry_id] += cost_basis if price is None else shares * price
+        cost[entry_id] += cost_basis
+
+    rows = []
+    for entry_id, cash, _initial in entries:
+        positions_value = value[entry_id].quantize(CENT, rounding=ROUND_HALF_EVEN)
+        rows.append(
+            Snapshot(
+                entry_id=entry_id,
+                ts=ts,
+                cash=cash,
+                positions_value=positions_value,
+                total=cash + positions_value,
+                realized_pnl=(realized.get(entry_id) or Decimal(0)).quantize(CENT),
+                unrealized_pnl=positions_value - cost[entry_id],
+            )
+        )
+    return rows
+
+
+def _upsert(rows: list[Snapshot]) -> int:
+    # One statement per batch; a rerun in the same bucket overwrites the bucket's row.
+    Snapshot.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["entry", "ts"],
+        update_fields=SNAPSHOT_FIELDS,
+        batch_size=2000,
+    )
+    return len(rows)
+
+
+def snapshot_cohorts(at: datetime, cohorts: Iterable[Cohort] | None = None) -> Q:
+    """The entry filter of a tick: the given cohorts, else live cohorts still running at `at`."""
+    if cohorts is not None:
+        return Q(cohort__in=[c.pk if isinstance(c, Cohort) else c for c in cohorts])
+    return Q(
+        cohort__kind=Cohort.Kind.LIVE,
+        cohort__status__in=[Cohort.Status.ACTIVE, Cohort.Status.TRACKING],
+        cohort__week_start__lte=at,
+    )
+
+
+def take_snapshot(at: datetime | None = None, cohorts: Iterable[Cohort] | None = None) -> int:
+    """Snapshot every entry of the cohorts (default: running live cohorts) in `at`'s bucket.
+
+    Returns the number of rows written. Idempotent per bucket; replay/demo pass their cohorts
+    and a simulated `at`.
+    """
+    at = at if at is not None else timezone.now()
+    return _upsert(compute_snapshots(snapshot_cohorts(at, cohorts), bucket_for(at)))
+
+
+def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
+    """Snapshots for entries whose last position just settled, in the settlement's bucket.
+
+    Their cohort may complete before the next tick, so this row is what the series ends on.
+    """
+    entry_ids = list(entry_ids)
+    if not entry_ids:
+        return 0
+    return _upsert(compute_snapshots(Q(pk__in=entry_ids), bucket_for(at)))
+
+
+def write_final_snapshot(entry: Entry, at: datetime | None = None) -> int:
+    return write_final_snapshots([entry.pk], at if at is not None else timezone.now())
