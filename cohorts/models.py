@@ -55,7 +55,9 @@ class Universe(models.Model):
     content_hash = models.CharField(max_length=64)
     # [{"market_id", "question", "outcomes": [...], "prices": {...}, "volume", "close_time", ...}]
     markets = models.JSONField(default=list)
-    forecast_sample = models.JSONField(default=list, help_text="Market ids every entry must forecast")
+    forecast_sample = models.JSONField(
+        default=list, help_text="Market ids every entry must forecast"
+    )
 
     class Meta:
         constraints = [
@@ -78,7 +80,8 @@ class Entry(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["cohort", "competitor", "replicate"], name="entry_cohort_competitor_rep_uniq"
+                fields=["cohort", "competitor", "replicate"],
+                name="entry_cohort_competitor_rep_uniq",
             ),
             models.CheckConstraint(condition=models.Q(cash__gte=0), name="entry_cash_nonnegative"),
         ]
@@ -112,7 +115,9 @@ class Position(models.Model):
                 condition=models.Q(status="open"),
                 name="position_one_open_per_side",
             ),
-            models.CheckConstraint(condition=models.Q(shares__gte=0), name="position_shares_nonneg"),
+            models.CheckConstraint(
+                condition=models.Q(shares__gte=0), name="position_shares_nonneg"
+            ),
         ]
         indexes = [models.Index(fields=["status", "market"], name="position_status_market_idx")]
 
@@ -148,9 +153,13 @@ class Settlement(models.Model):
         VOID = "void", "Void (refund)"
 
     position = models.ForeignKey(Position, on_delete=models.PROTECT, related_name="settlements")
-    market = models.ForeignKey("markets.Market", on_delete=models.PROTECT, related_name="settlements")
+    market = models.ForeignKey(
+        "markets.Market", on_delete=models.PROTECT, related_name="settlements"
+    )
     kind = models.CharField(max_length=5, choices=Kind.choices)
-    outcome = models.CharField(max_length=200, blank=True, help_text="Winning outcome (blank: void)")
+    outcome = models.CharField(
+        max_length=200, blank=True, help_text="Winning outcome (blank: void)"
+    )
     shares = models.DecimalField(max_digits=20, decimal_places=6)
     cost_basis = models.DecimalField(max_digits=14, decimal_places=2)
     payout = models.DecimalField(max_digits=14, decimal_places=2)
@@ -195,7 +204,9 @@ class Snapshot(models.Model):
     """An entry's value in one 10-minute bucket (a rerun in the same bucket updates it)."""
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="snapshots")
-    ts = models.DateTimeField(help_text="Bucket start, floored to 10 minutes (or 1 hour once rolled up)")
+    ts = models.DateTimeField(
+        help_text="Bucket start, floored to 10 minutes (or 1 hour once rolled up)"
+    )
     cash = models.DecimalField(max_digits=14, decimal_places=2)
     positions_value = models.DecimalField(max_digits=14, decimal_places=2)
     total = models.DecimalField(max_digits=14, decimal_places=2)
@@ -203,4 +214,6 @@ class Snapshot(models.Model):
     unrealized_pnl = models.DecimalField(max_digits=14, decimal_places=2)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["entry", "ts"], name="snapshot_entry_ts_uniq")]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "ts"], name="snapshot_entry_ts_uniq")
+        ]

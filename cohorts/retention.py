@@ -52,4 +52,6 @@ def retention(cmd, options) -> None:
 
         raise CommandError("--keep-days must be at least 1")
     n = rollup_snapshots(options["keep_days"])
-    cmd.stdout.write(f"rolled up snapshots older than {options['keep_days']} days: {n} rows removed")
+    cmd.stdout.write(
+        f"rolled up snapshots older than {options['keep_days']} days: {n} rows removed"
+    )

@@ -82,5 +82,9 @@ def make_cohort_with_entries(
         week_start = week_start_for(at or timezone.now()) - timedelta(weeks=next(_seq))
     if competitors is None:
         competitors = [make_competitor() for _ in range(n_entries)]
-    cohort, _ = open_cohort(week_start, kind=kind, competitors=competitors, at=at or week_start)
+    cohort, created = open_cohort(
+        week_start, kind=kind, competitors=competitors, at=at or week_start
+    )
+    if not created:
+        raise ValueError(f"a {kind} cohort for {week_start:%Y-%m-%d} already exists in this test")
     return cohort, list(cohort.entries.order_by("pk"))
