@@ -96,7 +96,12 @@ def test_success_with_usage_cost_stores_everything(server, setup):
     assert decision.cost_usd == Decimal("0.012300")
     assert (decision.tokens_in, decision.tokens_out) == (52, 38)
     call = decision.llm_calls.get()
-    assert (call.attempt, call.phase, call.http_status, call.cost_source) == (1, "initial", 200, "usage")
+    assert (call.attempt, call.phase, call.http_status, call.cost_source) == (
+        1,
+        "initial",
+        200,
+        "usage",
+    )
     assert json.loads(call.raw_response)["usage"]["cost"] == 0.0123
     assert call.request["model"] == "openai/gpt-test"
     assert call.request["messages"][1]["content"] == decision.user_prompt
@@ -104,10 +109,16 @@ def test_success_with_usage_cost_stores_everything(server, setup):
     assert server.chat_requests[0].headers["Authorization"] == "Bearer sk-or-v1-test"
 
     trade = Trade.objects.get(decision=decision)
-    assert (trade.side, trade.amount, trade.price) == ("BUY", Decimal("250.00"), Decimal(markets[0].last_prices["Yes"]))
+    assert (trade.side, trade.amount, trade.price) == (
+        "BUY",
+        Decimal("250.00"),
+        Decimal(markets[0].last_prices["Yes"]),
+    )
     entry.refresh_from_db()
     assert entry.cash == INITIAL - Decimal("250.00")
-    assert sum(LedgerEntry.objects.filter(entry=entry).values_list("amount", flat=True)) == entry.cash
+    assert (
+        sum(LedgerEntry.objects.filter(entry=entry).values_list("amount", flat=True)) == entry.cash
+    )
 
     forecasts = {(f.market_id, f.outcome): f for f in Forecast.objects.filter(decision=decision)}
     assert forecasts[(markets[0].pk, "Yes")].source == Forecast.Source.BET
@@ -350,7 +361,9 @@ def test_without_api_key_llm_entries_are_skipped_and_baselines_decide(settings):
     count = decide(cohort=cohort, at=AT, sync=True)
 
     assert count == 3
-    by_slug = {d.entry.competitor.slug: d for d in Decision.objects.select_related("entry__competitor")}
+    by_slug = {
+        d.entry.competitor.slug: d for d in Decision.objects.select_related("entry__competitor")
+    }
     assert by_slug["no-key"].status == Decision.Status.SKIPPED
     assert "OPENROUTER_API_KEY" in by_slug["no-key"].error
     assert not by_slug["no-key"].llm_calls.exists()

@@ -1,0 +1,67 @@
+"""The default lineup (seeded by `arena up`), the admin re-run action's service, `arena decide`."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents.models import Competitor, Decision
+from agents.services import DEFAULT_LINEUP, ensure_default_lineup, mark_decisions_retryable
+from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
+
+pytestmark = pytest.mark.django_db
+
+
+def test_default_lineup_has_seven_llm_families_and_five_baselines():
+    created = ensure_default_lineup()
+
+    assert created == len(DEFAULT_LINEUP) == 12
+    llms = Competitor.objects.filter(kind=Competitor.Kind.LLM)
+    assert sorted(llms.values_list("family", flat=True)) == sorted(
+        ["GPT", "Gemini", "Grok", "Claude", "DeepSeek", "Kimi", "Qwen"]
+    )
+    for c in llms:
+        assert "/" in c.model_id and c.provider == "openrouter"
+        assert c.params["temperature"] == 0 and c.params["max_tokens"] > 0
+        assert c.price_in_per_m > 0 and c.price_out_per_m > 0
+        assert c.base_url == "" and c.api_key_env == ""  # the default endpoint and key
+    strategies = Competitor.objects.filter(kind=Competitor.Kind.BASELINE).values_list(
+        "strategy", flat=True
+    )
+    assert sorted(strategies) == sorted(Competitor.Strategy.values)
+
+
+def test_lineup_is_idempotent_and_respects_staff_edits():
+    ensure_default_lineup()
+    Competitor.objects.filter(slug="grok-4").delete()
+
+    assert ensure_default_lineup() == 0
+    assert not Competitor.objects.filter(slug="grok-4").exists()
+
+
+def test_mark_retryable_only_touches_failed_or_skipped():
+    make_markets(2)
+    cohort = make_cohort([baseline_competitor("cash"), baseline_competitor("market")])
+    e1, e2 = cohort.entries.order_by("id")
+    Decision.objects.create(entry=e1, week=1, status="failed", claimed_at=AT)
+    Decision.objects.create(entry=e2, week=1, status="done", claimed_at=AT)
+
+    assert mark_decisions_retryable(Decision.objects.all()) == 1
+    assert set(Decision.objects.values_list("status", flat=True)) == {"retryable", "done"}
+
+
+def test_arena_decide_sync_runs_every_entry(settings):
+    make_markets(30)
+    cohort = make_cohort([baseline_competitor("favorite"), baseline_competitor("cash")])
+    out = StringIO()
+
+    call_command("arena", "decide", "--cohort", str(cohort.pk), "--week", "1", "--sync", stdout=out)
+
+    assert "decided 2 entries: 2 done" in out.getvalue()
+    assert Decision.objects.filter(entry__cohort=cohort, status="done").count() == 2
+
+
+def test_arena_decide_rejects_unknown_cohort():
+    with pytest.raises(CommandError, match="no cohort with id 999"):
+        call_command("arena", "decide", "--cohort", "999", stdout=StringIO())
