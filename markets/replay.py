@@ -1,0 +1,799 @@
+"""ForecastBench replay: real historical questions run through the arena on a simulated clock.
+
+A ForecastBench question set (published every two weeks) lists ~500 questions with the market
+price (or community forecast) at freeze time; its resolution set says later how each resolved.
+The market questions (polymarket, manifold, metaculus, infer) become replay markets; each set
+becomes one replay cohort whose universe is exactly that set's market questions, priced at the
+freeze values. The active competitors decide once, at the set's due date; then the replay clock
+walks through the resolution dates, moving prices, resolving markets, settling, snapshotting and
+finally scoring, with the same services live cohorts use (only the clock is simulated).
+
+Reading and validation (no database) come first; the writes after them.
+
+Why every set gets its own copy of a market (external_id "<due>:<platform>:<id>"): the same
+question appears in up to 21 sets with a different freeze value each, and a market has one
+status and one latest price. Shared markets would tie the sets to one global clock: replaying
+the 2025-10-26 set resolves markets that the 2025-11-09 set must still trade. Own copies keep
+every set a self-contained world, importable alone, in any order. The platform is part of the
+id because metaculus and infer both use small integers as question ids.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import requests
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from agents.decisions import decide
+from agents.models import Competitor, Decision
+from agents.universe import freeze_universe
+from cohorts.models import Cohort, Snapshot
+from cohorts.services import advance_cohorts, open_cohort, week_start_for
+from cohorts.settlement import settle_market
+from cohorts.snapshots import take_snapshot
+from markets.models import Market, PricePoint, ResolutionChange
+
+log = logging.getLogger(__name__)
+
+MARKET_PLATFORMS = ("polymarket", "manifold", "metaculus", "infer")
+OUTCOMES = ["Yes", "No"]
+PRICE_PLACES = Decimal("0.000001")
+QUESTION_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})-llm\.json")
+RESOLUTION_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})_resolution_set\.json")
+# The public repository's raw files, for `arena replay-forecastbench <url> --due ...`.
+PUBLIC_BASE_URL = (
+    "https://raw.githubusercontent.com/forecastingresearch/forecastbench-datasets/main/datasets"
+)
+# Like the live beat: cohorts open Sunday 00:00 UTC and decide at 00:05.
+DECISION_DELAY = timedelta(minutes=5)
+# A resolution never lands in the decision's own 10-minute snapshot bucket.
+MIN_EVENT_GAP = timedelta(minutes=10)
+EXTERNAL_ID_MAX = 120
+CUTOFF_WARNING = (
+    "Warning: this is a replay of past questions. A model may already know outcomes that "
+    "predate its training cutoff, so its scores here can be better than it could do live."
+)
+
+
+class ReplayError(Exception):
+    """A set cannot be read (missing file, bad JSON, wrong shape): one line for the CLI."""
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SetFiles:
+    """One question set and its resolution set (None when not published yet), as parsed JSON."""
+
+    questions: dict
+    resolutions: dict | None
+    origin: str
+
+
+def load_sets(location: str, dues: Iterable[date] = ()) -> list[SetFiles]:
+    """Read the sets at a file, a directory of sets, or an http(s) URL, oldest first.
+
+    A directory is the dataset root (question_sets/ and resolution_sets/ inside), one of those
+    two folders, or a flat folder holding both kinds of file. A URL is a question-set file or
+    the root (PUBLIC_BASE_URL); a root URL cannot be listed, so it needs `dues` (default: the
+    root's latest-llm.json).
+    """
+    dues = sorted(set(dues))
+    if urlsplit(location).scheme in ("http", "https"):
+        sets = _load_url(location.rstrip("/"), dues)
+    else:
+        sets = _load_local(Path(location), dues)
+    return sorted(sets, key=lambda s: str(s.questions.get("forecast_due_date")))
+
+
+def _load_local(path: Path, dues: list[date]) -> list[SetFiles]:
+    if path.is_file():
+        questions_path = path
+        match = RESOLUTION_FILE.fullmatch(path.name)
+        if match:  # given the resolution set: find its question set
+            questions_path = _first_existing(_local_partners(path, match.group(1), "questions"))
+            if questions_path is None:
+                raise ReplayError(f"no question set found for {path}")
+        questions = _read_local(questions_path)
+        due = _doc_due(questions, str(questions_path))
+        _check_wanted(due, dues, str(questions_path))
+        res_path = _first_existing(_local_partners(questions_path, due.isoformat(), "resolutions"))
+        resolutions = _read_local(res_path) if res_path else None
+        return [SetFiles(questions, resolutions, str(questions_path))]
+    if not path.is_dir():
+        raise ReplayError(f"{path} does not exist")
+    qdir, rdir = _local_dirs(path)
+    found = {
+        date.fromisoformat(m.group(1)): p
+        for p in sorted(qdir.glob("*-llm.json"))
+        if (m := QUESTION_FILE.fullmatch(p.name))
+    }
+    missing = [d.isoformat() for d in dues if d not in found]
+    if missing:
+        raise ReplayError(f"no question set for {', '.join(missing)} in {qdir}")
+    if not found:
+        raise ReplayError(f"no question sets (YYYY-MM-DD-llm.json) in {qdir}")
+    sets = []
+    for due in dues or sorted(found):
+        res_path = rdir / f"{due.isoformat()}_resolution_set.json"
+        resolutions = _read_local(res_path) if res_path.is_file() else None
+        sets.append(SetFiles(_read_local(found[due]), resolutions, str(found[due])))
+    return sets
+
+
+def _local_dirs(path: Path) -> tuple[Path, Path]:
+    if (path / "question_sets").is_dir():
+        return path / "question_sets", path / "resolution_sets"
+    if path.name in ("question_sets", "resolution_sets"):
+        return path.parent / "question_sets", path.parent / "resolution_sets"
+    return path, path
+
+
+def _local_partners(path: Path, due: str, want: str) -> list[Path]:
+    """Where the other file of a set lives: the sibling folder, else the same folder."""
+    name = f"{due}-llm.json" if want == "questions" else f"{due}_resolution_set.json"
+    folder = "question_sets" if want == "questions" else "resolution_sets"
+    return [path.parent.parent / folder / name, path.parent / name]
+
+
+def _first_existing(paths: list[Path]) -> Path | None:
+    return next((p for p in paths if p.is_file()), None)
+
+
+def _read_local(path: Path) -> dict:
+    try:
+        return _parse_json(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _load_url(url: str, dues: list[date]) -> list[SetFiles]:
+    session = http_session()
+    if url.endswith(".json"):
+        match = RESOLUTION_FILE.search(url.rsplit("/", 1)[-1])
+        if match:
+            base = url.rsplit("/", 1)[0].removesuffix("/resolution_sets")
+            url = f"{base}/question_sets/{match.group(1)}-llm.json"
+        question_urls = [url]
+    else:
+        base = url.removesuffix("/question_sets").removesuffix("/resolution_sets")
+        names = [f"{d.isoformat()}-llm.json" for d in dues] or ["latest-llm.json"]
+        question_urls = [f"{base}/question_sets/{name}" for name in names]
+    sets = []
+    for q_url in question_urls:
+        questions = _fetch_json(session, q_url, required=True)
+        due = _doc_due(questions, q_url)
+        if url.endswith(".json"):
+            _check_wanted(due, dues, q_url)
+        resolutions = _fetch_json(session, _resolution_url(q_url, due))
+        sets.append(SetFiles(questions, resolutions, q_url))
+    return sets
+
+
+def _resolution_url(question_url: str, due: date) -> str:
+    """The resolution set next to a question set: ../resolution_sets/, else the same folder."""
+    folder = question_url.rsplit("/", 1)[0]
+    if folder.endswith("/question_sets"):
+        folder = folder.removesuffix("/question_sets") + "/resolution_sets"
+    return f"{folder}/{due.isoformat()}_resolution_set.json"
+
+
+def http_session() -> requests.Session:
+    """requests with retries (backoff on 429/5xx and connection errors) and our User-Agent."""
+    retry = Retry(
+        total=settings.ARENA_HTTP_RETRIES,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=("GET",),
+        raise_on_status=False,
+    )
+    session = requests.Session()
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    session.mount("https://", HTTPAdapter(max_retries=retry))
+    session.headers["User-Agent"] = settings.ARENA_USER_AGENT
+    return session
+
+
+def _fetch_json(session: requests.Session, url: str, *, required: bool = False) -> dict | None:
+    """The parsed JSON at `url`; None on 404 unless `required` (a resolution set may not exist)."""
+    try:
+        response = session.get(url, timeout=(10, settings.ARENA_HTTP_TIMEOUT * 3))
+    except requests.RequestException as exc:
+        raise ReplayError(f"cannot fetch {url}: {type(exc).__name__}") from exc
+    if response.status_code == 404 and not required:
+        return None
+    if response.status_code != 200:
+        raise ReplayError(f"cannot fetch {url}: HTTP {response.status_code}")
+    return _parse_json(response.content, url)
+
+
+def _parse_json(data: bytes, origin: str) -> dict:
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ReplayError(f"{origin} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ReplayError(f"{origin}: expected a JSON object at the top level")
+    return doc
+
+
+def _doc_due(doc: dict, origin: str) -> date:
+    due = parse_date(doc.get("forecast_due_date"))
+    if due is None:
+        raise ReplayError(f"{origin}: missing or bad forecast_due_date")
+    return due.date()
+
+
+def _check_wanted(due: date, dues: list[date], origin: str) -> None:
+    if dues and due not in dues:
+        raise ReplayError(
+            f"{origin} is the {due} set, not one of --due {', '.join(map(str, dues))}"
+        )
+
+
+# --- parsing and validation ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A resolution row: the outcome (resolved, value 0/1) or a later price (not resolved)."""
+
+    on: date
+    resolved: bool
+    value: Decimal
+
+
+@dataclass(frozen=True)
+class ReplayQuestion:
+    qid: str
+    platform: str
+    question: str
+    description: str
+    url: str
+    open_time: datetime | None
+    close_time: datetime | None
+    freeze_time: datetime | None
+    freeze_value: Decimal
+    resolutions: tuple[Resolution, ...]  # by date; nothing after the first resolved row
+    raw: dict
+
+    @property
+    def outcome(self) -> str | None:
+        """ "Yes"/"No" once resolved, else None."""
+        final = self.resolutions[-1] if self.resolutions else None
+        if final is None or not final.resolved:
+            return None
+        return OUTCOMES[0] if final.value == 1 else OUTCOMES[1]
+
+
+@dataclass
+class ReplaySet:
+    due: date
+    origin: str
+    questions: list[ReplayQuestion]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (question, reason)
+    warnings: list[str] = field(default_factory=list)
+    other_sources: int = 0  # dataset questions (no market price): not replayed
+    has_resolution_set: bool = False
+    without_resolution: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"ForecastBench {self.due.isoformat()}"
+
+    @property
+    def slug(self) -> str:
+        return f"forecastbench-{self.due.isoformat()}"
+
+    def external_id(self, q: ReplayQuestion) -> str:
+        return f"{self.due.isoformat()}:{q.platform}:{q.qid}"
+
+    def skip_summary(self) -> Counter:
+        return Counter(_reason_kind(reason) for _, reason in self.skipped)
+
+
+def _reason_kind(reason: str) -> str:
+    return reason.split(":", 1)[0]
+
+
+def parse_set(files: SetFiles) -> ReplaySet:
+    """Validate a set's market questions; bad rows are skipped with a reason, never guessed at."""
+    doc = files.questions
+    due = _doc_due(doc, files.origin)
+    rows = doc.get("questions")
+    if not isinstance(rows, list):
+        raise ReplayError(f"{files.origin}: 'questions' is not a list")
+    result = ReplaySet(due=due, origin=files.origin, questions=[])
+    result.has_resolution_set = files.resolutions is not None
+    resolutions = _resolution_rows(files.resolutions, result)
+    seen: set[tuple[str, str]] = set()
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            result.skipped.append((f"#{index}", "malformed: not an object"))
+            continue
+        platform = str(row.get("source") or "")
+        if platform not in MARKET_PLATFORMS:
+            result.other_sources += 1
+            continue
+        qid = _text(row.get("id"))
+        name = f"{platform}:{qid or '#' + str(index)}"
+        key = (qid, platform)
+        if key in seen:
+            result.skipped.append((name, "duplicate: the same (id, source) appears twice"))
+            continue
+        try:
+            question = _question(row, qid, platform, due, resolutions.get(key, []), result)
+        except _RowError as exc:
+            result.skipped.append((name, str(exc)))
+            continue
+        seen.add(key)
+        if key not in resolutions:
+            result.without_resolution += 1
+        result.questions.append(question)
+    return result
+
+
+class _RowError(Exception):
+    pass
+
+
+def _question(
+    row: dict, qid: str, platform: str, due: date, res_rows: list[dict], result: ReplaySet
+) -> ReplayQuestion:
+    if not qid:
+        raise _RowError("malformed: missing id")
+    if len(f"{due.isoformat()}:{platform}:{qid}") > EXTERNAL_ID_MAX:
+        raise _RowError("malformed: id too long")
+    question = _text(row.get("question"))
+    if not question:
+        raise _RowError("malformed: missing question text")
+    value = parse_price(row.get("freeze_datetime_value"))
+    if value is None:
+        raise _RowError(f"bad freeze value: {row.get('freeze_datetime_value')!r} is not a number")
+    if not (0 < value < 1):
+        raise _RowError(f"bad freeze value: {value} is not strictly between 0 and 1")
+    times = {}
+    for key in ("market_info_open_datetime", "market_info_close_datetime", "freeze_datetime"):
+        raw = row.get(key)
+        times[key] = parse_date(raw)
+        if times[key] is None and _text(raw) not in ("", "N/A"):
+            raise _RowError(f"bad date: {key} {raw!r}")
+    history = _history(res_rows, due, f"{platform}:{qid}", result)
+    if history and history[-1].resolved and history[-1].on < due:
+        raise _RowError("resolved before the due date: nothing left to forecast")
+    background = _text(row.get("background"))
+    criteria = _text(row.get("resolution_criteria"))
+    description = "\n\n".join(p for p in (background, f"Resolution criteria: {criteria}") if p)
+    return ReplayQuestion(
+        qid=qid,
+        platform=platform,
+        question=question,
+        description=description if criteria else background,
+        url=_text(row.get("url"))[:500],
+        open_time=times["market_info_open_datetime"],
+        close_time=times["market_info_close_datetime"],
+        freeze_time=times["freeze_datetime"],
+        freeze_value=value,
+        resolutions=tuple(history),
+        raw={"question": row, "resolutions": res_rows},
+    )
+
+
+def _resolution_rows(doc: dict | None, result: ReplaySet) -> dict[tuple[str, str], list[dict]]:
+    if doc is None:
+        return {}
+    rows = doc.get("resolutions")
+    if not isinstance(rows, list):
+        raise ReplayError(f"resolution set {result.due}: 'resolutions' is not a list")
+    if str(doc.get("forecast_due_date")) != result.due.isoformat():
+        result.warnings.append(
+            f"resolution set says due {doc.get('forecast_due_date')!r}, question set {result.due}"
+        )
+    by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        if isinstance(row, dict) and row.get("source") in MARKET_PLATFORMS:
+            by_key[(_text(row.get("id")), str(row["source"]))].append(row)
+    return by_key
+
+
+def _history(rows: list[dict], due: date, name: str, result: ReplaySet) -> list[Resolution]:
+    """Valid resolution rows by date, cut after the first resolved one; bad rows are warned."""
+    good: list[Resolution] = []
+    for row in rows:
+        on = parse_date(row.get("resolution_date"))
+        resolved = row.get("resolved")
+        value = parse_price(row.get("resolved_to"))
+        problem = None
+        if on is None:
+            problem = f"bad resolution_date {row.get('resolution_date')!r}"
+        elif not isinstance(resolved, bool):
+            problem = f"'resolved' is {resolved!r}, not true/false"
+        elif value is None:
+            problem = f"resolved_to {row.get('resolved_to')!r} is not a number"
+        elif resolved and value not in (0, 1):
+            problem = f"resolved to {value}, not 0 or 1"
+        elif not resolved and not (0 < value < 1):
+            problem = f"later price {value} is not strictly between 0 and 1"
+        elif not resolved and on.date() < due:
+            problem = f"later price dated {on.date()}, before the due date"
+        if problem:
+            result.warnings.append(f"{name}: resolution row ignored: {problem}")
+            continue
+        good.append(Resolution(on=on.date(), resolved=resolved, value=value))
+    good.sort(key=lambda r: (r.on, r.resolved))
+    for i, res in enumerate(good):
+        if res.resolved:
+            return good[: i + 1]
+    return good
+
+
+def parse_price(raw) -> Decimal | None:
+    """A number (string or JSON number) rounded to the 6 places prices are stored with."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = Decimal(str(raw).strip())
+    except (InvalidOperation, ValueError):
+        return None
+    if not value.is_finite():
+        return None
+    return value.quantize(PRICE_PLACES, rounding=ROUND_HALF_EVEN)
+
+
+def parse_date(raw) -> datetime | None:
+    """An aware UTC datetime from "YYYY-MM-DD" or an ISO datetime; None if unparseable."""
+    text = _text(raw)
+    if not text:
+        return None
+    try:
+        if len(text) == 10:
+            d = date.fromisoformat(text)
+            return datetime.combine(d, time(0), tzinfo=UTC)
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _text(raw) -> str:
+    if raw is None or isinstance(raw, (dict, list)):
+        return ""
+    return str(raw).strip()
+
+
+# --- writing: markets ---------------------------------------------------------------------
+
+
+def upsert_markets(rs: ReplaySet) -> dict[str, Market]:
+    """Create the set's markets if missing; returns {external_id: Market}. Idempotent.
+
+    An existing market is left alone: its status and latest price belong to the replay clock.
+    """
+    ids = [rs.external_id(q) for q in rs.questions]
+    existing = set(
+        Market.objects.filter(source=Market.Source.FORECASTBENCH, external_id__in=ids).values_list(
+            "external_id", flat=True
+        )
+    )
+    new = [_market(rs, q) for q in rs.questions if rs.external_id(q) not in existing]
+    Market.objects.bulk_create(new, ignore_conflicts=True, batch_size=500)
+    markets = Market.objects.filter(source=Market.Source.FORECASTBENCH, external_id__in=ids)
+    return {m.external_id: m for m in markets}
+
+
+def _market(rs: ReplaySet, q: ReplayQuestion) -> Market:
+    return Market(
+        source=Market.Source.FORECASTBENCH,
+        external_id=rs.external_id(q),
+        platform=q.platform,
+        condition_id=q.qid if q.platform == "polymarket" else "",
+        event_slug=rs.slug,
+        event_title=rs.label,
+        url=q.url,
+        question=q.question,
+        description=q.description,
+        category=q.platform,
+        tags=["forecastbench", q.platform],
+        kind=Market.Kind.BINARY,
+        outcomes=list(OUTCOMES),
+        open_time=q.open_time,
+        close_time=q.close_time,
+        status=Market.Status.OPEN,
+        last_prices=_quote(q.freeze_value),
+        last_priced_at=_midnight(rs.due),
+        raw=q.raw,
+    )
+
+
+def _quote(yes: Decimal) -> dict[str, str]:
+    return {OUTCOMES[0]: str(yes), OUTCOMES[1]: str((1 - yes).quantize(PRICE_PLACES))}
+
+
+def _midnight(d: date) -> datetime:
+    return datetime.combine(d, time(0), tzinfo=UTC)
+
+
+def set_prices(prices: dict[int, Decimal], at: datetime, *, latest: bool = True) -> None:
+    """Record Yes prices at `at` (PricePoint history) and, if `latest`, as the markets' quote."""
+    if not prices:
+        return
+    PricePoint.objects.bulk_create(
+        [PricePoint(market_id=pk, outcome=OUTCOMES[0], ts=at, price=p) for pk, p in prices.items()],
+        ignore_conflicts=True,
+        batch_size=1000,
+    )
+    if latest:
+        markets = list(Market.objects.filter(pk__in=prices).only("pk"))
+        for m in markets:
+            m.last_prices = _quote(prices[m.pk])
+            m.last_priced_at = at
+        Market.objects.bulk_update(markets, ["last_prices", "last_priced_at"], batch_size=500)
+
+
+def resolve_market(market_id: int, outcome: str, at: datetime, reason: str) -> bool:
+    """Open -> resolved, claimed by a conditional UPDATE (a rerun or a racing run is a no-op)."""
+    with transaction.atomic():
+        updated = Market.objects.filter(pk=market_id, status=Market.Status.OPEN).update(
+            status=Market.Status.RESOLVED,
+            resolved_outcome=outcome,
+            resolved_at=at,
+            resolved_by=Market.ResolvedBy.REPLAY,
+            closed_time=at,
+            updated_at=timezone.now(),
+        )
+        if updated:
+            ResolutionChange.objects.create(
+                market_id=market_id,
+                source=Market.ResolvedBy.REPLAY,
+                from_status=Market.Status.OPEN,
+                to_status=Market.Status.RESOLVED,
+                to_outcome=outcome,
+                reason=reason,
+            )
+    return bool(updated)
+
+
+# --- writing: the replay clock ------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """What happens at one instant of the replay clock."""
+
+    at: datetime
+    prices: dict[int, Decimal] = field(default_factory=dict)  # market pk -> later Yes price
+    resolutions: dict[int, str] = field(default_factory=dict)  # market pk -> outcome
+
+
+@dataclass
+class SetReport:
+    due: date
+    cohort_id: int
+    created: bool
+    markets: int
+    skipped: Counter
+    warnings: int
+    resolved: int
+    steps: int
+    decisions: Counter
+    clock: datetime | None
+
+
+def decision_time(due: date) -> datetime:
+    return week_start_for(_midnight(due)) + DECISION_DELAY
+
+
+def timeline(rs: ReplaySet, markets: dict[str, Market]) -> list[Step]:
+    """The set's later prices and resolutions, grouped by instant, in clock order."""
+    earliest = decision_time(rs.due) + MIN_EVENT_GAP
+    steps: dict[datetime, Step] = {}
+    for q in rs.questions:
+        market = markets[rs.external_id(q)]
+        for res in q.resolutions:
+            at = max(_midnight(res.on), earliest)
+            step = steps.setdefault(at, Step(at))
+            if res.resolved:
+                step.resolutions[market.pk] = q.outcome
+            else:
+                step.prices[market.pk] = res.value
+    return [steps[at] for at in sorted(steps)]
+
+
+def replay_clock(cohort: Cohort) -> datetime | None:
+    """How far the cohort's replay got: its latest snapshot (every step ends with one)."""
+    return Snapshot.objects.filter(entry__cohort=cohort).aggregate(ts=Max("ts"))["ts"]
+
+
+def replay_set(
+    rs: ReplaySet,
+    *,
+    competitors=None,
+    on_step: Callable[[], None] | None = None,
+) -> SetReport:
+    """Run one set end to end (idempotent: a rerun continues where the clock stopped).
+
+    The cohort's latest snapshot is the replay clock: steps at or before it are done and are
+    not replayed (a replayed step would rewrite old snapshots with today's state). Rows a newer
+    resolution set adds before the clock are applied at the next step.
+    """
+    start = week_start_for(_midnight(rs.due))
+    decide_at = decision_time(rs.due)
+    cohort, created = open_cohort(
+        start, kind=Cohort.Kind.REPLAY, label=rs.label, competitors=competitors, at=start
+    )
+    if created:
+        # A replay decides once, at the due date; from week 2 on it only tracks.
+        Cohort.objects.filter(pk=cohort.pk).update(decision_weeks=1)
+        cohort.decision_weeks = 1
+    markets = upsert_markets(rs)
+    clock = replay_clock(cohort)
+    if clock is None:
+        _open_and_decide(rs, cohort, markets, start, decide_at)
+        clock = replay_clock(cohort) or decide_at
+    _write_notes(cohort, rs)
+    steps = _pending(timeline(rs, markets), clock)
+    resolved = 0
+    for step in steps:
+        resolved += apply_step(cohort, step, reason=f"ForecastBench resolution set {rs.due}")
+        if on_step:
+            on_step()
+    decisions = Counter(
+        Decision.objects.filter(entry__cohort=cohort).values_list("status", flat=True)
+    )
+    return SetReport(
+        due=rs.due,
+        cohort_id=cohort.pk,
+        created=created,
+        markets=len(markets),
+        skipped=rs.skip_summary(),
+        warnings=len(rs.warnings),
+        resolved=resolved,
+        steps=len(steps),
+        decisions=decisions,
+        clock=replay_clock(cohort),
+    )
+
+
+def _open_and_decide(
+    rs: ReplaySet, cohort: Cohort, markets: dict[str, Market], start: datetime, decide_at: datetime
+) -> None:
+    """The cohort's first instant: freeze prices, the universe of exactly this set, decisions."""
+    ordered = [markets[rs.external_id(q)] for q in rs.questions]
+    freeze = {markets[rs.external_id(q)].pk: q.freeze_value for q in rs.questions}
+    set_prices(freeze, start)
+    freeze_universe(
+        cohort,
+        1,
+        decide_at,
+        markets=ordered,
+        prices={pk: _quote(value) for pk, value in freeze.items()},
+    )
+    decide(cohort=cohort, week=1, at=decide_at, sync=True)
+    take_snapshot(at=decide_at, cohorts=[cohort])
+
+
+def _pending(steps: list[Step], clock: datetime) -> list[Step]:
+    """Steps after the clock; late rows (dated at or before it) fold into the next step."""
+    late = Step(clock + MIN_EVENT_GAP)
+    pending = []
+    for step in steps:
+        if step.at > clock:
+            pending.append(step)
+            continue
+        set_prices(step.prices, step.at, latest=False)  # history only: the quote moved on
+        open_ids = set(
+            Market.objects.filter(pk__in=step.resolutions, status=Market.Status.OPEN).values_list(
+                "pk", flat=True
+            )
+        )
+        late.resolutions.update({pk: o for pk, o in step.resolutions.items() if pk in open_ids})
+    if late.resolutions:
+        if pending:
+            pending[0].resolutions = {**late.resolutions, **pending[0].resolutions}
+        else:
+            pending.append(late)
+    return pending
+
+
+def apply_step(cohort: Cohort, step: Step, *, reason: str) -> int:
+    """Prices, resolutions, settlement, lifecycle and a snapshot at one instant."""
+    set_prices(step.prices, step.at)
+    resolved = 0
+    for pk, outcome in sorted(step.resolutions.items()):
+        resolved += resolve_market(pk, outcome, step.at, reason)
+        # Also when already resolved: a run interrupted before settling finishes it here.
+        settle_market(Market(pk=pk), at=step.at)
+    advance_cohorts(at=step.at)
+    take_snapshot(at=step.at, cohorts=[cohort])
+    return resolved
+
+
+def _write_notes(cohort: Cohort, rs: ReplaySet) -> None:
+    """The leakage warning and each entrant's declared knowledge cutoff, shown on the site."""
+    competitors = (
+        Competitor.objects.filter(entries__cohort=cohort)
+        .distinct()
+        .order_by("kind", "display_name")
+    )
+    lines = [
+        f"Replay of the ForecastBench question set due {rs.due} ({len(rs.questions)} market "
+        "questions; source: forecastingresearch/forecastbench-datasets, CC BY-SA 4.0).",
+        CUTOFF_WARNING,
+        "Knowledge cutoffs:",
+    ]
+    for c in competitors:
+        if c.kind == Competitor.Kind.BASELINE:
+            continue
+        if c.knowledge_cutoff is None:
+            lines.append(f"- {c.display_name}: not declared")
+        else:
+            flag = (
+                " (after the due date: may know outcomes)" if c.knowledge_cutoff >= rs.due else ""
+            )
+            lines.append(f"- {c.display_name}: {c.knowledge_cutoff}{flag}")
+    lines.append("- baselines: no training data (they only read the prices)")
+    notes = "\n".join(lines)
+    if cohort.notes != notes:
+        Cohort.objects.filter(pk=cohort.pk).update(notes=notes)
+        cohort.notes = notes
+
+
+# --- the whole import ---------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    sets: list[ReplaySet]
+    reports: list[SetReport]
+    score_run_id: int | None
+
+
+def replay(
+    location: str,
+    dues: Iterable[date] = (),
+    *,
+    competitors=None,
+    score: bool = True,
+    progress_factory: Callable[[int], object] | None = None,
+) -> ReplayResult:
+    """Read, validate and replay every set at `location`; score the replay scope once at the end."""
+    files = load_sets(location, dues)
+    sets = [parse_set(f) for f in files]
+    total = sum(len({r.on for q in s.questions for r in q.resolutions}) + 1 for s in sets)
+    progress = progress_factory(total) if progress_factory else None
+    reports = []
+    for rs in sets:
+        reports.append(replay_set(rs, competitors=competitors, on_step=_advance(progress)))
+        if progress is not None:
+            progress.advance()
+    if progress is not None:
+        progress.close()
+    run_id = None
+    if score and reports:
+        from scoring.leaderboard import compute_scores
+
+        as_of = max((r.clock for r in reports if r.clock), default=None)
+        run_id = compute_scores("replay", as_of=as_of).pk
+    return ReplayResult(sets=sets, reports=reports, score_run_id=run_id)
+
+
+def _advance(progress) -> Callable[[], None] | None:
+    return progress.advance if progress is not None else None

@@ -1,0 +1,74 @@
+"""`arena replay-forecastbench PATH_OR_URL [--due YYYY-MM-DD ...]`: ForecastBench replay cohorts."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date
+
+from django.core.management.base import CommandError
+
+from arena.progress import Progress
+from markets.replay import PUBLIC_BASE_URL, ReplayError, replay
+
+
+def _due(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from exc
+
+
+def replay_forecastbench_arguments(parser) -> None:
+    parser.add_argument(
+        "location",
+        metavar="PATH_OR_URL",
+        help=(
+            "a question-set file, a directory of sets (question_sets/ + resolution_sets/), or an "
+            f"http(s) URL to a question-set file or the dataset root, e.g. {PUBLIC_BASE_URL}"
+        ),
+    )
+    parser.add_argument(
+        "--due",
+        type=_due,
+        action="append",
+        default=[],
+        metavar="YYYY-MM-DD",
+        help="only the set due that day (repeatable); a root URL without --due reads latest-llm.json",
+    )
+
+
+def replay_forecastbench(cmd, options) -> None:
+    from agents.services import ensure_default_lineup
+
+    # A fresh database has no competitors yet; `arena up` would create the same lineup.
+    ensure_default_lineup()
+    try:
+        result = replay(
+            options["location"],
+            options["due"],
+            progress_factory=lambda total: Progress(total, "replay"),
+        )
+    except ReplayError as exc:
+        raise CommandError(str(exc)) from exc
+    for rs, report in zip(result.sets, result.reports):
+        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(report.skipped.items()))
+        decisions = ", ".join(f"{n} {s}" for s, n in sorted(report.decisions.items())) or "none"
+        cmd.stdout.write(
+            f"{rs.label}: cohort {report.cohort_id} ({'new' if report.created else 'existing'}), "
+            f"{report.markets} markets, {report.resolved} resolved now, {report.steps} clock steps, "
+            f"decisions: {decisions}"
+        )
+        if not rs.has_resolution_set:
+            cmd.stdout.write("  no resolution set published yet: positions stay open")
+        if rs.without_resolution:
+            cmd.stdout.write(f"  {rs.without_resolution} questions have no resolution row")
+        if skipped:
+            cmd.stdout.write(f"  skipped rows: {skipped}")
+            for name, reason in rs.skipped[:10]:
+                cmd.stdout.write(f"    {name}: {reason}")
+        for warning in rs.warnings[:10]:
+            cmd.stdout.write(f"  warning: {warning}")
+        if len(rs.warnings) > 10:
+            cmd.stdout.write(f"  ... and {len(rs.warnings) - 10} more warnings")
+    if result.score_run_id:
+        cmd.stdout.write(f"scored the replay scope (score run {result.score_run_id})")
