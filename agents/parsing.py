@@ -56,6 +56,10 @@ _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 _SCAN_TOKENS = re.compile(r'[{}"\\]')
 
 
+class NotAnObjectError(ValueError):
+    """The answer is valid JSON but not an object (an array, a string...)."""
+
+
 class DecisionValidationError(ValueError):
     """Every problem found, one per line, short enough to quote back to the model."""
 
@@ -164,6 +168,8 @@ def extract_json(text: str) -> dict:
     for candidate in [*fenced, text]:
         try:
             return _object_in(candidate)
+        except NotAnObjectError:
+            raise  # clean JSON of the wrong type is the answer, not prose to search
         except ValueError as exc:
             first_error = first_error or exc
     assert first_error is not None
@@ -179,7 +185,7 @@ def _object_in(text: str) -> dict:
     else:
         if isinstance(value, dict):
             return value
-        raise ValueError(f"expected a JSON object {{...}}, got {_json_type(value)}")
+        raise NotAnObjectError(f"expected a JSON object {{...}}, got {_json_type(value)}")
     error = ""
     start = stripped.find("{")
     for _ in range(MAX_SCAN_STARTS):

@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
+API_PREFIX = "/api/v1"  # as OpenRouter; clients get base_url, which includes it
 USER_ID = "user_3ACTuIpdW2g1KbGLjUNXYh4CxGO"
 
 
@@ -87,12 +88,12 @@ class FakeOpenAIServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+        return [r for r in self.requests if r.path == f"{API_PREFIX}/chat/completions"]
 
     @property
     def base_url(self) -> str:
         assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/api/v1"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}{API_PREFIX}"
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -128,12 +129,12 @@ class FakeOpenAIServer:
             self.requests.append(request)
 
     def respond(self, request: RecordedRequest) -> FakeResponse:
-        path = request.path.rstrip("/")
-        if request.method == "POST" and path.endswith("/chat/completions"):
+        route = (request.method, request.path.rstrip("/"))
+        if route == ("POST", f"{API_PREFIX}/chat/completions"):
             return self._chat(request)
-        if request.method == "GET" and path.endswith("/models"):
+        if route == ("GET", f"{API_PREFIX}/models"):
             return FakeResponse(200, {"data": self.models})
-        if request.method == "GET" and path.endswith("/generation"):
+        if route == ("GET", f"{API_PREFIX}/generation"):
             return self._generation(request.query.get("id", [""])[0])
         return FakeResponse(404, error_body(404, f"no route {request.method} {request.path}"))
 
