@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,90 +14,212 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Market',
+            name="Market",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('polymarket', 'Polymarket'), ('forecastbench', 'ForecastBench replay'), ('demo', 'Synthetic demo')], default='polymarket', max_length=20)),
-                ('external_id', models.CharField(max_length=120)),
-                ('platform', models.CharField(blank=True, max_length=40)),
-                ('condition_id', models.CharField(blank=True, db_index=True, max_length=100)),
-                ('slug', models.CharField(blank=True, max_length=300)),
-                ('event_slug', models.CharField(blank=True, max_length=300)),
-                ('event_title', models.CharField(blank=True, max_length=500)),
-                ('url', models.URLField(blank=True, max_length=500)),
-                ('question', models.TextField()),
-                ('description', models.TextField(blank=True, help_text='Resolution rules as given upstream')),
-                ('resolution_source', models.CharField(blank=True, max_length=500)),
-                ('category', models.CharField(blank=True, max_length=120)),
-                ('tags', models.JSONField(blank=True, default=list)),
-                ('kind', models.CharField(choices=[('binary', 'Binary'), ('multi', 'Multi-outcome')], default='binary', max_length=10)),
-                ('outcomes', models.JSONField(default=list, help_text='Outcome names in upstream order')),
-                ('token_ids', models.JSONField(blank=True, default=list)),
-                ('ordered_outcomes', models.BooleanField(default=False)),
-                ('neg_risk', models.BooleanField(default=False)),
-                ('neg_risk_market_id', models.CharField(blank=True, db_index=True, max_length=100)),
-                ('group_item_title', models.CharField(blank=True, max_length=200)),
-                ('group_item_threshold', models.IntegerField(blank=True, null=True)),
-                ('open_time', models.DateTimeField(blank=True, null=True)),
-                ('close_time', models.DateTimeField(blank=True, help_text='Scheduled end', null=True)),
-                ('closed_time', models.DateTimeField(blank=True, help_text='When trading closed', null=True)),
-                ('volume', models.DecimalField(decimal_places=2, default=0, max_digits=20)),
-                ('liquidity', models.DecimalField(decimal_places=2, default=0, max_digits=20)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('closed', 'Closed, awaiting resolution'), ('resolved', 'Resolved'), ('void', 'Void (50-50)')], default='open', max_length=10)),
-                ('last_prices', models.JSONField(blank=True, default=dict)),
-                ('last_priced_at', models.DateTimeField(blank=True, null=True)),
-                ('uma_status', models.CharField(blank=True, max_length=30)),
-                ('resolved_outcome', models.CharField(blank=True, max_length=200)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('resolved_by', models.CharField(blank=True, choices=[('upstream', 'Upstream (Polymarket)'), ('admin', 'Staff'), ('replay', 'Replay data'), ('demo', 'Demo generator')], max_length=10)),
-                ('settled_at', models.DateTimeField(blank=True, null=True)),
-                ('tracked', models.BooleanField(default=True)),
-                ('in_top', models.BooleanField(default=False)),
-                ('needs_attention', models.BooleanField(default=False)),
-                ('attention_reason', models.CharField(blank=True, max_length=300)),
-                ('upstream_missing', models.BooleanField(default=False)),
-                ('raw', models.JSONField(blank=True, default=dict, help_text='Last upstream payload')),
-                ('last_synced_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("polymarket", "Polymarket"),
+                            ("forecastbench", "ForecastBench replay"),
+                            ("demo", "Synthetic demo"),
+                        ],
+                        default="polymarket",
+                        max_length=20,
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=120)),
+                ("platform", models.CharField(blank=True, max_length=40)),
+                ("condition_id", models.CharField(blank=True, db_index=True, max_length=100)),
+                ("slug", models.CharField(blank=True, max_length=300)),
+                ("event_slug", models.CharField(blank=True, max_length=300)),
+                ("event_title", models.CharField(blank=True, max_length=500)),
+                ("url", models.URLField(blank=True, max_length=500)),
+                ("question", models.TextField()),
+                (
+                    "description",
+                    models.TextField(blank=True, help_text="Resolution rules as given upstream"),
+                ),
+                ("resolution_source", models.CharField(blank=True, max_length=500)),
+                ("category", models.CharField(blank=True, max_length=120)),
+                ("tags", models.JSONField(blank=True, default=list)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("binary", "Binary"), ("multi", "Multi-outcome")],
+                        default="binary",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "outcomes",
+                    models.JSONField(default=list, help_text="Outcome names in upstream order"),
+                ),
+                ("token_ids", models.JSONField(blank=True, default=list)),
+                ("ordered_outcomes", models.BooleanField(default=False)),
+                ("neg_risk", models.BooleanField(default=False)),
+                ("neg_risk_market_id", models.CharField(blank=True, db_index=True, max_length=100)),
+                ("group_item_title", models.CharField(blank=True, max_length=200)),
+                ("group_item_threshold", models.IntegerField(blank=True, null=True)),
+                ("open_time", models.DateTimeField(blank=True, null=True)),
+                (
+                    "close_time",
+                    models.DateTimeField(blank=True, help_text="Scheduled end", null=True),
+                ),
+                (
+                    "closed_time",
+                    models.DateTimeField(blank=True, help_text="When trading closed", null=True),
+                ),
+                ("volume", models.DecimalField(decimal_places=2, default=0, max_digits=20)),
+                ("liquidity", models.DecimalField(decimal_places=2, default=0, max_digits=20)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("closed", "Closed, awaiting resolution"),
+                            ("resolved", "Resolved"),
+                            ("void", "Void (50-50)"),
+                        ],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                ("last_prices", models.JSONField(blank=True, default=dict)),
+                ("last_priced_at", models.DateTimeField(blank=True, null=True)),
+                ("uma_status", models.CharField(blank=True, max_length=30)),
+                ("resolved_outcome", models.CharField(blank=True, max_length=200)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "resolved_by",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("upstream", "Upstream (Polymarket)"),
+                            ("admin", "Staff"),
+                            ("replay", "Replay data"),
+                            ("demo", "Demo generator"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("settled_at", models.DateTimeField(blank=True, null=True)),
+                ("tracked", models.BooleanField(default=True)),
+                ("in_top", models.BooleanField(default=False)),
+                ("needs_attention", models.BooleanField(default=False)),
+                ("attention_reason", models.CharField(blank=True, max_length=300)),
+                ("upstream_missing", models.BooleanField(default=False)),
+                (
+                    "raw",
+                    models.JSONField(blank=True, default=dict, help_text="Last upstream payload"),
+                ),
+                ("last_synced_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['status', '-volume'], name='market_status_volume_idx'), models.Index(fields=['source', 'status'], name='market_source_status_idx')],
-                'constraints': [models.UniqueConstraint(fields=('source', 'external_id'), name='market_source_external_uniq')],
+                "indexes": [
+                    models.Index(fields=["status", "-volume"], name="market_status_volume_idx"),
+                    models.Index(fields=["source", "status"], name="market_source_status_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "external_id"), name="market_source_external_uniq"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ResolutionChange',
+            name="ResolutionChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('upstream', 'Upstream (Polymarket)'), ('admin', 'Staff'), ('replay', 'Replay data'), ('demo', 'Demo generator')], max_length=10)),
-                ('changed_at', models.DateTimeField(auto_now_add=True)),
-                ('from_status', models.CharField(max_length=10)),
-                ('from_outcome', models.CharField(blank=True, max_length=200)),
-                ('to_status', models.CharField(max_length=10)),
-                ('to_outcome', models.CharField(blank=True, max_length=200)),
-                ('reason', models.TextField()),
-                ('changed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('market', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='resolution_changes', to='markets.market')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("upstream", "Upstream (Polymarket)"),
+                            ("admin", "Staff"),
+                            ("replay", "Replay data"),
+                            ("demo", "Demo generator"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("changed_at", models.DateTimeField(auto_now_add=True)),
+                ("from_status", models.CharField(max_length=10)),
+                ("from_outcome", models.CharField(blank=True, max_length=200)),
+                ("to_status", models.CharField(max_length=10)),
+                ("to_outcome", models.CharField(blank=True, max_length=200)),
+                ("reason", models.TextField()),
+                (
+                    "changed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "market",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="resolution_changes",
+                        to="markets.market",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-changed_at', '-id'],
+                "ordering": ["-changed_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='PricePoint',
+            name="PricePoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('outcome', models.CharField(max_length=200)),
-                ('ts', models.DateTimeField()),
-                ('price', models.DecimalField(decimal_places=6, max_digits=10)),
-                ('bid', models.DecimalField(blank=True, decimal_places=6, max_digits=10, null=True)),
-                ('ask', models.DecimalField(blank=True, decimal_places=6, max_digits=10, null=True)),
-                ('market', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='prices', to='markets.market')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("outcome", models.CharField(max_length=200)),
+                ("ts", models.DateTimeField()),
+                ("price", models.DecimalField(decimal_places=6, max_digits=10)),
+                (
+                    "bid",
+                    models.DecimalField(blank=True, decimal_places=6, max_digits=10, null=True),
+                ),
+                (
+                    "ask",
+                    models.DecimalField(blank=True, decimal_places=6, max_digits=10, null=True),
+                ),
+                (
+                    "market",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="prices",
+                        to="markets.market",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['market', 'ts'], name='pricepoint_market_ts_idx')],
-                'constraints': [models.UniqueConstraint(fields=('market', 'outcome', 'ts'), name='pricepoint_uniq')],
+                "indexes": [models.Index(fields=["market", "ts"], name="pricepoint_market_ts_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("market", "outcome", "ts"), name="pricepoint_uniq"
+                    )
+                ],
             },
         ),
     ]

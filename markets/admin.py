@@ -1,0 +1,248 @@
+"""Admin for markets: browse and search, and fix resolutions with an audit trail.
+
+Resolutions are changed only through the actions (resolve / void / reopen), which ask for a
+reason on a confirmation page and call markets.services.set_resolution, so every change writes
+a ResolutionChange row and settlements follow. Upstream data is read-only here: the next sync
+would overwrite an edit anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from markets import services
+from markets.models import Market, ResolutionChange
+
+REASON_HELP = "Why: shown in the market's audit trail (who, when, from, to, why)."
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), help_text=REASON_HELP
+    )
+
+    def clean_reason(self) -> str:
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("A reason is required.")
+        return reason
+
+
+class ResolveForm(ReasonForm):
+    field_order = ["outcome", "reason"]
+
+    def __init__(self, *args, outcomes: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["outcome"] = forms.ChoiceField(
+            choices=[(o, o) for o in outcomes], help_text="The winning outcome."
+        )
+        self.order_fields(self.field_order)
+
+
+class ReopenForm(ReasonForm):
+    status = forms.ChoiceField(
+        choices=[
+            (Market.Status.OPEN, "Open"),
+            (Market.Status.CLOSED, "Closed, awaiting resolution"),
+        ],
+        initial=Market.Status.CLOSED,
+        help_text="Reopening clears the outcome, reverses settlements and hands the market back "
+        "to the hourly upstream check.",
+    )
+    field_order = ["status", "reason"]
+
+
+class ResolutionChangeInline(admin.TabularInline):
+    model = ResolutionChange
+    extra = 0
+    can_delete = False
+    fields = (
+        "changed_at", "source", "changed_by", "from_status", "from_outcome",
+        "to_status", "to_outcome", "reason",
+    )  # fmt: skip
+    readonly_fields = fields
+    ordering = ("-changed_at", "-id")
+    verbose_name_plural = "Resolution changes (audit trail)"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Market)
+class MarketAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_question", "source", "kind", "status", "resolved_outcome", "prices",
+        "volume", "close_time", "needs_attention", "tracked",
+    )  # fmt: skip
+    list_filter = (
+        "status",
+        "source",
+        "needs_attention",
+        "kind",
+        "upstream_missing",
+        "tracked",
+        "in_top",
+    )
+    search_fields = ("question", "slug", "condition_id", "external_id", "event_slug")
+    ordering = ("-volume", "id")
+    list_per_page = 50
+    inlines = [ResolutionChangeInline]
+    actions = ["resolve_to_outcome", "void_markets", "reopen_markets"]
+    fieldsets = (
+        (None, {"fields": ("question", "source", "external_id", "platform", "url", "description", "resolution_source")}),
+        ("Grouping", {"fields": ("condition_id", "slug", "event_slug", "event_title", "category", "tags",
+                                 "neg_risk", "neg_risk_market_id", "group_item_title", "group_item_threshold")}),
+        ("Outcomes and prices", {"fields": ("kind", "outcomes", "token_ids", "ordered_outcomes", "last_prices",
+                                            "last_priced_at", "volume", "liquidity")}),
+        ("Resolution", {"fields": ("status", "resolved_outcome", "resolved_at", "resolved_by", "settled_at",
+                                   "uma_status", "open_time", "close_time", "closed_time")}),
+        ("Attention", {"fields": ("needs_attention", "attention_reason", "upstream_missing", "tracked", "in_top")}),
+        ("Sync", {"classes": ("collapse",), "fields": ("last_synced_at", "created_at", "updated_at", "raw")}),
+    )  # fmt: skip
+    # Staff may only clear or annotate the attention flag; all else comes from upstream or
+    # goes through the audited actions.
+    editable_fields = ("needs_attention", "attention_reason")
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Market._meta.fields if f.name not in self.editable_fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # markets come from sync, replays and the demo generator
+
+    @admin.display(description="question", ordering="question")
+    def short_question(self, obj: Market) -> str:
+        return obj.question if len(obj.question) <= 90 else obj.question[:89] + "…"
+
+    @admin.display(description="last prices")
+    def prices(self, obj: Market) -> str:
+        return ", ".join(f"{k} {v}" for k, v in (obj.last_prices or {}).items())
+
+    # -- actions --
+
+    @admin.action(description="Resolve to an outcome…", permissions=["change"])
+    def resolve_to_outcome(self, request: HttpRequest, queryset: QuerySet[Market]):
+        outcomes: list[str] = []
+        for market_outcomes in queryset.values_list("outcomes", flat=True):
+            outcomes += [o for o in market_outcomes or [] if o not in outcomes]
+        return self._resolution_action(
+            request,
+            queryset,
+            action="resolve_to_outcome",
+            title="Resolve markets to an outcome",
+            make_form=lambda data=None: ResolveForm(data, outcomes=outcomes),
+            change=lambda f: {"status": Market.Status.RESOLVED, "outcome": f["outcome"]},
+            done="Resolved",
+        )
+
+    @admin.action(description="Void (50-50)…", permissions=["change"])
+    def void_markets(self, request: HttpRequest, queryset: QuerySet[Market]):
+        return self._resolution_action(
+            request,
+            queryset,
+            action="void_markets",
+            title="Void markets (50-50, cost basis refunded)",
+            make_form=lambda data=None: ReasonForm(data),
+            change=lambda f: {"status": Market.Status.VOID, "outcome": ""},
+            done="Voided",
+        )
+
+    @admin.action(description="Reopen (clear the resolution)…", permissions=["change"])
+    def reopen_markets(self, request: HttpRequest, queryset: QuerySet[Market]):
+        return self._resolution_action(
+            request,
+            queryset,
+            action="reopen_markets",
+            title="Reopen markets",
+            make_form=lambda data=None: ReopenForm(data),
+            change=lambda f: {"status": f["status"], "outcome": ""},
+            done="Reopened",
+        )
+
+    def _resolution_action(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Market],
+        *,
+        action: str,
+        title: str,
+        make_form: Callable[..., forms.Form],
+        change: Callable[[dict], dict],
+        done: str,
+    ) -> TemplateResponse | None:
+        """Show a confirmation page with the form; on a valid "apply" POST, change each
+        market through set_resolution and report counts. Returning None goes back to the
+        changelist."""
+        form = make_form(request.POST) if "apply" in request.POST else make_form()
+        if "apply" in request.POST and form.is_valid():
+            self._apply(
+                request, queryset, change(form.cleaned_data), form.cleaned_data["reason"], done
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "form": form,
+            "markets": queryset,
+            "action": action,
+            "opts": self.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "select_across": request.POST.get("select_across", "0"),
+        }
+        return TemplateResponse(request, "admin/markets/market/resolution_action.html", context)
+
+    def _apply(self, request: HttpRequest, queryset, change: dict, reason: str, done: str) -> None:
+        changed, refused, unsettled = 0, [], []
+        for market in queryset:
+            try:
+                services.set_resolution(market, user=request.user, reason=reason, **change)
+            except ValidationError as exc:
+                refused.append(f"#{market.pk}: {' '.join(exc.messages)}")
+                continue
+            except Exception as exc:  # recorded, but settlement raised; the resolve job retries
+                unsettled.append(f"#{market.pk}: {type(exc).__name__}: {exc}")
+            changed += 1
+        if changed:
+            self.message_user(request, f"{done} {changed} market(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(
+                request,
+                f"{len(refused)} market(s) not changed: " + "; ".join(refused[:10]),
+                messages.WARNING,
+            )
+        if unsettled:
+            self.message_user(
+                request,
+                f"{len(unsettled)} change(s) recorded but settlement failed: "
+                + "; ".join(unsettled[:10]),
+                messages.ERROR,
+            )
+
+
+@admin.register(ResolutionChange)
+class ResolutionChangeAdmin(admin.ModelAdmin):
+    list_display = ("changed_at", "market", "source", "changed_by", "from_status", "from_outcome",
+                    "to_status", "to_outcome", "reason")  # fmt: skip
+    list_select_related = ("market", "changed_by")
+    list_filter = ("source", "to_status")
+    search_fields = ("market__question", "market__condition_id", "reason")
+    date_hierarchy = "changed_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,34 @@
+"""Celery tasks for the markets app: thin wrappers over markets.services.
+
+Both are on the beat schedule (arena/celery.py) and safe to run twice at once: syncs upsert,
+resolutions are recorded by a conditional UPDATE.
+"""
+
+from dataclasses import asdict
+
+from celery import shared_task
+from django.db import OperationalError
+
+from markets import services
+from markets.gamma import GammaBadResponse, GammaUnavailable
+
+# Worth another try later: Gamma down or throttling after the client's own retries, a garbled
+# body, or a busy database. A 4xx from Gamma (our request is wrong) is not retried.
+TRANSIENT = (GammaUnavailable, GammaBadResponse, OperationalError)
+RETRY = {
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": 60,
+    "retry_backoff_max": 600,
+    "retry_jitter": True,
+    "max_retries": 3,
+}
+
+
+@shared_task(name="markets.tasks.sync_markets", **RETRY)
+def sync_markets(limit: int | None = None) -> dict:
+    return asdict(services.sync_markets(limit=limit))
+
+
+@shared_task(name="markets.tasks.resolve_markets", **RETRY)
+def resolve_markets() -> dict:
+    return asdict(services.resolve_markets())
