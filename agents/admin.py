@@ -42,6 +42,12 @@ class CompetitorAdmin(admin.ModelAdmin):
         (None, {"fields": ("notes", "created_at", "updated_at")}),
     )
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "base_url":
+            # A scheme-less endpoint typed by staff means https (Django 6's default too).
+            kwargs["assume_scheme"] = "https"
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
 
 class ReadOnlyInline(admin.TabularInline):
     extra = 0

@@ -65,3 +65,30 @@ def test_arena_decide_sync_runs_every_entry(settings):
 def test_arena_decide_rejects_unknown_cohort():
     with pytest.raises(CommandError, match="no cohort with id 999"):
         call_command("arena", "decide", "--cohort", "999", stdout=StringIO())
+
+
+def test_admin_shows_competitors_and_failed_decisions_with_their_calls(admin_client):
+    from agents.models import LLMCall
+
+    ensure_default_lineup()
+    make_markets(2)
+    cohort = make_cohort([baseline_competitor("cash")])
+    decision = Decision.objects.create(
+        entry=cohort.entries.get(), week=1, status="failed", claimed_at=AT, error="HTTP 401: nope"
+    )
+    LLMCall.objects.create(
+        decision=decision,
+        attempt=1,
+        http_status=401,
+        error="HTTP 401: No auth credentials found",
+        started_at=AT,
+    )
+    competitor = Competitor.objects.get(slug="claude-sonnet-4-5")
+
+    assert admin_client.get(f"/admin/agents/competitor/{competitor.pk}/change/").status_code == 200
+    listing = admin_client.get("/admin/agents/decision/?status__exact=failed")
+    assert listing.status_code == 200 and str(decision.pk) in listing.content.decode()
+    page = admin_client.get(f"/admin/agents/decision/{decision.pk}/change/").content.decode()
+    assert "No auth credentials found" in page
+    assert admin_client.get("/admin/agents/llmcall/?http_status=401").status_code == 200
+    assert admin_client.get("/admin/agents/forecast/").status_code == 200
