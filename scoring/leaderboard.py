@@ -1,0 +1,1216 @@
+"""Leaderboard materialisation: read one scope's data in a few queries, score it, store a ScoreRun.
+
+`compute_scores(scope)` is the only entry point. It reads every forecast, trade, position,
+settlement, snapshot and price point of the scope's cohorts with a fixed number of queries
+(values_list straight into numpy), computes each competitor's row per cohort and across all
+cohorts of the scope (cohort=None), and writes them with the run-wide edge statistics.
+
+Choices a reader should know about (also stored in run.details["notes"]):
+- Scopes (live / replay / demo) are never mixed: a run reads only cohorts of its own kind.
+- Replicates of one competitor are pooled into one row (their forecasts together; money summed;
+  the return interval bootstraps over the individual entries' returns).
+- Every Forecast row is one binary item "does this outcome happen?" (one-vs-rest for
+  multi-outcome markets), o = 1 when the market resolved to that outcome. Void markets and
+  unresolved ones are not scored. RPS is reported only for ordered multi-outcome markets, and
+  only where one decision stated every outcome.
+- Headline and rank: Brier skill vs the market price shown at decision time (brier(market) -
+  brier(model), higher is better) whenever the group has resolved forecasts with prices, else
+  return %. Skill vs the market is the one number that says whether a forecaster knows more
+  than the price it saw; the raw Brier mostly measures how easy the questions were.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.db.models import FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from agents.models import Competitor, Decision, Forecast, LLMCall
+from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
+from cohorts.pricing import outcome_price
+from markets.models import Market, PricePoint
+from scoring import metrics
+from scoring.methodology import CONSTANTS as C
+from scoring.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
+from scoring.methodology import seed as methodology_seed
+from scoring.models import LeaderboardRow, ScoreRun
+
+ENGINE_VERSION = "1.0"
+ALL = "all"  # group key of the rows across every cohort of the scope
+CENT = Decimal("0.01")
+HEADLINE_RULE = (
+    "Rank by Brier skill vs the market price at decision time (brier(market) - brier(model), "
+    "higher is better) when the group has resolved forecasts with prices; otherwise by return %. "
+    "Competitors without the headline number rank last, ordered by return %."
+)
+NOTES = [
+    "Replicates of a competitor are pooled into one row; return_ci bootstraps over its entries.",
+    "Multi-outcome markets: each stated outcome is a one-vs-rest binary item for Brier and log.",
+    "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
+    "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading (a fixed number of queries, whatever the number of forecasts)
+# ---------------------------------------------------------------------------------------------
+
+
+def _ts(value: datetime | None) -> float:
+    return value.timestamp() if value is not None else math.nan
+
+
+@dataclass
+class MarketInfo:
+    kind: str
+    outcomes: list[str]
+    ordered: bool
+    status: str  # "resolved" only when resolved by as_of with a known outcome
+    resolved_outcome: str
+    open_t: float
+    close_t: float  # scheduled end
+    closed_t: float  # when trading closed (close for CLV), NaN while open
+    resolved_t: float
+    last_prices: dict
+
+
+@dataclass
+class ScopeData:
+    scope: str
+    as_of: datetime
+    cohorts: dict[int, dict]
+    competitors: list[tuple[int, str, str]]  # (id, slug, display name), index = competitor index
+    entries: dict[str, np.ndarray]
+    forecasts: dict[str, np.ndarray]
+    markets: dict[int, MarketInfo]
+    decisions: dict[int, tuple]  # id -> (entry_id, week, decided_t, cash_before float or None)
+    trades: list[tuple]
+    money: dict[int, dict]  # entry id -> cash, total, realized, unrealized, source
+    settlements: dict[int, list[int]]  # entry id -> [won, lost]
+    usage: dict[int, tuple[int, Decimal]]  # entry id -> (tokens, cost)
+    prices: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
+    rows = Market.objects.filter(market_q).values_list(
+        "pk", "kind", "outcomes", "ordered_outcomes", "status", "resolved_outcome",
+        "open_time", "close_time", "closed_time", "resolved_at", "last_prices",
+    )  # fmt: skip
+    out = {}
+    for pk, kind, outcomes, ordered, status, resolved, open_, close, closed, res_at, last in rows:
+        # A resolution recorded after as_of is not known yet at as_of (replays, rescoring).
+        known = res_at is None or res_at <= as_of
+        if status == Market.Status.RESOLVED and not (known and resolved):
+            status = Market.Status.CLOSED
+        if status == Market.Status.VOID and not known:
+            status = Market.Status.CLOSED
+        closed_t = _ts(closed) if closed is not None else math.nan
+        if math.isnan(closed_t) and status != Market.Status.OPEN:
+            closed_t = _ts(close) if close is not None and close <= as_of else _ts(res_at)
+        out[pk] = MarketInfo(
+            kind, list(outcomes or []), bool(ordered), status, resolved or "",
+            _ts(open_), _ts(close), closed_t, _ts(res_at), last or {},
+        )  # fmt: skip
+    return out
+
+
+def _load_forecasts(entry_q: Q, as_of: datetime) -> dict[str, np.ndarray]:
+    rows = list(
+        Forecast.objects.filter(entry_q, created_at__lte=as_of)
+        .order_by("created_at", "pk")
+        .values_list(
+            "entry_id",
+            "decision_id",
+            "decision__week",
+            "market_id",
+            "outcome",
+            "probability",
+            "market_price",
+            "created_at",
+        )  # fmt: skip
+    )
+    cols = [[] for _ in range(8)] if not rows else list(zip(*rows))
+    return {
+        "entry": np.asarray(cols[0], dtype=np.int64),
+        "decision": np.asarray(cols[1], dtype=np.int64),
+        "week": np.asarray(cols[2], dtype=np.int64),
+        "market": np.asarray(cols[3], dtype=np.int64),
+        "outcome": np.asarray(cols[4], dtype=object),
+        "p": np.asarray(cols[5], dtype=float),
+        "m": np.asarray([math.nan if v is None else v for v in cols[6]], dtype=float),
+        "t": np.asarray([v.timestamp() for v in cols[7]], dtype=float),
+    }
+
+
+def _load_money(entry_q: Q, entries: list[tuple], as_of: datetime, markets) -> dict[int, dict]:
+    """Per entry: the latest snapshot at or before as_of, else cash + open positions at last prices.
+
+    Without a snapshot, cash is the ledger sum up to as_of (the ledger is the truth; Entry.cash
+    is only its current total) and open positions are marked like the snapshot job marks them.
+    """
+    latest_ts = Snapshot.objects.filter(entry=OuterRef("entry"), ts__lte=as_of).order_by("-ts")
+    snaps = Snapshot.objects.filter(entry_q, ts=Subquery(latest_ts.values("ts")[:1])).values_list(
+        "entry_id", "cash", "total", "realized_pnl", "unrealized_pnl"
+    )
+    money = {
+        e: {"cash": c, "total": t, "realized": r, "unrealized": u, "source": "snapshot"}
+        for e, c, t, r, u in snaps
+    }
+    missing = [e[0] for e in entries if e[0] not in money]
+    if not missing:
+        return money
+    cash = dict(
+        LedgerEntry.objects.filter(entry_id__in=missing, created_at__lte=as_of)
+        .values("entry_id")
+        .annotate(total=Sum("amount"))
+        .values_list("entry_id", "total")
+    )
+    positions = Position.objects.filter(entry_id__in=missing, opened_at__lte=as_of).values_list(
+        "entry_id", "market_id", "outcome", "shares", "cost_basis", "realized_pnl", "status"
+    )
+    value: dict[int, Decimal] = defaultdict(Decimal)
+    cost: dict[int, Decimal] = defaultdict(Decimal)
+    realized: dict[int, Decimal] = defaultdict(Decimal)
+    for entry_id, market_id, outcome, shares, basis, rpnl, status in positions:
+        realized[entry_id] += rpnl
+        if status != Position.Status.OPEN:
+            continue
+        price = _mark_price(markets.get(market_id), outcome)
+        value[entry_id] += basis if price is None else shares * price
+        cost[entry_id] += basis
+    for entry_id, _cohort, _comp, _initial, entry_cash in entries:
+        if entry_id in money:
+            continue
+        c = cash.get(entry_id, entry_cash)
+        pv = value[entry_id].quantize(CENT, rounding=ROUND_HALF_EVEN)
+        money[entry_id] = {
+            "cash": c,
+            "total": c + pv,
+            "realized": realized[entry_id].quantize(CENT),
+            "unrealized": pv - cost[entry_id],
+            "source": "computed",
+        }
+    return money
+
+
+def _mark_price(info: MarketInfo | None, outcome: str) -> Decimal | None:
+    # Same marking as cohorts.snapshots: resolved pays 1/0, void is held at cost, else last price.
+    if info is None or info.status == Market.Status.VOID:
+        return None
+    if info.status == Market.Status.RESOLVED and info.resolved_outcome in info.outcomes:
+        return Decimal(1) if outcome == info.resolved_outcome else Decimal(0)
+    return outcome_price(info.last_prices, info.outcomes, outcome)
+
+
+def _load_prices(market_q: Q, as_of: datetime):
+    """Price history per (market, outcome) up to as_of, as float arrays (for CLV closes and the
+    tournament's carried-forward market)."""
+    rows = (
+        PricePoint.objects.filter(market__in=Market.objects.filter(market_q).values("pk"))
+        .filter(ts__lte=as_of)
+        .annotate(p=Cast("price", FloatField()))
+        .order_by("market_id", "outcome", "ts")
+        .values_list("market_id", "outcome", "ts", "p")
+    )
+    series: dict[tuple[int, str], tuple[list, list]] = {}
+    for market_id, outcome, ts, price in rows:
+        t, p = series.setdefault((market_id, outcome), ([], []))
+        t.append(ts.timestamp())
+        p.append(price)
+    return {k: (np.asarray(t), np.asarray(p)) for k, (t, p) in series.items()}
+
+
+def load_scope(scope: str, as_of: datetime) -> ScopeData:
+    """Everything compute_scores needs for one scope, in a fixed number of queries.
+
+    Time filters use the clock fields the services set from their `at` argument (week_start,
+    created_at of forecasts, executed_at, decided_at, ts), so a replay scored as of a simulated
+    time sees what existed then.
+    """
+    cohort_qs = Cohort.objects.filter(kind=scope, week_start__lte=as_of)
+    cohorts = {
+        pk: {"week_start": ws, "label": label, "initial": ib}
+        for pk, ws, label, ib in cohort_qs.order_by("week_start").values_list(
+            "pk", "week_start", "label", "initial_balance"
+        )
+    }
+    entry_qs = Entry.objects.filter(cohort__in=cohort_qs.values("pk"))
+    entry_q = Q(entry__in=entry_qs.values("pk"))
+    entries = list(
+        entry_qs.order_by("pk").values_list(
+            "pk", "cohort_id", "competitor_id", "initial_balance", "cash"
+        )
+    )
+    comp_ids = sorted({e[2] for e in entries})
+    competitors = list(
+        Competitor.objects.filter(pk__in=entry_qs.values("competitor_id"))
+        .order_by("pk")
+        .values_list("pk", "slug", "display_name")
+    )
+    comp_index = {c[0]: i for i, c in enumerate(competitors)}
+    assert len(comp_index) == len(comp_ids)
+    entry_arrays = {
+        "id": np.asarray([e[0] for e in entries], dtype=np.int64),
+        "cohort": np.asarray([e[1] for e in entries], dtype=np.int64),
+        "comp": np.asarray([comp_index[e[2]] for e in entries], dtype=np.int64),
+        "initial": np.asarray([float(e[3]) for e in entries], dtype=float),
+    }
+    forecasts = _load_forecasts(entry_q, as_of)
+    market_q = Q(pk__in=Forecast.objects.filter(entry_q).values("market_id")) | Q(
+        pk__in=Position.objects.filter(entry_q).values("market_id")
+    )
+    markets = _load_markets(market_q, as_of)
+    decision_q = entry_q & (
+        Q(decided_at__lte=as_of) | Q(decided_at__isnull=True, claimed_at__lte=as_of)
+    )
+    decisions = {
+        pk: (entry_id, week, _ts(decided or claimed), None if cb is None else float(cb))
+        for pk, entry_id, week, decided, claimed, cb in Decision.objects.filter(
+            decision_q
+        ).values_list("pk", "entry_id", "week", "decided_at", "claimed_at", "cash_before")
+    }
+    trades = list(
+        Trade.objects.filter(entry_q, executed_at__lte=as_of)
+        .order_by("executed_at", "pk")
+        .values_list(
+            "entry_id",
+            "decision_id",
+            "side",
+            "amount",
+            "price",
+            "executed_at",
+            "position__market_id",
+            "position__outcome",
+        )  # fmt: skip
+    )
+    settled = defaultdict(lambda: [0, 0])
+    for entry_id, kind in Settlement.objects.filter(
+        Q(position__in=Position.objects.filter(entry_q).values("pk")),
+        Q(settled_at__lte=as_of),
+        Q(reversed_at__isnull=True) | Q(reversed_at__gt=as_of),
+    ).values_list("position__entry_id", "kind"):
+        if kind == Settlement.Kind.WON:
+            settled[entry_id][0] += 1
+        elif kind == Settlement.Kind.LOST:
+            settled[entry_id][1] += 1
+    return ScopeData(
+        scope=scope,
+        as_of=as_of,
+        cohorts=cohorts,
+        competitors=competitors,
+        entries=entry_arrays,
+        forecasts=forecasts,
+        markets=markets,
+        decisions=decisions,
+        trades=trades,
+        money=_load_money(entry_q, entries, as_of, markets),
+        settlements=dict(settled),
+        usage=_load_usage(decision_q),
+        prices=_load_prices(market_q, as_of),
+    )
+
+
+def _load_usage(decisions: Q) -> dict[int, tuple[int, Decimal]]:
+    """Tokens and dollars per entry: the decision totals, or the sum of its LLM calls when the
+    decision row has none (a decision that crashed before adding its calls up)."""
+    per_decision = Decision.objects.filter(decisions).values_list(
+        "pk", "entry_id", "tokens_in", "tokens_out", "cost_usd"
+    )
+    calls = {
+        d: (int(pt or 0) + int(ct or 0), c or Decimal(0))
+        for d, pt, ct, c in LLMCall.objects.filter(
+            decision__in=Decision.objects.filter(decisions).values("pk")
+        )
+        .values("decision_id")
+        .annotate(pt=Sum("prompt_tokens"), ct=Sum("completion_tokens"), c=Sum("cost_usd"))
+        .values_list("decision_id", "pt", "ct", "c")
+    }
+    usage: dict[int, list] = defaultdict(lambda: [0, Decimal(0)])
+    for pk, entry_id, t_in, t_out, cost in per_decision:
+        tokens, dollars = t_in + t_out, cost or Decimal(0)
+        if tokens == 0 and not dollars and pk in calls:
+            tokens, dollars = calls[pk]
+        usage[entry_id][0] += tokens
+        usage[entry_id][1] += dollars
+    return {k: (v[0], v[1]) for k, v in usage.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-forecast derived arrays
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Items:
+    """Forecast arrays plus what scoring needs: competitor/cohort index, o, validity masks."""
+
+    comp: np.ndarray
+    cohort: np.ndarray
+    entry: np.ndarray
+    decision: np.ndarray
+    week: np.ndarray
+    market: np.ndarray
+    outcome: np.ndarray
+    p: np.ndarray
+    m: np.ndarray
+    t: np.ndarray
+    o: np.ndarray  # 0/1, NaN when not resolved
+    scored: np.ndarray  # resolved and not void
+    binary: np.ndarray
+
+
+def build_items(data: ScopeData) -> Items:
+    f = data.forecasts
+    e = data.entries
+    pos = np.searchsorted(e["id"], f["entry"]) if e["id"].size else np.zeros(0, dtype=np.int64)
+    n = f["p"].size
+    o = np.full(n, math.nan)
+    scored = np.zeros(n, dtype=bool)
+    binary = np.zeros(n, dtype=bool)
+    for i, (market_id, outcome) in enumerate(zip(f["market"], f["outcome"])):
+        info = data.markets.get(int(market_id))
+        if info is None:
+            continue
+        binary[i] = info.kind == Market.Kind.BINARY
+        if info.status == Market.Status.RESOLVED:
+            scored[i] = True
+            o[i] = 1.0 if outcome == info.resolved_outcome else 0.0
+    return Items(
+        comp=e["comp"][pos] if n else np.zeros(0, dtype=np.int64),
+        cohort=e["cohort"][pos] if n else np.zeros(0, dtype=np.int64),
+        entry=f["entry"],
+        decision=f["decision"],
+        week=f["week"],
+        market=f["market"],
+        outcome=f["outcome"],
+        p=f["p"],
+        m=f["m"],
+        t=f["t"],
+        o=o,
+        scored=scored,
+        binary=binary,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired market bootstrap for every competitor at once
+# ---------------------------------------------------------------------------------------------
+
+_CHUNK_CELLS = 4_000_000
+
+
+def cluster_bootstrap_ratio_ci(
+    row: np.ndarray,
+    cluster: np.ndarray,
+    values: list[tuple[np.ndarray, np.ndarray]],
+    n_rows: int,
+    n_boot: int | None = None,
+    level: float | None = None,
+    seed: int | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Percentile CIs of sum(v*w)/sum(w) per row, resampling clusters (markets) with replacement.
+
+    One resample draws every cluster index once for all rows (competitors) and all statistics,
+    so intervals are paired: the same markets for everybody. Implemented as counts matrix W
+    (resamples x clusters) times per-cluster sums, which keeps 2,000 resamples over thousands
+    of markets and a dozen competitors well under a second. Returns (lo, hi) arrays per value.
+    metrics.bootstrap_ci does the same for one array at a time; this is its matrix form.
+    """
+    n_boot = C.bootstrap_resamples if n_boot is None else n_boot
+    level = C.ci_level if level is None else level
+    seed = methodology_seed() if seed is None else seed
+    nan = np.full(n_rows, math.nan)
+    if row.size == 0:
+        return [(nan, nan) for _ in values]
+    clusters, code = np.unique(cluster, return_inverse=True)
+    n_cl = clusters.size
+    flat = row * n_cl + code
+    mats = []
+    for v, w in values:
+        ok = np.isfinite(v) & (w > 0)
+        vv = np.where(ok, v, 0.0) * np.where(ok, w, 0.0)
+        ww = np.where(ok, w, 0.0)
+        mats.append(np.bincount(flat, weights=vv, minlength=n_rows * n_cl).reshape(n_rows, n_cl))
+        mats.append(np.bincount(flat, weights=ww, minlength=n_rows * n_cl).reshape(n_rows, n_cl))
+    A = np.vstack(mats).T  # clusters x (2 * len(values) * n_rows)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, A.shape[1]))
+    step = max(1, _CHUNK_CELLS // n_cl)
+    for start in range(0, n_boot, step):
+        b = min(step, n_boot - start)
+        draws = rng.integers(0, n_cl, size=(b, n_cl)) + (np.arange(b) * n_cl)[:, None]
+        W = np.bincount(draws.ravel(), minlength=b * n_cl).reshape(b, n_cl).astype(float)
+        out[start : start + b] = W @ A
+    result = []
+    q = [50.0 * (1.0 - level), 50.0 * (1.0 + level)]
+    for k in range(len(values)):
+        num = out[:, (2 * k) * n_rows : (2 * k + 1) * n_rows]
+        den = out[:, (2 * k + 1) * n_rows : (2 * k + 2) * n_rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(den > 0, num / den, np.nan)
+        lo, hi = nan.copy(), nan.copy()
+        for r in range(n_rows):
+            col = ratio[:, r]
+            col = col[np.isfinite(col)]
+            if col.size:
+                lo[r], hi[r] = np.percentile(col, q)
+        result.append((lo, hi))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Row computation
+# ---------------------------------------------------------------------------------------------
+
+
+def _f(x: Any) -> float | None:
+    """A JSON-safe float: None for NaN/inf/None."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def json_safe(value: Any) -> Any:
+    """Recursively turn numpy scalars/arrays into Python, NaN/inf into None, keys into str."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [json_safe(v) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return _f(value)
+    if isinstance(value, Decimal):
+        return _f(value)
+    return value
+
+
+def _forecast_scores(items: Items, sel: np.ndarray, n_comp: int) -> dict[str, Any]:
+    """Per competitor: counts, Brier, log, skill vs market, BSS, CIs (arrays of n_comp)."""
+    comp = items.comp[sel]
+    scored = items.scored[sel]
+    n_forecasts = np.bincount(comp, minlength=n_comp)
+    c, p, o, m = comp[scored], items.p[sel][scored], items.o[sel][scored], items.m[sel][scored]
+    market = items.market[sel][scored]
+    n_resolved = np.bincount(c, minlength=n_comp)
+    brier_l = metrics.brier_loss(p, o) if p.size else np.zeros(0)
+    log_l = metrics.log_loss(p, o) if p.size else np.zeros(0)
+    has_m = np.isfinite(m)
+    m_brier = np.where(has_m, (np.where(has_m, m, 0.0) - o) ** 2, np.nan)
+    skill_l = m_brier - brier_l
+    with np.errstate(invalid="ignore", divide="ignore"):
+        brier = np.bincount(c, weights=brier_l, minlength=n_comp) / n_resolved
+        log = np.bincount(c, weights=log_l, minlength=n_comp) / n_resolved
+        n_m = np.bincount(c, weights=has_m.astype(float), minlength=n_comp)
+        skill = np.bincount(c, weights=np.where(has_m, skill_l, 0.0), minlength=n_comp) / n_m
+        bm = np.bincount(c, weights=np.where(has_m, brier_l, 0.0), minlength=n_comp) / n_m
+        mm = np.bincount(c, weights=np.where(has_m, m_brier, 0.0), minlength=n_comp) / n_m
+        bss_market = 1.0 - bm / mm
+    ones = np.ones(c.size)
+    (b_lo, b_hi), (s_lo, s_hi) = cluster_bootstrap_ratio_ci(
+        c, market, [(brier_l, ones), (skill_l, has_m.astype(float))], n_comp
+    )
+    return {
+        "n_forecasts": n_forecasts,
+        "n_resolved": n_resolved,
+        "n_with_price": n_m,
+        "brier": brier,
+        "brier_ci": (b_lo, b_hi),
+        "log": log,
+        "skill": np.where(n_m > 0, skill, np.nan),
+        "skill_ci": (s_lo, s_hi),
+        "bss_half": 1.0 - brier / 0.25,
+        "bss_market": bss_market,
+        # For the per-competitor extras (calibration, Murphy, required n) below.
+        "_c": c,
+        "_p": p,
+        "_o": o,
+        "_skill_l": skill_l,
+        "_brier_l": brier_l,
+    }
+
+
+def _calibration_extras(s: dict, ci: int) -> dict[str, Any]:
+    mask = s["_c"] == ci
+    p, o = s["_p"][mask], s["_o"][mask]
+    if p.size == 0:
+        return {"calibration": [], "murphy": None, "ece": None}
+    return {
+        "calibration": metrics.calibration(p, o),
+        "murphy": metrics.murphy(p, o),
+        "ece": metrics.ece(p, o),
+        "base_rate": float(o.mean()),
+    }
+
+
+def _required_n(s: dict, ci: int) -> float:
+    """Resolved forecasts needed to detect a 0.02 Brier edge, from this competitor's data.
+
+    The variance is that of the per-forecast Brier difference vs the market price it saw (the
+    paired comparison the headline makes); without prices, that of its Brier losses.
+    """
+    mask = s["_c"] == ci
+    diffs = s["_skill_l"][mask]
+    diffs = diffs[np.isfinite(diffs)]
+    if diffs.size >= 2 and diffs.var() > 0:
+        return metrics.required_n_for_brier_edge(diffs)
+    return metrics.required_n_for_brier_edge(s["_brier_l"][mask])
+
+
+def _rps_by_comp(items: Items, sel: np.ndarray, data: ScopeData) -> dict[int, dict]:
+    """RPS per competitor over ordered multi-outcome markets where a decision stated every outcome."""
+    groups: dict[tuple[int, int, int], dict[str, float]] = defaultdict(dict)
+    idx = np.flatnonzero(sel & items.scored & ~items.binary)
+    for i in idx:
+        info = data.markets[int(items.market[i])]
+        if info.ordered:
+            key = (int(items.comp[i]), int(items.decision[i]), int(items.market[i]))
+            groups[key][items.outcome[i]] = float(items.p[i])
+    per_comp: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for (ci, _d, market_id), probs in groups.items():
+        info = data.markets[market_id]
+        if set(probs) != set(info.outcomes) or info.resolved_outcome not in info.outcomes:
+            continue
+        row = np.array([probs[k] for k in info.outcomes])
+        if row.sum() <= 0:
+            continue
+        per_comp[ci][0].append(row / row.sum())  # normalise: stated sets rarely sum to exactly 1
+        per_comp[ci][1].append(info.outcomes.index(info.resolved_outcome))
+    return {
+        ci: {"rps": metrics.rps(np.vstack(P), np.asarray(o)), "n": len(o)}
+        for ci, (P, o) in per_comp.items()
+    }
+
+
+def _money_by_comp(data: ScopeData, entry_sel: np.ndarray, n_comp: int) -> dict[str, Any]:
+    e = data.entries
+    ids, comps, initial = e["id"][entry_sel], e["comp"][entry_sel], e["initial"][entry_sel]
+    out = {
+        "initial": np.zeros(n_comp),
+        "pnl": [Decimal(0)] * n_comp,
+        "realized": [Decimal(0)] * n_comp,
+        "unrealized": [Decimal(0)] * n_comp,
+        "returns": [[] for _ in range(n_comp)],
+        "won": np.zeros(n_comp),
+        "lost": np.zeros(n_comp),
+        "tokens": np.zeros(n_comp, dtype=np.int64),
+        "cost": [Decimal(0)] * n_comp,
+        "entries": np.zeros(n_comp, dtype=np.int64),
+        "sources": [set() for _ in range(n_comp)],
+    }
+    for entry_id, ci, init in zip(ids.tolist(), comps.tolist(), initial.tolist()):
+        money = data.money[entry_id]
+        pnl = money["total"] - Decimal(str(init))
+        out["initial"][ci] += init
+        out["pnl"][ci] += pnl
+        out["realized"][ci] += money["realized"]
+        out["unrealized"][ci] += money["unrealized"]
+        out["returns"][ci].append(100.0 * float(pnl) / init if init else math.nan)
+        won, lost = data.settlements.get(entry_id, (0, 0))
+        out["won"][ci] += won
+        out["lost"][ci] += lost
+        tokens, cost = data.usage.get(entry_id, (0, Decimal(0)))
+        out["tokens"][ci] += tokens
+        out["cost"][ci] += cost
+        out["entries"][ci] += 1
+        out["sources"][ci].add(money["source"])
+    return out
+
+
+def _implied_confidence(data: ScopeData, cohort_ids: set[int], entry_comp: dict) -> dict:
+    """Forecaster Arena v1 implied-confidence Brier per competitor, from BUY trades on resolved
+    markets. The bought outcome is the "YES" side, so binary and multi-outcome read the same."""
+    acc: dict[int, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
+    for entry_id, decision_id, side, amount, _price, _at, market_id, outcome in data.trades:
+        cohort, ci = entry_comp.get(entry_id, (None, None))
+        if side != Trade.Side.BUY or cohort not in cohort_ids:
+            continue
+        info = data.markets.get(market_id)
+        decision = data.decisions.get(decision_id)
+        if info is None or info.status != Market.Status.RESOLVED or decision is None:
+            continue
+        if decision[3] is None:
+            continue
+        a, cash, o = acc[ci]
+        a.append(float(amount))
+        cash.append(decision[3])
+        o.append(1.0 if outcome == info.resolved_outcome else 0.0)
+    return {
+        ci: (metrics.implied_confidence_brier(a, cash, np.ones(len(a), dtype=bool), o), len(a))
+        for ci, (a, cash, o) in acc.items()
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Edge statistics (issue 6)
+# ---------------------------------------------------------------------------------------------
+
+
+def closing_price(data: ScopeData, market_id: int, outcome: str) -> float:
+    """Closing price of one outcome (sealed rule: last price point strictly before the close),
+    de-vigged multiplicatively when the market's closing quotes sum above 1. NaN if unknown."""
+    info = data.markets.get(market_id)
+    if info is None or math.isnan(info.closed_t) or outcome not in info.outcomes:
+        return math.nan
+    closes = []
+    for name in info.outcomes:
+        t, p = data.prices.get((market_id, name), (np.zeros(0), np.zeros(0)))
+        k = np.searchsorted(t, info.closed_t, side="left") - 1
+        closes.append(p[k] if k >= 0 else math.nan)
+    closes = np.asarray(closes)
+    if len(info.outcomes) == 2:
+        # Binary: a missing side is the complement of the quoted one.
+        for a, b in ((0, 1), (1, 0)):
+            if math.isnan(closes[a]) and not math.isnan(closes[b]):
+                closes[a] = 1.0 - closes[b]
+    j = info.outcomes.index(outcome)
+    if np.all(np.isfinite(closes)) and closes.sum() > 1.0:
+        return float(metrics.devig(closes)[j])
+    return float(closes[j])
+
+
+def _dm_tables(items: Items, sel: np.ndarray, data: ScopeData, present: list[int]) -> dict:
+    """Pairwise Diebold-Mariano on common forecasts, Brier and log loss, Bonferroni levels.
+
+    A "common forecast" is (cohort, week, market, outcome); a competitor's replicates are
+    averaged on it. Forecasts are ordered by time so the HAC variance sees the real sequence.
+    """
+    s = sel & items.scored
+    if not s.any() or len(present) < 2:
+        return {"brier": [], "log": [], "n_keys": 0}
+    keys = np.stack(
+        [items.cohort[s], items.week[s], items.market[s], _codes(items.outcome[s])], axis=1
+    )
+    uniq, key = np.unique(keys, axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    n_keys = uniq.shape[0]
+    first_t = np.full(n_keys, np.inf)
+    np.minimum.at(first_t, key, items.t[s])
+    order = np.lexsort((np.arange(n_keys), first_t))
+    comp = items.comp[s]
+    p, o = items.p[s], items.o[s]
+    slugs = {ci: data.competitors[ci][1] for ci in present}
+    tables = {}
+    for name, loss in (("brier", metrics.brier_loss(p, o)), ("log", metrics.log_loss(p, o))):
+        per = {}
+        for ci in present:
+            mask = comp == ci
+            total = np.bincount(key[mask], weights=loss[mask], minlength=n_keys)
+            count = np.bincount(key[mask], minlength=n_keys)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                per[slugs[ci]] = np.where(count > 0, total / np.maximum(count, 1), np.nan)[order]
+        tables[name] = metrics.dm_matrix(per)
+    tables["n_keys"] = n_keys
+    return tables
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    _, codes = np.unique(values.astype(str), return_inverse=True)
+    return codes.reshape(-1)
+
+
+def _yes_view(items: Items, idx: np.ndarray, data: ScopeData):
+    """For binary forecasts: (p_yes, m_yes, o_yes, close_yes) where YES is the first outcome."""
+    p_yes, m_yes, o_yes, close = [], [], [], []
+    for i in idx:
+        info = data.markets[int(items.market[i])]
+        first = info.outcomes[0] if info.outcomes else None
+        flip = items.outcome[i] != first
+        p = float(items.p[i])
+        m = float(items.m[i])
+        p_yes.append(1.0 - p if flip else p)
+        m_yes.append(1.0 - m if flip else m)
+        o_yes.append(1.0 if info.resolved_outcome == first else 0.0)
+        close.append(closing_price(data, int(items.market[i]), first) if first else math.nan)
+    return (np.asarray(v, dtype=float) for v in (p_yes, m_yes, o_yes, close))
+
+
+def _information_tests(items: Items, sel: np.ndarray, data: ScopeData, n_comp: int) -> dict:
+    idx_all = np.flatnonzero(sel & items.scored & items.binary)
+    if idx_all.size == 0:
+        return {}
+    p_yes, m_yes, o_yes, close = _yes_view(items, idx_all, data)
+    comp = items.comp[idx_all]
+    out = {}
+    for ci in np.unique(comp):
+        mask = comp == ci
+        out[int(ci)] = {
+            "closing": metrics.market_information_test(o_yes[mask], close[mask], p_yes[mask]),
+            "opening": metrics.market_information_test(o_yes[mask], m_yes[mask], p_yes[mask]),
+        }
+    return out
+
+
+def _trade_clv(data: ScopeData, entry_comp: dict) -> list[tuple]:
+    """(entry_id, comp, cohort, t, clv_prob, clv_logodds) for every BUY with a known close."""
+    out = []
+    closes: dict[tuple[int, str], float] = {}
+    for entry_id, _d, side, _amount, price, at, market_id, outcome in data.trades:
+        if side != Trade.Side.BUY or entry_id not in entry_comp:
+            continue
+        info = data.markets.get(market_id)
+        if info is None or info.status == Market.Status.VOID:
+            continue
+        key = (market_id, outcome)
+        if key not in closes:
+            closes[key] = closing_price(data, market_id, outcome)
+        c = closes[key]
+        if math.isnan(c):
+            continue
+        q = float(price)
+        cohort, ci = entry_comp[entry_id]
+        out.append(
+            (entry_id, ci, cohort, at.timestamp(), float(metrics.clv_prob([q], [c])[0]),
+             float(metrics.clv_logodds([q], [c])[0]))
+        )  # fmt: skip
+    return out
+
+
+def _clv_summary(rows: list[tuple]) -> dict[str, Any]:
+    if not rows:
+        return {"n": 0, "label": C.edge_labels[-1], "flag": "no_trades_with_close"}
+    rows = sorted(rows, key=lambda r: r[3])
+    prob = np.asarray([r[4] for r in rows])
+    lo = np.asarray([r[5] for r in rows])
+    z, zp = metrics.clv_mean_ztest(prob)
+    sb = metrics.stationary_bootstrap_sharpe(prob)
+    return {
+        "n": len(rows),
+        "mean_prob": float(prob.mean()),
+        "mean_logodds": float(lo.mean()),
+        "z": z,
+        "z_p": zp,
+        "sharpe": sb["sharpe"],
+        "sharpe_bc": sb["sharpe_bc"],
+        "block_length": sb["block_length"],
+        "ci90": sb["ci"].get(0.9),
+        "ci95": sb["ci"].get(0.95),
+        "label": sb["label"],
+        "flag": sb["flag"],
+    }
+
+
+def _paper_portfolios(items: Items, data: ScopeData) -> dict[int, dict]:
+    """Champion's clothes: every entry's stated probabilities through the standard trading layer.
+
+    Per entry, decisions in time order; paper cash starts at the entry's initial balance, pays
+    out when a market resolves before the next decision (void refunds the stake), and a
+    decision's bets together stay within max_bet_fraction of the cash before it (the real
+    execution rule) and above min_bet. Returns per entry: pnl (resolved at 1/0, open marked at
+    the last price), n_bets, and the paper bets' CLV rows.
+    """
+    e = data.entries
+    initial = dict(zip(e["id"].tolist(), e["initial"].tolist()))
+    order = np.lexsort((items.market, items.t, items.entry))
+    result: dict[int, dict] = {}
+    by_entry_decision: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i in order:
+        by_entry_decision[int(items.entry[i])][int(items.decision[i])].append(int(i))
+    for entry_id, decisions in by_entry_decision.items():
+        result[entry_id] = _paper_entry(items, data, initial.get(entry_id, 0.0), decisions)
+    return result
+
+
+def _paper_candidates(items: Items, data: ScopeData, idx: list[int]):
+    """One candidate per binary market (as YES = first outcome) and per multi-outcome outcome."""
+    seen, cands = set(), []
+    for i in idx:
+        info = data.markets.get(int(items.market[i]))
+        m, p = float(items.m[i]), float(items.p[i])
+        if info is None or not math.isfinite(m) or info.status == Market.Status.VOID:
+            continue
+        if info.kind == Market.Kind.BINARY and info.outcomes:
+            key = (int(items.market[i]), info.outcomes[0])
+            flip = items.outcome[i] != info.outcomes[0]
+            p, m = (1.0 - p, 1.0 - m) if flip else (p, m)
+            multi = False
+        else:
+            key = (int(items.market[i]), str(items.outcome[i]))
+            multi = True
+        if key not in seen:
+            seen.add(key)
+            cands.append((key, p, m, multi, info))
+    return cands
+
+
+def _paper_entry(items, data, initial: float, decisions: dict[int, list[int]]) -> dict:
+    cash = initial
+    open_bets: list[dict] = []
+    done: list[dict] = []
+    cap_share = C.max_bet_fraction
+    min_bet = float(C.min_bet)
+    for _decision_id, idx in sorted(decisions.items(), key=lambda kv: items.t[kv[1][0]]):
+        t = float(items.t[idx[0]])
+        cash, open_bets = _paper_settle(cash, open_bets, done, t)
+        cands = _paper_candidates(items, data, idx)
+        if not cands or cash <= 0:
+            continue
+        stakes = metrics.kelly_stake(
+            [c[1] for c in cands], [c[2] for c in cands], Decimal(str(round(cash, 2))),
+            multi=[c[3] for c in cands],
+        )  # fmt: skip
+        amounts = np.asarray([float(s.stake) for s in stakes])
+        total = amounts.sum()
+        if total > cap_share * cash:  # the real rule: a decision's bets <= 25% of its cash
+            amounts = np.floor(amounts * (cap_share * cash / total) * 100) / 100
+        for (key, _p, _m, _multi, info), bet, amount in zip(cands, stakes, amounts):
+            if bet.reason != "bet" or amount < min_bet:
+                continue
+            market_id, yes_outcome = key
+            outcome = yes_outcome
+            if bet.side == "NO":
+                outcome = next(o for o in info.outcomes if o != yes_outcome)
+            cash -= amount
+            open_bets.append(
+                {"market": market_id, "outcome": outcome, "stake": amount,
+                 "shares": amount / bet.price, "price": bet.price, "t": t, "info": info}
+            )  # fmt: skip
+    cash, open_bets = _paper_settle(cash, open_bets, done, math.inf)
+    value = cash
+    for bet in open_bets:  # still open at as_of: mark at the last price, like the snapshots
+        price = outcome_price(bet["info"].last_prices, bet["info"].outcomes, bet["outcome"])
+        value += bet["stake"] if price is None else bet["shares"] * float(price)
+    clv = []
+    for bet in done + open_bets:
+        c = closing_price(data, bet["market"], bet["outcome"])
+        if math.isfinite(c):
+            clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
+    return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
+
+
+def _paper_settle(cash: float, open_bets: list, done: list, t: float):
+    still = []
+    for bet in open_bets:
+        info = bet["info"]
+        if info.status in (Market.Status.RESOLVED, Market.Status.VOID) and (
+            math.isnan(info.resolved_t) or info.resolved_t <= t
+        ):
+            if info.status == Market.Status.VOID:
+                cash += bet["stake"]
+            elif bet["outcome"] == info.resolved_outcome:
+                cash += bet["shares"]
+            done.append(bet)
+        else:
+            still.append(bet)
+    return cash, still
+
+
+def _tournament(items: Items, sel: np.ndarray, data: ScopeData, present: list[int]) -> dict:
+    """Metaculus-style tournament vs the market over the group's resolved questions.
+
+    A question is (cohort, market). Binary: P(first outcome); multi-outcome: the probability
+    stated for the outcome that happened. The market series is the price history of that same
+    outcome (complement of the other side for binary when needed), falling back to the prices
+    shown at decision time. Life: from max(market open, cohort start) to the scheduled close;
+    zero after an early resolution. Replicates: mean of their question scores and coverages.
+    """
+    s = np.flatnonzero(sel & items.scored)
+    if s.size == 0 or not present:
+        return {"questions": 0, "rows": []}
+    questions: dict[tuple[int, int], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i in s:
+        questions[(int(items.cohort[i]), int(items.market[i]))][int(items.entry[i])].append(int(i))
+    q_index = {q: k for k, q in enumerate(sorted(questions))}
+    n_q = len(q_index)
+    col = {ci: k for k, ci in enumerate(present)}
+    score_sum = np.zeros((len(present), n_q))
+    cover_sum = np.zeros((len(present), n_q))
+    n_ent = np.zeros((len(present), n_q))
+    entry_comp = dict(zip(data.entries["id"].tolist(), data.entries["comp"].tolist()))
+    for (cohort_id, market_id), by_entry in questions.items():
+        q = _question_frame(items, data, cohort_id, market_id, by_entry)
+        if q is None:
+            continue
+        for entry_id, (ft, fp) in q["forecasts"].items():
+            if ft.size == 0:
+                continue
+            r = metrics.tournament_question_score(
+                ft, fp, q["mt"], q["mp"], q["outcome"], q["open"], q["close"], q["resolve"]
+            )
+            k = col[entry_comp[entry_id]]
+            j = q_index[(cohort_id, market_id)]
+            score_sum[k, j] += r["score"]
+            cover_sum[k, j] += r["coverage"]
+            n_ent[k, j] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores = np.where(n_ent > 0, score_sum / n_ent, np.nan)
+        covers = np.where(n_ent > 0, cover_sum / n_ent, np.nan)
+    takes = metrics.tournament_takes(scores, covers)
+    shares = metrics.prize_shares(takes)
+    rows = []
+    for k, ci in enumerate(present):
+        rows.append(
+            {
+                "competitor": data.competitors[ci][1],
+                "questions": int((n_ent[k] > 0).sum()),
+                "score": float(np.nansum(scores[k])),
+                "coverage": float(np.nan_to_num(covers[k]).mean()) if n_q else 0.0,
+                "take": float(takes[k]),
+                "prize_share": float(shares[k]),
+            }
+        )
+    return {"questions": n_q, "rows": rows}
+
+
+def _question_frame(items, data, cohort_id, market_id, by_entry) -> dict | None:
+    info = data.markets[market_id]
+    if not info.outcomes:
+        return None
+    binary = info.kind == Market.Kind.BINARY
+    target = info.outcomes[0] if binary else info.resolved_outcome
+    outcome = int(info.resolved_outcome == target) if binary else 1
+    start = data.cohorts[cohort_id]["week_start"].timestamp()
+    if math.isfinite(info.open_t):
+        start = max(start, info.open_t)
+    resolve = info.resolved_t if math.isfinite(info.resolved_t) else info.closed_t
+    close = info.close_t if math.isfinite(info.close_t) and info.close_t > start else resolve
+    if not math.isfinite(close):
+        return None
+    forecasts, fallback_t, fallback_p = {}, [], []
+    for entry_id, idx in by_entry.items():
+        ft, fp = [], []
+        for i in idx:
+            same = items.outcome[i] == target
+            if not binary and not same:
+                continue
+            p, m = float(items.p[i]), float(items.m[i])
+            ft.append(float(items.t[i]))
+            fp.append(p if same else 1.0 - p)
+            if math.isfinite(m):
+                fallback_t.append(float(items.t[i]))
+                fallback_p.append(m if same else 1.0 - m)
+        forecasts[entry_id] = (np.asarray(ft), np.asarray(fp))
+    mt, mp = data.prices.get((market_id, target), (np.zeros(0), np.zeros(0)))
+    if mt.size == 0 and binary:
+        other = data.prices.get((market_id, info.outcomes[1]), (np.zeros(0), np.zeros(0)))
+        mt, mp = other[0], 1.0 - other[1]
+    if mt.size == 0:
+        mt, mp = np.asarray(fallback_t), np.asarray(fallback_p)
+    if mt.size == 0:
+        return None
+    return {
+        "forecasts": forecasts,
+        "mt": mt,
+        "mp": mp,
+        "outcome": outcome,
+        "open": start,
+        "close": close,
+        "resolve": resolve if math.isfinite(resolve) else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembling rows
+# ---------------------------------------------------------------------------------------------
+
+
+def _group_rows(
+    data: ScopeData, items: Items, group: int | str, shared: dict
+) -> tuple[list[LeaderboardRow], dict]:
+    """Unsaved rows (one per competitor with an entry in the group) and the group's tables."""
+    n_comp = len(data.competitors)
+    cohort_ids = set(data.cohorts) if group == ALL else {group}
+    f_sel = np.isin(items.cohort, list(cohort_ids))
+    e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+    present = sorted(set(data.entries["comp"][e_sel].tolist()))
+    s = _forecast_scores(items, f_sel, n_comp)
+    money = _money_by_comp(data, e_sel, n_comp)
+    rps = _rps_by_comp(items, f_sel, data)
+    implied = _implied_confidence(data, cohort_ids, shared["entry_comp"])
+    info_tests = _information_tests(items, f_sel, data, n_comp)
+    clv_rows = [r for r in shared["clv"] if r[2] in cohort_ids]
+    paper = shared["paper"]
+    rows = []
+    for ci in present:
+        rows.append(
+            _make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel)
+        )
+    headline = _rank(rows)
+    tables = {
+        "dm": _dm_tables(items, f_sel, data, [ci for ci in present if s["n_resolved"][ci] > 0]),
+        "tournament": _tournament(items, f_sel, data, present),
+        "headline": headline,
+    }
+    take = {r["competitor"]: r for r in tables["tournament"]["rows"]}
+    for row in rows:
+        row.details["tournament"] = take.get(row.details["slug"])
+    return rows, tables
+
+
+def _make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel):
+    n_res = int(s["n_resolved"][ci])
+    required = _required_n(s, ci) if n_res else math.inf
+    initial = money["initial"][ci]
+    pnl = money["pnl"][ci]
+    returns = [r for r in money["returns"][ci] if math.isfinite(r)]
+    return_ci = metrics.bootstrap_ci(np.asarray(returns)) if len(returns) >= 2 else (None, None)
+    won, lost = money["won"][ci], money["lost"][ci]
+    cost = money["cost"][ci]
+    ic = implied.get(ci)
+    comp_entries = set(data.entries["id"][e_sel & (data.entries["comp"] == ci)].tolist())
+    paper_pnl = sum(paper[e]["pnl"] for e in comp_entries if e in paper)
+    paper_clv = sorted(c for e in comp_entries if e in paper for c in paper[e]["clv"])
+    clv = _clv_summary([r for r in clv_rows if r[1] == ci])
+    details = {
+        "slug": data.competitors[ci][1],
+        "display_name": data.competitors[ci][2],
+        "entries": int(money["entries"][ci]),
+        "n_with_price": int(s["n_with_price"][ci]),
+        "bss_vs_market": s["bss_market"][ci],
+        "brier_convention": "binary one-vs-rest per stated outcome, range 0..1",
+        "rps": rps.get(ci),
+        **_calibration_extras(s, ci),
+        "money_source": sorted(money["sources"][ci]),
+        "settled_won": int(won),
+        "settled_lost": int(lost),
+        "implied_confidence_n": ic[1] if ic else 0,
+        "information_test": info_tests.get(ci),
+        "clv": clv,
+        "edge_label": clv["label"],
+        "champions_clothes": {
+            "paper_pnl": paper_pnl,
+            "paper_return_pct": 100.0 * paper_pnl / initial if initial else None,
+            "paper_bets": sum(paper[e]["n_bets"] for e in comp_entries if e in paper),
+            "paper_clv_mean": float(np.mean([c[1] for c in paper_clv])) if paper_clv else None,
+            "real_pnl": pnl,
+            "real_clv_mean": clv.get("mean_prob"),
+        },
+    }
+    return LeaderboardRow(
+        cohort_id=None if group == ALL else group,
+        competitor_id=data.competitors[ci][0],
+        n_forecasts=int(s["n_forecasts"][ci]),
+        n_resolved=n_res,
+        brier=_f(s["brier"][ci]),
+        brier_lo=_f(s["brier_ci"][0][ci]),
+        brier_hi=_f(s["brier_ci"][1][ci]),
+        log_score=_f(s["log"][ci]),
+        skill_vs_market=_f(s["skill"][ci]),
+        skill_lo=_f(s["skill_ci"][0][ci]),
+        skill_hi=_f(s["skill_ci"][1][ci]),
+        bss_vs_half=_f(s["bss_half"][ci]),
+        return_pct=_f(100.0 * float(pnl) / initial) if initial else None,
+        return_lo=_f(return_ci[0]),
+        return_hi=_f(return_ci[1]),
+        pnl=pnl.quantize(CENT),
+        realized_pnl=money["realized"][ci].quantize(CENT),
+        unrealized_pnl=money["unrealized"][ci].quantize(CENT),
+        win_rate=_f(won / (won + lost)) if won + lost else None,
+        implied_confidence_brier=_f(ic[0]) if ic else None,
+        tokens=int(money["tokens"][ci]),
+        cost_usd=cost.quantize(Decimal("0.0001")),
+        cost_per_resolved=_f(float(cost) / n_res) if n_res else None,
+        provisional=not (n_res >= required),
+        required_n=int(required) if math.isfinite(required) else None,
+        details=json_safe(details),
+    )
+
+
+def _rank(rows: list[LeaderboardRow]) -> str:
+    """Assign ranks in place by the headline metric (see HEADLINE_RULE); returns its name."""
+    use_skill = any(r.skill_vs_market is not None for r in rows)
+    headline = "brier_skill_vs_market" if use_skill else "return_pct"
+
+    def key(r: LeaderboardRow):
+        primary = r.skill_vs_market if use_skill else r.return_pct
+        ret = r.return_pct if r.return_pct is not None else -math.inf
+        return (primary is None, -(primary or 0.0), -ret, r.competitor_id)
+
+    for rank, row in enumerate(sorted(rows, key=key), start=1):
+        row.rank = rank
+    return headline
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreRun:
+    """Score one scope (live / replay / demo) as of a time and store it as a DONE ScoreRun.
+
+    The run row is created first (RUNNING) so a crash leaves a FAILED run with the error, which
+    selectors never serve. Two concurrent runs just produce two runs; the latest finished wins.
+    """
+    if scope not in ScoreRun.Scope.values:
+        raise ValueError(f"unknown scope {scope!r}; expected one of {ScoreRun.Scope.values}")
+    as_of = as_of or timezone.now()
+    run = ScoreRun.objects.create(
+        scope=scope,
+        as_of=as_of,
+        started_at=timezone.now(),
+        methodology_version=METHODOLOGY_VERSION,
+        methodology_hash=METHODOLOGY_HASH,
+        engine_version=ENGINE_VERSION,
+    )
+    try:
+        rows, details, n_forecasts, n_resolved = _score(scope, as_of)
+        with transaction.atomic():
+            for row in rows:
+                row.run = run
+            LeaderboardRow.objects.bulk_create(rows, batch_size=500)
+            ScoreRun.objects.filter(pk=run.pk).update(
+                status=ScoreRun.Status.DONE,
+                finished_at=timezone.now(),
+                n_forecasts=n_forecasts,
+                n_resolved=n_resolved,
+                details=json_safe(details),
+            )
+    except Exception as exc:
+        ScoreRun.objects.filter(pk=run.pk).update(
+            status=ScoreRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int]:
+    data = load_scope(scope, as_of)
+    items = build_items(data)
+    entry_comp = dict(
+        zip(
+            data.entries["id"].tolist(),
+            zip(data.entries["cohort"].tolist(), data.entries["comp"].tolist()),
+        )
+    )
+    shared = {
+        "entry_comp": entry_comp,
+        "clv": _trade_clv(data, entry_comp),
+        "paper": _paper_portfolios(items, data),
+    }
+    rows: list[LeaderboardRow] = []
+    details: dict[str, Any] = {
+        "headline": {"rule": HEADLINE_RULE, "by_cohort": {}},
+        "notes": NOTES,
+        "dm": {},
+        "tournament": {},
+        "cohorts": [
+            {"id": pk, "week_start": c["week_start"].isoformat(), "label": c["label"]}
+            for pk, c in data.cohorts.items()
+        ],
+    }
+    groups: list[int | str] = [*data.cohorts, ALL] if data.cohorts else []
+    for group in groups:
+        group_rows, tables = _group_rows(data, items, group, shared)
+        rows.extend(group_rows)
+        details["headline"]["by_cohort"][str(group)] = tables["headline"]
+        details["dm"][str(group)] = tables["dm"]
+        details["tournament"][str(group)] = tables["tournament"]
+    return rows, details, int(items.p.size), int(items.scored.sum())

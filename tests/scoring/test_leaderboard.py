@@ -1,0 +1,211 @@
+"""Leaderboard rows for a small scripted cohort, checked against numbers computed by hand here."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cohorts.models import Cohort
+from cohorts.services import BetOrder, execute_orders
+from cohorts.settlement import settle_market
+from markets.models import Market
+from scoring import metrics
+from scoring.leaderboard import compute_scores
+from scoring.models import LeaderboardRow, ScoreRun
+from scoring.selectors import latest_run, leaderboard_rows
+from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
+
+pytestmark = pytest.mark.django_db
+
+AT = WEEK_START + timedelta(hours=1)
+END = WEEK_START + timedelta(days=3)
+
+
+def _binary(yes_price: str):
+    return make_market(prices={"Yes": yes_price, "No": str(1 - Decimal(yes_price))})
+
+
+def _resolve(market, outcome: str | None):
+    market.status = Market.Status.RESOLVED if outcome else Market.Status.VOID
+    market.resolved_outcome = outcome or ""
+    market.resolved_at = END
+    market.closed_time = END
+    market.save()
+    settle_market(market, at=END)
+
+
+@pytest.fixture
+def scripted():
+    """Two competitors, four resolved binary markets, one multi-outcome market, one void market."""
+    alice, bob = make_competitor("alice"), make_competitor("bob")
+    cohort, (ea, eb) = make_cohort_with_entries(
+        week_start=WEEK_START, competitors=[alice, bob], at=WEEK_START
+    )
+    m1, m2, m3, m4, m6 = (_binary(p) for p in ("0.5", "0.5", "0.8", "0.5", "0.5"))
+    m5 = make_market(outcomes=["Red", "Green", "Blue"], prices={"Red": "0.4", "Green": "0.3"})
+    da, db = make_decision(ea, at=AT), make_decision(eb, at=AT)
+    # (market, stated outcome, p, market price shown, o) -- o written out by hand.
+    a_rows = [
+        (m1, "Yes", 0.8, 0.5, 1),
+        (m2, "Yes", 0.3, 0.5, 0),
+        (m3, "No", 0.7, 0.2, 1),
+        (m4, "Yes", 0.5, 0.5, 1),
+        (m5, "Green", 0.6, 0.3, 1),
+        (m5, "Red", 0.2, 0.4, 0),
+    ]
+    b_rows = [
+        (m1, "Yes", 0.4, 0.5, 1),
+        (m2, "Yes", 0.6, None, 0),  # no price shown: scored, but not in the skill vs market
+        (m3, "Yes", 0.9, 0.8, 0),
+        (m4, "Yes", 0.7, 0.5, 1),
+    ]
+    add_forecasts(da, [r[:4] for r in a_rows] + [(m6, "Yes", 0.9, 0.5)])
+    add_forecasts(db, [r[:4] for r in b_rows] + [(m6, "Yes", 0.6, 0.5)])
+    # Alice: +$1000 on m1 (2000 shares at 0.5, wins), -$500 on m2.  P/L +500, 1 of 2 won.
+    execute_orders(ea, [BetOrder(m1.pk, "Yes", Decimal(1000)), BetOrder(m2.pk, "Yes", Decimal(500))], [], None, decision=da, at=AT)  # fmt: skip
+    # Bob: m6 void (refund), -$1000 on m3, +$500 on m4 (1000 shares at 0.5).  P/L -500, 1 of 2.
+    execute_orders(eb, [BetOrder(m6.pk, "Yes", Decimal(1000)), BetOrder(m3.pk, "Yes", Decimal(1000)), BetOrder(m4.pk, "Yes", Decimal(500))], [], None, decision=db, at=AT)  # fmt: skip
+    for market, outcome in ((m1, "Yes"), (m2, "No"), (m3, "No"), (m4, "Yes"), (m5, "Green"), (m6, None)):  # fmt: skip
+        _resolve(market, outcome)
+    return {"cohort": cohort, "alice": (alice, a_rows), "bob": (bob, b_rows)}
+
+
+def _row(run, competitor, cohort=None) -> LeaderboardRow:
+    return run.rows.get(competitor=competitor, cohort=cohort)
+
+
+def test_scripted_cohort_matches_hand_computation(scripted):
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    assert run.status == ScoreRun.Status.DONE
+    for name, n_forecasts, pnl in (("alice", 7, Decimal("500.00")), ("bob", 5, Decimal("-500.00"))):
+        competitor, rows = scripted[name]
+        brier = sum((p - o) ** 2 for _, _, p, _, o in rows) / len(rows)
+        log = sum(-math.log(p if o else 1 - p) for _, _, p, _, o in rows) / len(rows)
+        priced = [(p, m, o) for _, _, p, m, o in rows if m is not None]
+        skill = sum((m - o) ** 2 - (p - o) ** 2 for p, m, o in priced) / len(priced)
+        for cohort in (scripted["cohort"], None):  # one cohort: its row equals the all-cohorts row
+            row = _row(run, competitor, cohort)
+            assert row.n_forecasts == n_forecasts  # the void-market forecast is counted ...
+            assert row.n_resolved == len(rows)  # ... but not scored
+            assert row.brier == pytest.approx(brier, abs=1e-12)
+            assert row.log_score == pytest.approx(log, abs=1e-12)
+            assert row.skill_vs_market == pytest.approx(skill, abs=1e-12)
+            assert row.bss_vs_half == pytest.approx(1 - brier / 0.25, abs=1e-12)
+            assert row.pnl == pnl
+            assert row.return_pct == pytest.approx(float(pnl) / 100)
+            assert row.win_rate == pytest.approx(0.5)
+            assert row.brier_lo <= row.brier <= row.brier_hi
+            assert row.return_lo is None  # one entry: no interval over entries
+    alice_row = _row(run, scripted["alice"][0])
+    assert alice_row.rank == 1 and _row(run, scripted["bob"][0]).rank == 2
+    assert run.details["headline"]["by_cohort"]["all"] == "brier_skill_vs_market"
+
+
+def test_murphy_and_calibration_details_add_up(scripted):
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    row = _row(run, scripted["alice"][0])
+    m = row.details["murphy"]
+    assert m["rel"] - m["res"] + m["unc"] + m["wbv"] - m["wbc"] == pytest.approx(row.brier)
+    assert sum(b["n"] for b in row.details["calibration"]) == row.n_resolved
+
+
+def test_implied_confidence_brier_from_buy_trades(scripted):
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    # Alice: $1000 and $500 of 25% x $10,000: c = 0.4 (won) and 0.2 (lost).
+    expected = ((0.4 - 1) ** 2 + (0.2 - 0) ** 2) / 2
+    assert _row(run, scripted["alice"][0]).implied_confidence_brier == pytest.approx(expected)
+
+
+def test_replay_and_demo_never_mixed_into_live(scripted):
+    intruder = make_competitor("replayer")
+    _, (entry,) = make_cohort_with_entries(
+        week_start=WEEK_START, kind=Cohort.Kind.REPLAY, competitors=[intruder], at=WEEK_START
+    )
+    market = Market.objects.filter(status=Market.Status.RESOLVED).first()
+    add_forecasts(make_decision(entry, at=AT), [(market, market.resolved_outcome, 0.99, 0.5)])
+    live = compute_scores("live", as_of=END + timedelta(hours=1))
+    replay = compute_scores("replay", as_of=END + timedelta(hours=1))
+    assert not live.rows.filter(competitor=intruder).exists()
+    assert set(replay.rows.values_list("competitor__slug", flat=True)) == {"replayer"}
+    assert live.n_forecasts == 12 and replay.n_forecasts == 1
+    assert latest_run("live") == live and latest_run("replay") == replay
+    assert latest_run("demo") is None
+
+
+def test_before_resolution_nothing_is_scored_and_return_ranks(scripted):
+    run = compute_scores("live", as_of=AT + timedelta(minutes=5))
+    rows = list(leaderboard_rows(run))
+    assert {r.n_resolved for r in rows} == {0}
+    assert all(r.brier is None and r.provisional for r in rows)
+    assert run.details["headline"]["by_cohort"]["all"] == "return_pct"
+
+
+def test_provisional_uses_required_n_from_the_data(week_start):
+    rng = np.random.default_rng(5)
+    steady, noisy = make_competitor("steady"), make_competitor("noisy")
+    _, (es, en) = make_cohort_with_entries(
+        week_start=week_start, competitors=[steady, noisy], at=week_start
+    )
+    markets = [_binary("0.5") for _ in range(40)]
+    outcomes = rng.integers(0, 2, size=40)
+    ds, dn = make_decision(es, at=AT), make_decision(en, at=AT)
+    # steady: 0.52 on everything -> per-forecast skill barely varies -> few forecasts suffice.
+    add_forecasts(ds, [(m, "Yes", 0.52, 0.5) for m in markets])
+    add_forecasts(dn, [(m, "Yes", float(p), 0.5) for m, p in zip(markets, rng.uniform(0, 1, 40))])
+    for m, o in zip(markets, outcomes):
+        _resolve(m, "Yes" if o else "No")
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    for competitor in (steady, noisy):
+        row = _row(run, competitor)
+        fc = list(competitor.entries.get().forecasts.values_list("probability", "market_price"))
+        o = np.array([1.0 if m.resolved_outcome == "Yes" else 0.0 for m in markets])
+        p, price = np.array([f[0] for f in fc]), np.array([f[1] for f in fc])
+        expected = metrics.required_n_for_brier_edge((price - o) ** 2 - (p - o) ** 2)
+        assert row.required_n == int(expected)
+        assert row.provisional == (expected > 40)
+    assert _row(run, steady).provisional is False
+    assert _row(run, noisy).provisional is True
+
+
+def _scenario(n_markets: int):
+    competitor = make_competitor()
+    _, (entry,) = make_cohort_with_entries(competitors=[competitor])
+    markets = [_binary("0.5") for _ in range(n_markets)]
+    add_forecasts(make_decision(entry, at=AT), [(m, "Yes", 0.6, 0.5) for m in markets])
+    for m in markets:
+        m.status, m.resolved_outcome, m.resolved_at = Market.Status.RESOLVED, "Yes", END
+        m.save()
+
+
+def test_query_count_does_not_grow_with_forecasts():
+    counts = []
+    for n in (3, 30):
+        _scenario(n)
+        with CaptureQueriesContext(connection) as ctx:
+            compute_scores("live", as_of=END + timedelta(days=30))
+        counts.append(len(ctx.captured_queries))
+    assert counts[0] == counts[1]
+
+
+def test_failed_run_is_marked_and_never_served(scripted, monkeypatch):
+    good = compute_scores("live", as_of=END + timedelta(hours=1))
+    with pytest.raises(ValueError):
+        compute_scores("nonsense")
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    # A crash deep inside the computation (the math is ours, so patching it is the simplest way).
+    monkeypatch.setattr(metrics, "murphy", crash)
+    with pytest.raises(RuntimeError):
+        compute_scores("live", as_of=END + timedelta(hours=2))
+    failed = ScoreRun.objects.latest("started_at")
+    assert failed.status == ScoreRun.Status.FAILED and failed.error
+    assert latest_run("live") == good
