@@ -108,14 +108,20 @@ def positions_text(positions: list[PositionView]) -> str:
     return "\n".join(_position_line(p) for p in positions)
 
 
+_MARKET_STATES = {
+    "open": "open",
+    "closed": "market closed, awaiting resolution (cannot sell)",
+    "resolved": "market resolved, awaiting settlement (cannot sell)",
+    "void": "market void, awaiting refund (cannot sell)",
+}
+
+
 def _position_line(p: PositionView) -> str:
     if p.price is None:
         now = "current price unknown"
     else:
         now = f"current price {_num(p.price)} (value ${_money(p.value)})"
-    status = (
-        "open" if p.market_status == "open" else "market closed, awaiting resolution (cannot sell)"
-    )
+    status = _MARKET_STATES.get(p.market_status, f"market {p.market_status} (cannot sell)")
     return (
         f"- position_id {p.position_id}: [{p.market_id}] {p.question} | outcome {p.outcome} | "
         f"{_num(p.shares)} shares, cost ${_money(p.cost_basis)} | {now} | {status}"

@@ -10,9 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agents import decisions
+from agents.models import Decision
 from arena.jobs import job_run
 
 RETRY = {
@@ -33,9 +35,13 @@ def decide(cohort_id: int | None = None, week: int | None = None) -> int:
     return count
 
 
-# acks_late: a worker that dies mid-decision leaves the message to be redelivered; the claim's
-# timeout then lets the redelivery take the decision over.
-@shared_task(acks_late=True, **RETRY)
-def run_decision(entry_id: int, week: int, at: str | None = None) -> str:
+# acks_late: a worker that dies mid-decision leaves the message to be redelivered.
+@shared_task(bind=True, acks_late=True, **RETRY)
+def run_decision(self, entry_id: int, week: int, at: str | None = None) -> str:
     when = datetime.fromisoformat(at) if at else None
-    return decisions.run_decision(entry_id, week, when).status
+    decision = decisions.run_decision(entry_id, week, when)
+    if decision.status == Decision.Status.CLAIMED:
+        # Another runner holds the claim. Look again once it would be stale: if that runner
+        # died, this retry takes the decision over; if it finished, the retry is a no-op.
+        raise self.retry(countdown=settings.ARENA_CLAIM_TIMEOUT_SECONDS + 60, max_retries=3)
+    return decision.status

@@ -435,3 +435,18 @@ def test_decision_market_closed_is_not_in_universe(server):
     ids = {item["market_id"] for item in cohort.universes.get(week=1).markets}
     assert closed.pk not in ids and len(ids) == 2
     assert LLMCall.objects.get().url == "builtin:baseline/cash"
+
+
+def test_run_decision_task_runs_the_service():
+    from agents.tasks import run_decision as task
+
+    make_markets(25)
+    cohort = make_cohort([baseline_competitor("favorite")])
+    entry = cohort.entries.get()
+
+    result = task.apply(args=(entry.pk, 1, AT.isoformat())).get()
+
+    assert result == "done"
+    decision = Decision.objects.get(entry=entry)
+    assert decision.decided_at == AT
+    assert Trade.objects.filter(decision=decision).exists()
