@@ -1,0 +1,52 @@
+"""Staff view of score runs: read-only (runs are only ever written by compute_scores)."""
+
+from django.contrib import admin, messages
+
+from scoring.models import LeaderboardRow, ScoreRun
+from scoring.tasks import request_rescore
+
+
+class LeaderboardRowInline(admin.TabularInline):
+    model = LeaderboardRow
+    extra = 0
+    can_delete = False
+    fields = ["cohort", "rank", "competitor", "n_resolved", "brier", "skill_vs_market", "return_pct", "pnl", "provisional"]  # fmt: skip
+    readonly_fields = fields
+    ordering = ["cohort", "rank"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ScoreRun)
+class ScoreRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "scope", "status", "as_of", "finished_at", "n_forecasts", "n_resolved", "methodology_version"]  # fmt: skip
+    list_filter = ["scope", "status"]
+    readonly_fields = [f.name for f in ScoreRun._meta.fields]
+    inlines = [LeaderboardRowInline]
+    actions = ["rescore"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Recompute all scopes now (enqueues the score task)")
+    def rescore(self, request, queryset):
+        request_rescore()
+        self.message_user(request, "Rescore enqueued for every scope with cohorts.", messages.INFO)
+
+
+@admin.register(LeaderboardRow)
+class LeaderboardRowAdmin(admin.ModelAdmin):
+    list_display = ["run", "cohort", "rank", "competitor", "n_resolved", "brier", "skill_vs_market", "return_pct", "pnl", "provisional"]  # fmt: skip
+    list_filter = ["run__scope", "provisional"]
+    list_select_related = ["run", "cohort", "competitor"]
+    readonly_fields = [f.name for f in LeaderboardRow._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

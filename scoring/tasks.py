@@ -1,0 +1,49 @@
+"""Celery task of the scoring engine: recompute every scope's leaderboard (beat hourly, and
+after settlements via request_rescore). Thin: the work is scoring.leaderboard.compute_scores.
+
+Two overlapping runs are harmless: each writes its own ScoreRun and readers serve the latest
+finished DONE run, so no lock is needed. A crash marks that run FAILED (never served).
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError, transaction
+
+from arena.jobs import job_run
+from cohorts.models import Cohort
+from scoring.leaderboard import compute_scores
+
+
+def scopes_with_cohorts() -> list[str]:
+    """Scopes (cohort kinds) that have at least one cohort, in a stable order."""
+    kinds = set(Cohort.objects.values_list("kind", flat=True).distinct())
+    return [k for k in Cohort.Kind.values if k in kinds]
+
+
+def score_all() -> dict[str, dict]:
+    """Compute every scope that has cohorts; a summary per scope (run id, counts)."""
+    summary = {}
+    for scope in scopes_with_cohorts():
+        run = compute_scores(scope)
+        summary[scope] = {
+            "run": run.pk,
+            "rows": run.rows.count(),
+            "n_forecasts": run.n_forecasts,
+            "n_resolved": run.n_resolved,
+        }
+    return summary
+
+
+@shared_task(
+    autoretry_for=(OperationalError,), retry_backoff=True, retry_backoff_max=300, max_retries=3
+)
+def score() -> dict:
+    with job_run("score") as summary:
+        summary.update(score_all())
+    return summary
+
+
+def request_rescore() -> None:
+    """Enqueue a rescore once the caller's transaction commits (settlement code calls this)."""
+    transaction.on_commit(score.delay)

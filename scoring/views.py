@@ -1,0 +1,133 @@
+"""GET /api/leaderboard: the latest materialised leaderboard as JSON (no math per request).
+
+Shape (shared/CONTRACT.md): {"as_of", "methodology_hash", "scope", "cohort", "headline",
+"rows": [{"competitor", "n_forecasts", "n_resolved", "brier", "brier_ci": [lo, hi], "log_score",
+"brier_skill_vs_market", "return_pct", "return_ci", "pnl", "win_rate", "provisional", ...}],
+"edge": {"dm", "tournament"}}.
+
+Every number is a JSON number, money included: pnl, realized_pnl, unrealized_pnl and cost_usd
+are numbers in dollars (pnl rounded to cents, cost to 1/100 of a cent); return_pct is in percent.
+A statistic that cannot be computed yet (nothing resolved, one entry only) is null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from cohorts.models import Cohort
+from scoring.methodology import METHODOLOGY_HASH
+from scoring.models import LeaderboardRow, ScoreRun
+from scoring.selectors import latest_run, leaderboard_rows
+
+CACHE_SECONDS = 60  # scores change at most hourly; a minute keeps the endpoint cheap and fresh
+
+
+def _json(data: dict[str, Any], status: int = 200) -> JsonResponse:
+    response = JsonResponse(data, status=status)
+    response["Cache-Control"] = f"public, max-age={CACHE_SECONDS}"
+    return response
+
+
+def _error(message: str, status: int) -> JsonResponse:
+    return _json({"error": message}, status=status)
+
+
+def _num(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def row_payload(row: LeaderboardRow) -> dict[str, Any]:
+    """One leaderboard row as the API (and exports) publish it."""
+    details = row.details or {}
+    return {
+        "rank": row.rank,
+        "competitor": row.competitor.slug,
+        "competitor_name": row.competitor.display_name,
+        "n_forecasts": row.n_forecasts,
+        "n_resolved": row.n_resolved,
+        "brier": row.brier,
+        "brier_ci": [row.brier_lo, row.brier_hi],
+        "log_score": row.log_score,
+        "brier_skill_vs_market": row.skill_vs_market,
+        "brier_skill_vs_market_ci": [row.skill_lo, row.skill_hi],
+        "bss_vs_half": row.bss_vs_half,
+        "return_pct": row.return_pct,
+        "return_ci": [row.return_lo, row.return_hi],
+        "pnl": _num(row.pnl),
+        "realized_pnl": _num(row.realized_pnl),
+        "unrealized_pnl": _num(row.unrealized_pnl),
+        "win_rate": row.win_rate,
+        "implied_confidence_brier": row.implied_confidence_brier,
+        "tokens": row.tokens,
+        "cost_usd": _num(row.cost_usd),
+        "cost_per_resolved": row.cost_per_resolved,
+        "provisional": row.provisional,
+        "required_n": row.required_n,
+        "edge_label": details.get("edge_label"),
+        "details": details,
+    }
+
+
+def _cohort_payload(cohort: Cohort | None) -> dict[str, Any] | None:
+    if cohort is None:
+        return None
+    return {
+        "id": cohort.pk,
+        "kind": cohort.kind,
+        "label": cohort.label,
+        "week_start": cohort.week_start.isoformat(),
+    }
+
+
+@require_GET
+def leaderboard_api(request: HttpRequest) -> JsonResponse:
+    """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo (default live).
+
+    A replay or demo cohort is served from its own scope's run and labelled with that scope;
+    a bad cohort id is 400, an unknown one 404; before any run: rows [] with a note.
+    """
+    raw_cohort = request.GET.get("cohort")
+    scope = request.GET.get("scope") or ScoreRun.Scope.LIVE
+    if scope not in ScoreRun.Scope.values:
+        return _error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
+    cohort = None
+    if raw_cohort not in (None, ""):
+        try:
+            cohort_id = int(raw_cohort)
+        except ValueError:
+            return _error("cohort must be an integer id", 400)
+        cohort = Cohort.objects.filter(pk=cohort_id).first()
+        if cohort is None:
+            return _error(f"no cohort {cohort_id}", 404)
+        scope = cohort.kind  # a cohort is only ever scored within its own kind
+    run = latest_run(scope)
+    payload: dict[str, Any] = {
+        "as_of": None,
+        "methodology_hash": METHODOLOGY_HASH,
+        "scope": scope,
+        "cohort": _cohort_payload(cohort),
+        "rows": [],
+    }
+    if run is None:
+        return _json(payload | {"note": "no score run yet"})
+    key = "all" if cohort is None else str(cohort.pk)
+    details = run.details or {}
+    payload |= {
+        "as_of": run.as_of.isoformat(),
+        "methodology_hash": run.methodology_hash,
+        "methodology_version": run.methodology_version,
+        "run_id": run.pk,
+        "headline": (details.get("headline") or {}).get("by_cohort", {}).get(key),
+        "headline_rule": (details.get("headline") or {}).get("rule"),
+        "rows": [row_payload(r) for r in leaderboard_rows(run, cohort)],
+        "edge": {
+            "dm": (details.get("dm") or {}).get(key),
+            "tournament": (details.get("tournament") or {}).get(key),
+        },
+    }
+    if cohort is not None and not payload["rows"]:
+        payload["note"] = "this cohort is not in the latest score run yet"
+    return _json(payload)

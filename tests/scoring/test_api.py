@@ -1,0 +1,138 @@
+"""GET /api/leaderboard: CONTRACT shape, scopes, errors, empty state; the score task and CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from arena.celery import app as celery_app
+from arena.models import JobRun
+from cohorts.models import Cohort
+from markets.models import Market
+from scoring.leaderboard import compute_scores
+from scoring.methodology import METHODOLOGY_HASH
+from scoring.models import ScoreRun
+from scoring.tasks import request_rescore, score
+from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
+
+pytestmark = pytest.mark.django_db
+
+AT = WEEK_START + timedelta(hours=1)
+CONTRACT_KEYS = {
+    "competitor", "n_forecasts", "n_resolved", "brier", "brier_ci", "log_score",
+    "brier_skill_vs_market", "return_pct", "return_ci", "pnl", "win_rate", "provisional",
+}  # fmt: skip
+
+
+def _cohort(kind=Cohort.Kind.LIVE, slugs=("ann", "ben"), week_start=WEEK_START):
+    competitors = [make_competitor(s) for s in slugs]
+    cohort, entries = make_cohort_with_entries(
+        week_start=week_start, kind=kind, competitors=competitors, at=week_start
+    )
+    market = make_market(status=Market.Status.RESOLVED, resolved_outcome="Yes", resolved_at=AT)
+    for i, entry in enumerate(entries):
+        add_forecasts(make_decision(entry, at=AT), [(market, "Yes", 0.6 + 0.1 * i, 0.5)])
+    return cohort
+
+
+def _get(client, **params):
+    response = client.get("/api/leaderboard", params)
+    return response, json.loads(response.content)
+
+
+def test_empty_state_before_any_run(client):
+    response, body = _get(client)
+    assert response.status_code == 200
+    assert body["rows"] == [] and body["as_of"] is None and body["note"] == "no score run yet"
+    assert body["methodology_hash"] == METHODOLOGY_HASH and body["scope"] == "live"
+    assert "max-age" in response["Cache-Control"]
+
+
+def test_contract_shape_with_json_numbers(client):
+    cohort = _cohort()
+    run = compute_scores("live", as_of=AT + timedelta(days=1))
+    response, body = _get(client)
+    assert response.status_code == 200
+    assert body["as_of"] == run.as_of.isoformat()
+    assert body["methodology_hash"] == run.methodology_hash == METHODOLOGY_HASH
+    assert [r["competitor"] for r in body["rows"]] == ["ben", "ann"]  # ben's 0.7 beats ann's 0.6
+    for row in body["rows"]:
+        assert set(row) >= CONTRACT_KEYS
+        assert isinstance(row["pnl"], float) and isinstance(row["brier"], float)
+        assert len(row["brier_ci"]) == 2 and len(row["return_ci"]) == 2
+    assert body["rows"][0]["brier"] == pytest.approx((0.7 - 1) ** 2)
+    _, by_cohort = _get(client, cohort=cohort.pk)
+    assert by_cohort["cohort"]["id"] == cohort.pk
+    assert [r["competitor"] for r in by_cohort["rows"]] == ["ben", "ann"]
+    assert by_cohort["edge"]["dm"] is not None
+
+
+def test_replay_cohort_is_served_from_its_own_scope(client):
+    _cohort()
+    replay = _cohort(kind=Cohort.Kind.REPLAY, slugs=("rep",))
+    compute_scores("live", as_of=AT + timedelta(days=1))
+    compute_scores("replay", as_of=AT + timedelta(days=1))
+    _, body = _get(client, cohort=replay.pk)
+    assert body["scope"] == "replay" and body["cohort"]["kind"] == "replay"
+    assert [r["competitor"] for r in body["rows"]] == ["rep"]
+    _, live = _get(client)
+    assert "rep" not in {r["competitor"] for r in live["rows"]}
+    _, replay_all = _get(client, scope="replay")
+    assert [r["competitor"] for r in replay_all["rows"]] == ["rep"]
+
+
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [({"cohort": "abc"}, 400), ({"cohort": "999999"}, 404), ({"scope": "x"}, 400)],
+)
+def test_bad_requests(client, params, status):
+    response, body = _get(client, **params)
+    assert response.status_code == status and "error" in body
+
+
+def test_failed_run_is_not_served(client):
+    _cohort()
+    good = compute_scores("live", as_of=AT + timedelta(days=1))
+    ScoreRun.objects.create(
+        scope="live", status=ScoreRun.Status.FAILED, as_of=AT + timedelta(days=2),
+        started_at=AT + timedelta(days=2), finished_at=AT + timedelta(days=3),
+        methodology_version="1", methodology_hash="x", engine_version="1",
+    )  # fmt: skip
+    _, body = _get(client)
+    assert body["run_id"] == good.pk
+
+
+def test_score_task_scores_every_scope_with_cohorts():
+    _cohort()
+    _cohort(kind=Cohort.Kind.DEMO, slugs=("dem",))
+    result = score.apply().get()
+    assert set(result) == {"live", "demo"}
+    assert ScoreRun.objects.filter(status=ScoreRun.Status.DONE).count() == 2
+    assert JobRun.objects.get(job="score").status == JobRun.Status.OK
+
+
+def test_request_rescore_enqueues_after_commit(django_capture_on_commit_callbacks):
+    _cohort()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        request_rescore()
+    assert len(callbacks) == 1 and not ScoreRun.objects.exists()
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True  # run the enqueued task in-process
+    try:
+        callbacks[0]()
+    finally:
+        celery_app.conf.task_always_eager = eager
+    assert ScoreRun.objects.filter(scope="live", status=ScoreRun.Status.DONE).count() == 1
+
+
+def test_cli_score_prints_table():
+    _cohort()
+    out = StringIO()
+    call_command("arena", "score", stdout=out)
+    text = out.getvalue()
+    assert "live: run" in text and "ann" in text and "ben" in text
