@@ -810,7 +810,7 @@ def _paper_portfolios(items: Items, data: ScopeData) -> dict[int, dict]:
     Per entry, decisions in time order; paper cash starts at the entry's initial balance, pays
     out when a market resolves before the next decision (void refunds the stake), and a
     decision's bets together stay within max_bet_fraction of the cash before it (the real
-    execution rule) and above min_bet. Returns per entry: pnl (resolved at 1/0, open marked at
+    execution rule, see _within_budget) and above min_bet. Returns per entry: pnl (resolved at 1/0, open marked at
     the last price), n_bets, and the paper bets' CLV rows.
     """
     e = data.entries
@@ -863,12 +863,18 @@ def _paper_entry(items, data, initial: float, decisions: dict[int, list[int]]) -
             [c[1] for c in cands], [c[2] for c in cands], Decimal(str(round(cash, 2))),
             multi=[c[3] for c in cands],
         )  # fmt: skip
-        amounts = np.asarray([float(s.stake) for s in stakes])
-        total = amounts.sum()
-        if total > cap_share * cash:  # the real rule: a decision's bets <= 25% of its cash
-            amounts = np.floor(amounts * (cap_share * cash / total) * 100) / 100
+        # kelly_stake decides side, edge threshold and the Kelly fraction; its proportional
+        # scale-down (when stakes exceed the cash) would push a long list of small edges under
+        # min_bet, so the stake is re-derived from bet.kelly and fitted to the real budget here.
+        wanted = [
+            min(C.kelly_fraction * b.kelly, cap_share) * cash
+            if b.reason in ("bet", "below_min_bet")
+            else 0.0
+            for b in stakes
+        ]
+        amounts = _within_budget(wanted, cap_share * cash, min_bet)
         for (key, _p, _m, _multi, info), bet, amount in zip(cands, stakes, amounts):
-            if bet.reason != "bet" or amount < min_bet:
+            if amount < min_bet:
                 continue
             market_id, yes_outcome = key
             outcome = yes_outcome
@@ -890,6 +896,22 @@ def _paper_entry(items, data, initial: float, decisions: dict[int, list[int]]) -
         if math.isfinite(c):
             clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
     return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
+
+
+def _within_budget(stakes: list[float], budget: float, min_bet: float) -> list[float]:
+    """Fit one decision's stakes into the real execution budget (25% of the cash before it).
+
+    Largest stakes (largest Kelly edge) are funded first; the one that meets the end of the
+    budget gets the remainder if that is still a legal bet; the rest are skipped. Shrinking
+    every stake in proportion instead would push a long list of small edges under min_bet.
+    """
+    out = [0.0] * len(stakes)
+    for i in sorted(range(len(stakes)), key=lambda k: -stakes[k]):
+        amount = math.floor(min(stakes[i], budget) * 100) / 100
+        if amount >= min_bet:
+            out[i] = amount
+            budget -= amount
+    return out
 
 
 def _paper_settle(cash: float, open_bets: list, done: list, t: float):

@@ -1,0 +1,95 @@
+"""Issue 6 seeded scenario: a forecaster who knows the true probabilities against a noisy market
+is labelled GENUINE_EDGE and wins the Diebold-Mariano test; a market copier has NO_EDGE."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+
+from markets.models import Market, PricePoint
+from scoring.leaderboard import compute_scores
+from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, make_decision
+
+pytestmark = pytest.mark.django_db
+
+AT = WEEK_START + timedelta(hours=1)
+CLOSE = WEEK_START + timedelta(days=5)
+N = 300
+
+
+@pytest.fixture
+def scenario():
+    rng = np.random.default_rng(20261101)
+    oracle, copier = make_competitor("oracle"), make_competitor("copier")
+    cohort, (eo, ec) = make_cohort_with_entries(
+        week_start=WEEK_START, competitors=[oracle, copier], at=WEEK_START
+    )
+    truth = rng.uniform(0.05, 0.95, N)
+    outcomes = rng.random(N) < truth
+    # The market at decision time is the truth plus noise in log-odds; by the close it has
+    # (almost) caught up with the truth, which is what a real informational edge looks like.
+    shown = np.round(np.clip(expit(logit(truth) + rng.normal(0, 1.0, N)), 0.02, 0.98), 3)
+    closing = np.round(np.clip(expit(logit(truth) + rng.normal(0, 0.1, N)), 0.02, 0.98), 3)
+    markets = [
+        make_market(
+            prices={"Yes": str(c), "No": str(round(1 - c, 3))},
+            status=Market.Status.RESOLVED,
+            resolved_outcome="Yes" if o else "No",
+            resolved_at=CLOSE,
+            closed_time=CLOSE,
+            close_time=CLOSE,
+            open_time=WEEK_START,
+        )
+        for c, o in zip(closing, outcomes)
+    ]
+    PricePoint.objects.bulk_create(
+        PricePoint(market=m, outcome="Yes", ts=ts, price=Decimal(str(price)))
+        for m, s, c in zip(markets, shown, closing)
+        for ts, price in ((AT, s), (CLOSE - timedelta(hours=1), c))
+    )
+    do, dc = make_decision(eo, at=AT), make_decision(ec, at=AT)
+    add_forecasts(do, [(m, "Yes", float(q), float(s)) for m, q, s in zip(markets, truth, shown)])
+    add_forecasts(dc, [(m, "Yes", float(s), float(s)) for m, s in zip(markets, shown)])
+    for m, q, s in zip(markets, truth, shown):
+        if abs(q - s) >= 0.05:  # the oracle bets $50 on the side the truth favours
+            side, price = ("Yes", s) if q > s else ("No", round(1 - s, 3))
+            add_buy(eo, do, m, side, 50, price, AT)
+    return {"oracle": oracle, "copier": copier, "cohort": cohort}
+
+
+def test_oracle_has_genuine_edge_and_wins_dm(scenario):
+    run = compute_scores("live", as_of=CLOSE + timedelta(days=1))
+    oracle = run.rows.get(competitor=scenario["oracle"], cohort=None)
+    copier = run.rows.get(competitor=scenario["copier"], cohort=None)
+    assert oracle.details["edge_label"] == "GENUINE_EDGE"
+    assert oracle.details["clv"]["mean_prob"] > 0
+    assert copier.details["edge_label"] == "NO_EDGE"
+    assert copier.skill_vs_market == pytest.approx(0.0, abs=1e-12)  # copying scores exactly 0
+    assert oracle.skill_vs_market > 0 and oracle.skill_lo > 0  # CI excludes zero
+    assert oracle.rank == 1
+    for loss in ("brier", "log"):
+        (pair,) = run.details["dm"]["all"][loss]
+        better = pair["a"] if pair["verdict"] == "a_better" else pair["b"]
+        assert pair["verdict"] != "no_difference" and better == "oracle"
+    info = oracle.details["information_test"]["opening"]
+    assert info["ok"] and info["lr_p"] < 0.001
+    assert copier.details["information_test"]["opening"]["flag"] == "collinear"
+
+
+def test_tournament_and_champions_clothes(scenario):
+    run = compute_scores("live", as_of=CLOSE + timedelta(days=1))
+    table = {r["competitor"]: r for r in run.details["tournament"]["all"]["rows"]}
+    assert table["oracle"]["take"] > table["copier"]["take"]
+    assert table["oracle"]["prize_share"] + table["copier"]["prize_share"] == pytest.approx(1.0)
+    assert table["oracle"]["coverage"] == pytest.approx(table["copier"]["coverage"])
+    oracle = run.rows.get(competitor=scenario["oracle"], cohort=None).details
+    copier = run.rows.get(competitor=scenario["copier"], cohort=None).details
+    assert copier["champions_clothes"]["paper_bets"] == 0  # no edge over the price, no bets
+    assert copier["champions_clothes"]["paper_pnl"] == 0
+    assert oracle["champions_clothes"]["paper_bets"] > 0
+    assert oracle["champions_clothes"]["paper_clv_mean"] > 0
