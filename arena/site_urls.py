@@ -1,9 +1,40 @@
-"""Public pages and the JSON API. The site issue fills this in."""
+"""Public pages, the JSON API and exports (URLs as in shared/CONTRACT.md)."""
+
+from importlib.util import find_spec
 
 from django.urls import path
 
-from arena import views
+from arena import api, exports, pages
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", pages.home, name="home"),
+    path("cohorts/", pages.cohort_list, name="cohort-list"),
+    path("cohorts/<int:cohort_id>/", pages.cohort_detail, name="cohort-detail"),
+    path(
+        "cohorts/<int:cohort_id>/entries/<slug:slug>/",
+        pages.entry_detail,
+        name="entry-detail",
+    ),
+    path("competitors/", pages.competitor_list, name="competitor-list"),
+    path("competitors/<slug:slug>/", pages.competitor_detail, name="competitor-detail"),
+    path("markets/", pages.market_list, name="market-list"),
+    path("markets/<int:market_id>/", pages.market_detail, name="market-detail"),
+    path("decisions/<int:decision_id>/", pages.decision_detail, name="decision-detail"),
+    path("methodology/", pages.methodology, name="methodology"),
+    path("api/cohorts/", api.cohorts, name="api-cohorts"),
+    path("api/cohorts/<int:cohort_id>", api.cohort, name="api-cohort"),
+    path("api/cohorts/<int:cohort_id>/series", api.cohort_series, name="api-cohort-series"),
+    path("api/decisions/<int:decision_id>", api.decision, name="api-decision"),
+    path("api/markets", api.markets, name="api-markets"),
+    path("api/markets/<int:market_id>", api.market, name="api-market"),
+    path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
 ]
+
+# /api/leaderboard is the scoring app's view; it is wired here once that module exists so the
+# site works (without that one endpoint) while scoring is still being built.
+if find_spec("scoring.views") is not None:
+    from scoring import views as scoring_views
+
+    urlpatterns.append(
+        path("api/leaderboard", scoring_views.leaderboard_api, name="api-leaderboard")
+    )

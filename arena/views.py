@@ -1,9 +1,9 @@
+"""Site-wide plain views. The public pages live in arena/pages.py, the JSON API in arena/api.py."""
+
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 
-
-def home(request):
-    return HttpResponse("<!doctype html><title>Forecasting Arena</title><h1>Forecasting Arena</h1>")
+from arena.pages import home  # noqa: F401  (kept importable as arena.views.home)
 
 
 def healthz(request):

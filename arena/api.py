@@ -1,0 +1,278 @@
+"""The read-only JSON API (no login, cacheable).
+
+Conventions, for every endpoint here:
+- Money (cash, value, invested, amounts, cost basis, P/L, payouts) is a JSON **string with two
+  decimals**, e.g. "10000.00", so no client ever sees a binary float of a cent amount. LLM costs
+  in USD are strings with six decimals. Probabilities, prices, shares, returns (percent) and
+  counts are JSON numbers. The chart series (`/series`) values are numbers rounded to cents,
+  because they exist to be drawn.
+- Times are ISO 8601 in UTC.
+- Lists are bounded: `limit` defaults to 50 and is capped at 200; `offset` pages.
+- Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
+  mistaken for live results.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from arena import charts, selectors
+from cohorts.models import Cohort, Entry
+from markets.models import Market
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+money = charts.as_money
+
+
+def _int(raw: str | None, default: int, lo: int, hi: int) -> int:
+    try:
+        value = int(raw) if raw not in (None, "") else default
+    except ValueError:
+        value = default
+    return min(max(value, lo), hi)
+
+
+def _iso(ts) -> str | None:
+    return ts.isoformat() if ts else None
+
+
+def _usd6(value: Decimal | None) -> str | None:
+    return None if value is None else f"{Decimal(value).quantize(Decimal('0.000001'))}"
+
+
+def _json(data: Any, status: int = 200) -> JsonResponse:
+    response = JsonResponse(data, status=status, json_dumps_params={"separators": (",", ":")})
+    response["Cache-Control"] = "public, max-age=60"
+    return response
+
+
+def _cohort_dict(c: Cohort) -> dict[str, Any]:
+    return {
+        "id": c.pk,
+        "kind": c.kind,
+        "label": c.label,
+        "week_start": _iso(c.week_start),
+        "status": c.status,
+        "decision_weeks": c.decision_weeks,
+        "initial_balance": money(c.initial_balance),
+        "methodology_version": c.methodology_version,
+        "methodology_hash": c.methodology_hash,
+    }
+
+
+def _entry_dict(e: Entry) -> dict[str, Any]:
+    return {
+        "id": e.pk,
+        "competitor": e.competitor.slug,
+        "competitor_name": e.competitor.display_name,
+        "replicate": e.replicate,
+        "cash": money(e.cash),
+        "invested": money(e.invested),
+        "value": money(e.value),
+        "value_basis": "cost" if e.value_at_cost else "snapshot",
+        "value_at": _iso(getattr(e, "snap_ts", None)),
+        "return_pct": round(e.return_pct, 4),
+        "trades": e.n_trades,
+        "open_positions": e.n_open,
+        "resolved_positions": e.n_resolved,
+    }
+
+
+@require_GET
+def cohorts(request: HttpRequest) -> JsonResponse:
+    """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
+    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
+    qs = selectors.cohorts_overview(request.GET.get("kind"))
+    rows = [
+        {**_cohort_dict(c), "entries": c.n_entries, "latest_week": c.latest_week}
+        for c in qs[offset : offset + limit]
+    ]
+    return _json({"limit": limit, "offset": offset, "cohorts": rows})
+
+
+@require_GET
+def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
+    """One cohort with every entry's cash, invested, value and counts (money as strings)."""
+    c = get_object_or_404(Cohort, pk=cohort_id)
+    entries = selectors.entry_rows(c)
+    return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
+
+
+@require_GET
+def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
+    """Per-entry value series, `?range=10M|1H|1D|1W|1M|ALL` (default ALL), `?entry=<id>` for one.
+
+    Downsampled in SQL to at most 400 buckets per entry (bucket mean of the snapshot totals);
+    `x` is shared by all entries and `y` holds null where an entry has no snapshot in a bucket.
+    """
+    c = get_object_or_404(Cohort, pk=cohort_id)
+    entries = Entry.objects.filter(cohort=c).select_related("competitor")
+    entry_id = request.GET.get("entry")
+    if entry_id:
+        entries = entries.filter(pk=_int(entry_id, 0, 0, 2**62))
+    return _json(charts.cohort_series(c, request.GET.get("range"), entries=list(entries)))
+
+
+@require_GET
+def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
+    """The full audit record of one decision: prompts, every LLM call, parsed result, trades."""
+    d = selectors.get_decision(decision_id)
+    entry = d.entry
+    return _json(
+        {
+            "id": d.pk,
+            "cohort": {"id": entry.cohort_id, "kind": entry.cohort.kind},
+            "entry": entry.pk,
+            "competitor": entry.competitor.slug,
+            "replicate": entry.replicate,
+            "week": d.week,
+            "status": d.status,
+            "action": d.action,
+            "decided_at": _iso(d.decided_at),
+            "claimed_at": _iso(d.claimed_at),
+            "finished_at": _iso(d.finished_at),
+            "reasoning": d.reasoning,
+            "parsed": d.parsed,
+            "validation_errors": d.validation_errors,
+            "hold_reason": d.hold_reason,
+            "error": d.error,
+            "universe_hash": d.universe_hash,
+            "prompt_version": d.prompt_version,
+            "prompt_sha256": d.prompt_sha256,
+            "system_prompt": d.system_prompt,
+            "user_prompt": d.user_prompt,
+            "cash_before": money(d.cash_before),
+            "tokens_in": d.tokens_in,
+            "tokens_out": d.tokens_out,
+            "cost_usd": _usd6(d.cost_usd),
+            "latency_ms": d.latency_ms,
+            "llm_calls": [
+                {
+                    "attempt": call.attempt,
+                    "phase": call.phase,
+                    "url": call.url,
+                    "request": call.request,
+                    "raw_response": call.raw_response,
+                    "http_status": call.http_status,
+                    "error": call.error,
+                    "error_kind": call.error_kind,
+                    "prompt_tokens": call.prompt_tokens,
+                    "completion_tokens": call.completion_tokens,
+                    "reasoning_tokens": call.reasoning_tokens,
+                    "cost_usd": _usd6(call.cost_usd),
+                    "cost_source": call.cost_source,
+                    "latency_ms": call.latency_ms,
+                    "served_model": call.served_model,
+                    "generation_id": call.generation_id,
+                    "finish_reason": call.finish_reason,
+                    "started_at": _iso(call.started_at),
+                }
+                for call in d.llm_calls.all()
+            ],
+            "forecasts": [
+                {
+                    "market": f.market_id,
+                    "question": f.market.question,
+                    "outcome": f.outcome,
+                    "probability": f.probability,
+                    "market_price": f.market_price,
+                    "source": f.source,
+                }
+                for f in d.forecasts.all()
+            ],
+            "trades": [_trade_dict(t) for t in d.trades.all()],
+        }
+    )
+
+
+def _trade_dict(t) -> dict[str, Any]:
+    return {
+        "id": t.pk,
+        "market": t.position.market_id,
+        "outcome": t.position.outcome,
+        "side": t.side,
+        "amount": money(t.amount),
+        "shares": float(t.shares),
+        "price": float(t.price),
+        "realized_pnl": money(t.realized_pnl),
+        "executed_at": _iso(t.executed_at),
+    }
+
+
+def _market_dict(m: Market) -> dict[str, Any]:
+    return {
+        "id": m.pk,
+        "source": m.source,
+        "external_id": m.external_id,
+        "question": m.question,
+        "slug": m.slug,
+        "url": m.url,
+        "kind": m.kind,
+        "outcomes": m.outcomes,
+        "prices": {k: float(v) for k, v in (m.last_prices or {}).items() if _is_number(v)},
+        "priced_at": _iso(m.last_priced_at),
+        "status": m.status,
+        "close_time": _iso(m.close_time),
+        "volume": money(m.volume),
+        "resolved_outcome": m.resolved_outcome or None,
+        "resolved_at": _iso(m.resolved_at),
+        "resolved_by": m.resolved_by or None,
+    }
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@require_GET
+def markets(request: HttpRequest) -> JsonResponse:
+    """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
+    (default 50, max 200), `offset`."""
+    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
+    qs = selectors.market_search(request.GET.get("q", ""), request.GET.get("status", ""))
+    rows = [_market_dict(m) for m in qs[offset : offset + limit]]
+    return _json({"limit": limit, "offset": offset, "markets": rows})
+
+
+@require_GET
+def market(request: HttpRequest, market_id: int) -> JsonResponse:
+    """One market with its rules, open positions (money as strings) and resolution trail."""
+    m = get_object_or_404(Market, pk=market_id)
+    data = _market_dict(m)
+    data["description"] = m.description
+    data["positions"] = [
+        {
+            "cohort": p.entry.cohort_id,
+            "cohort_kind": p.entry.cohort.kind,
+            "competitor": p.entry.competitor.slug,
+            "replicate": p.entry.replicate,
+            "outcome": p.outcome,
+            "shares": float(p.shares),
+            "cost_basis": money(p.cost_basis),
+        }
+        for p in selectors.market_holders(m)
+    ]
+    data["resolution_changes"] = [
+        {
+            "changed_at": _iso(rc.changed_at),
+            "source": rc.source,
+            "by": rc.changed_by.get_username() if rc.changed_by else None,
+            "from": {"status": rc.from_status, "outcome": rc.from_outcome},
+            "to": {"status": rc.to_status, "outcome": rc.to_outcome},
+            "reason": rc.reason,
+        }
+        for rc in selectors.market_resolution_trail(m)
+    ]
+    return _json(data)

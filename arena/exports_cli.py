@@ -1,0 +1,37 @@
+"""`arena export`: the same bounded, streamed exports as /exports/, written to stdout."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from arena import exports
+
+
+def export_arguments(parser) -> None:
+    parser.add_argument("--what", required=True, choices=list(exports.SPECS))
+    parser.add_argument("--format", default="csv", choices=list(exports.FORMATS))
+    parser.add_argument("--cohort", type=int, default=None, help="only this cohort id")
+    parser.add_argument(
+        "--since",
+        default=None,
+        help=f"YYYY-MM-DD (default: {exports.DEFAULT_DAYS} days before --until)",
+    )
+    parser.add_argument("--until", default=None, help="YYYY-MM-DD, inclusive (default: today)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"row cap (default {exports.DEFAULT_LIMIT}, at most {exports.MAX_LIMIT})",
+    )
+
+
+def export(cmd, options) -> None:
+    try:
+        b = exports.bounds(
+            options.get("since"), options.get("until"), options.get("limit"), options.get("cohort")
+        )
+        chunks = exports.stream(options["what"], options["format"], b)
+        for chunk in chunks:
+            cmd.stdout.write(chunk, ending="")
+    except exports.ExportError as exc:
+        raise CommandError(str(exc)) from exc

@@ -1,0 +1,303 @@
+"""The public pages: one view and one template per page, a named partial for htmx swaps.
+
+Views only read (arena/selectors.py) and shape data for templates; chart data goes through
+arena/charts.py into `json_script` tags that static/arena/charts.js draws.
+"""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+
+from agents.models import Competitor
+from arena import charts, selectors
+from cohorts.models import Cohort
+from markets.models import Market
+
+TRADING_RULES = [
+    "Every entry starts a cohort with $10,000 of paper cash; every cash movement is a ledger row.",
+    "One decision per entry per cohort week: BET, SELL or HOLD, made on a frozen universe of markets "
+    "and prices that is identical for every entry of the cohort.",
+    "Minimum bet $50; all bets of one decision together at most 25% of the cash at decision time; "
+    "cash can never go negative.",
+    "At most one open position per entry, market and outcome (further bets average in). "
+    "SELL closes 1-100% of a position at the current price.",
+    "Only open markets with prices strictly between 0 and 1 can be traded.",
+    "Resolved markets pay $1 per winning share; void markets refund the remaining cost basis; a staff "
+    "correction reverses the earlier settlement through the ledger and is shown in the market's "
+    "audit trail.",
+    "Competitors also state probabilities for a seeded sample of markets they did not bet on, so "
+    "forecasting skill is scored beyond the markets they chose.",
+]
+
+
+def _htmx(request: HttpRequest) -> bool:
+    return bool(getattr(request, "htmx", False))
+
+
+def _replicate(request: HttpRequest) -> int:
+    try:
+        return max(1, int(request.GET.get("replicate", "1")))
+    except ValueError:
+        return 1
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    scope = selectors.scope_or_default(request.GET.get("scope"))
+    run = selectors.latest_run(scope)
+    sort = request.GET.get("sort", "rank")
+    direction = request.GET.get("dir")
+    descending = {"asc": False, "desc": True}.get(direction or "")
+    rows, sort, descending = selectors.leaderboard_rows(run, None, sort, descending)
+    context = {
+        "scope": scope,
+        "scopes": selectors.SCOPES,
+        "run": run,
+        "rows": rows,
+        "sort": sort,
+        "descending": descending,
+        "columns": _leaderboard_columns(scope, sort, descending),
+    }
+    if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
+        return render(request, "arena/home.html#leaderboard-table", context)
+    context["state"] = selectors.site_state(scope)
+    context["chart"] = charts.scope_return_series(scope)
+    return render(request, "arena/home.html", context)
+
+
+def _leaderboard_columns(scope: str, sort: str, descending: bool) -> list[dict]:
+    labels = [
+        ("rank", "Rank"),
+        ("competitor", "Competitor"),
+        ("brier", "Brier (95% CI)"),
+        ("skill", "Skill vs market"),
+        ("log_score", "Log score"),
+        ("return", "Return % (95% CI)"),
+        ("pnl", "P/L"),
+        ("win_rate", "Win rate"),
+        ("n_resolved", "Resolved"),
+        ("cost", "Cost"),
+    ]
+    out = []
+    for key, label in labels:
+        active = key == sort
+        # Clicking the active column flips it; another column starts at its best-first order.
+        next_dir = ("asc" if descending else "desc") if active else ""
+        query = f"?scope={scope}&sort={key}" + (f"&dir={next_dir}" if next_dir else "")
+        aria = ("descending" if descending else "ascending") if active else None
+        out.append({"key": key, "label": label, "href": query, "active": active, "aria": aria})
+    return out
+
+
+def cohort_list(request: HttpRequest) -> HttpResponse:
+    kind = request.GET.get("kind") or ""
+    cohorts = list(selectors.cohorts_overview(kind or None)[:200])
+    return render(
+        request,
+        "arena/cohort_list.html",
+        {"cohorts": cohorts, "kind": kind, "scopes": selectors.SCOPES},
+    )
+
+
+def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
+    cohort = get_object_or_404(Cohort, pk=cohort_id)
+    entries = selectors.entry_rows(cohort)
+    range_key = charts.range_or_default(request.GET.get("range"))
+    week, universe = selectors.cohort_universe(cohort)
+    decisions = selectors.recent_decisions(cohort)
+    context = {
+        "cohort": cohort,
+        "entries": entries,
+        "series": charts.cohort_series(cohort, range_key, entries=entries),
+        "range": range_key,
+        "ranges": list(charts.RANGES),
+        "series_url": reverse("api-cohort-series", args=[cohort.pk]),
+        "universe_week": week,
+        "universe": universe[:100],
+        "universe_total": len(universe),
+        "decisions": decisions,
+        # Decisions are newest week first, so the first one is the latest decided week.
+        "latest_week": decisions[0].week if decisions else None,
+    }
+    return render(request, "arena/cohort_detail.html", context)
+
+
+def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
+    entry = selectors.get_entry(cohort_id, slug, _replicate(request))
+    open_positions, closed_positions = selectors.entry_positions(entry)
+    range_key = charts.range_or_default(request.GET.get("range"))
+    decisions = selectors.entry_decisions(entry)
+    context = {
+        "entry": entry,
+        "cohort": entry.cohort,
+        "competitor": entry.competitor,
+        "replicates": selectors.entry_replicates(entry),
+        "series": charts.entry_series(entry, range_key),
+        "range": range_key,
+        "ranges": list(charts.RANGES),
+        "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
+        "decisions": decisions,
+        "open_positions": open_positions,
+        "closed_positions": closed_positions,
+        "trades": selectors.entry_trades(entry),
+        "forecasts": selectors.entry_forecasts(entry),
+    }
+    return render(request, "arena/entry_detail.html", context)
+
+
+def competitor_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "arena/competitor_list.html", {"competitors": selectors.competitors_overview()}
+    )
+
+
+def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    competitor = get_object_or_404(Competitor, slug=slug)
+    scope = selectors.scope_or_default(request.GET.get("scope"))
+    run, rows = selectors.competitor_rows(competitor, scope)
+    overall = next((r for r in rows if r.cohort_id is None), None)
+    details = (overall.details if overall else None) or {}
+    dm_row = _dm_row(run, competitor, details)
+    context = {
+        "competitor": competitor,
+        "scope": scope,
+        "scopes": selectors.SCOPES,
+        "run": run,
+        "overall": overall,
+        "cohort_rows": [r for r in rows if r.cohort_id is not None],
+        "details": details,
+        "calibration_bins": _list(details.get("calibration") or details.get("calibration_bins")),
+        "reliability": charts.reliability(
+            _list(details.get("calibration") or details.get("calibration_bins"))
+        ),
+        "murphy": _dict(details.get("murphy")),
+        "clv": _dict(details.get("clv")),
+        "edge_label": details.get("edge_label") or _dict(details.get("clv")).get("label"),
+        "tournament": _dict(details.get("tournament")),
+        "dm_row": dm_row,
+        "extra_details": _scalar_extras(details),
+        "champions": _dict(details.get("champions_clothes")),
+        "costs": selectors.competitor_costs(competitor),
+        "entries": selectors.competitor_entries(competitor),
+    }
+    return render(request, "arena/competitor_detail.html", context)
+
+
+KNOWN_DETAIL_KEYS = {
+    "calibration",
+    "calibration_bins",
+    "murphy",
+    "clv",
+    "edge_label",
+    "tournament",
+    "dm",
+}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _scalar_extras(details: dict) -> list[tuple[str, object]]:
+    """Other scalar numbers the scoring engine stored, shown as a plain table."""
+    return [
+        (k, v)
+        for k, v in sorted(details.items())
+        if k not in KNOWN_DETAIL_KEYS and isinstance(v, int | float | str | bool)
+    ]
+
+
+def _dm_row(run, competitor: Competitor, details: dict) -> list[dict]:
+    """This competitor's row of the Diebold-Mariano matrix (Brier loss), oriented so that a
+    negative statistic / mean difference favours this competitor.
+
+    Read from run.details["dm"]["all"]["brier"]: a list of pairs {a, b, n, mean_diff, stat, p,
+    level, verdict} as scoring.metrics.dm_matrix returns them.
+    """
+    if run is None:
+        return []
+    pairs = _dict(_dict(_dict(run.details).get("dm")).get("all")).get("brier")
+    out = []
+    flip = {"a_better": "b_better", "b_better": "a_better"}
+    for pair in _list(pairs):
+        if not isinstance(pair, dict) or competitor.slug not in (pair.get("a"), pair.get("b")):
+            continue
+        mine_first = pair.get("a") == competitor.slug
+        sign = 1 if mine_first else -1
+        verdict = pair.get("verdict")
+        if not mine_first:
+            verdict = flip.get(verdict, verdict)
+        out.append(
+            {
+                "other": pair.get("b") if mine_first else pair.get("a"),
+                "n": pair.get("n"),
+                "mean_diff": _signed(pair.get("mean_diff"), sign),
+                "stat": _signed(pair.get("stat"), sign),
+                "p": pair.get("p"),
+                "level": pair.get("level"),
+                "verdict": {"a_better": "better", "b_better": "worse"}.get(
+                    verdict, "no difference"
+                ),
+            }
+        )
+    return sorted(out, key=lambda r: r["other"] or "")
+
+
+def _signed(value, sign: int):
+    return value * sign if isinstance(value, int | float) else None
+
+
+def market_list(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "")
+    status = request.GET.get("status", "")
+    paginator = Paginator(selectors.market_search(q, status), selectors.MARKET_PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "q": q,
+        "status": status,
+        "statuses": Market.Status.choices,
+    }
+    if _htmx(request) and request.headers.get("HX-Target") == "market-results":
+        return render(request, "arena/market_list.html#market-results", context)
+    return render(request, "arena/market_list.html", context)
+
+
+def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
+    market = get_object_or_404(Market, pk=market_id)
+    points = selectors.market_price_points(market)
+    forecasts = selectors.market_forecasts(market)
+    context = {
+        "market": market,
+        "prices": charts.price_history(points, list(market.outcomes or [])),
+        "holders": selectors.market_holders(market),
+        "forecasts": forecasts,
+        "trail": selectors.market_resolution_trail(market),
+        "last_prices": sorted((market.last_prices or {}).items()),
+    }
+    return render(request, "arena/market_detail.html", context)
+
+
+def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
+    decision = selectors.get_decision(decision_id)
+    return render(request, "arena/decision_detail.html", {"decision": decision})
+
+
+def methodology(request: HttpRequest) -> HttpResponse:
+    try:
+        from scoring import methodology as m
+    except ImportError as exc:  # pragma: no cover - the module ships with the project
+        raise Http404("methodology not available") from exc
+    context = {
+        "version": m.METHODOLOGY_VERSION,
+        "hash": m.METHODOLOGY_HASH,
+        "constants": m.describe(),
+        "rules": TRADING_RULES,
+    }
+    return render(request, "arena/methodology.html", context)

@@ -1,0 +1,452 @@
+"""Read queries for the public pages and the JSON API.
+
+Every function here returns rows with a fixed number of queries, whatever the number of
+entries, decisions or snapshots: per-row numbers come from annotations and correlated
+subqueries, related objects from select_related / prefetch_related. The tests guard this with
+query counts measured on small and large data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import (
+    Count,
+    DecimalField,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+
+from agents.models import Competitor, Decision, Forecast, LLMCall
+from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
+from markets.models import Market, PricePoint, ResolutionChange
+from scoring.models import LeaderboardRow, ScoreRun
+
+SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
+ZERO = Value(Decimal("0.00"), output_field=DecimalField(max_digits=14, decimal_places=2))
+
+# Leaderboard columns a visitor may sort by -> (field, lower-is-better). The default direction
+# of each column is "best first"; the rank column follows the scoring engine's own order.
+SORTABLE: dict[str, tuple[str, bool]] = {
+    "rank": ("rank", True),
+    "competitor": ("competitor__display_name", True),
+    "brier": ("brier", True),
+    "log_score": ("log_score", True),
+    "skill": ("skill_vs_market", False),
+    "return": ("return_pct", False),
+    "pnl": ("pnl", False),
+    "win_rate": ("win_rate", False),
+    "n_resolved": ("n_resolved", False),
+    "cost": ("cost_usd", True),
+}
+
+
+def scope_or_default(raw: str | None) -> str:
+    return raw if raw in SCOPES else Cohort.Kind.LIVE
+
+
+# --- score runs and leaderboard rows -------------------------------------------------------
+
+
+def _scoring_selectors():
+    # scoring/selectors.py is written by another part of the team; until it exists the page
+    # reads the same materialised rows directly.
+    try:
+        from scoring import selectors
+    except ImportError:
+        return None
+    return selectors
+
+
+def latest_run(scope: str) -> ScoreRun | None:
+    sel = _scoring_selectors()
+    if sel is not None and hasattr(sel, "latest_run"):
+        return sel.latest_run(scope)
+    return (
+        ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+
+
+def leaderboard_rows(
+    run: ScoreRun | None, cohort: Cohort | None = None, sort: str = "rank", descending=None
+) -> tuple[list[LeaderboardRow], str, bool]:
+    """Rows of one run (all cohorts when cohort is None), sorted by a whitelisted column.
+
+    Returns (rows, sort key used, descending flag used). Missing values sort last.
+    """
+    if run is None:
+        return [], "rank", False
+    if sort not in SORTABLE:
+        sort = "rank"
+    field, lower_better = SORTABLE[sort]
+    if descending is None:
+        descending = not lower_better
+    sel = _scoring_selectors()
+    if sel is not None and hasattr(sel, "leaderboard_rows"):
+        qs = sel.leaderboard_rows(run, cohort=cohort)
+    else:
+        qs = LeaderboardRow.objects.filter(run=run, cohort=cohort)
+    if not isinstance(qs, QuerySet):  # a list from the scoring selectors: sort in Python
+        rows = list(qs)
+        rows.sort(key=lambda r: _sort_key(r, field), reverse=descending)
+        return _nulls_last(rows, field), sort, descending
+    order = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
+    rows = list(qs.select_related("competitor").order_by(order, "competitor__display_name"))
+    return rows, sort, descending
+
+
+def _sort_key(row: Any, field: str):
+    value = row.competitor.display_name if field.startswith("competitor") else getattr(row, field)
+    return (value is None, value if value is not None else 0)
+
+
+def _nulls_last(rows: list, field: str) -> list:
+    present = [r for r in rows if _sort_key(r, field)[0] is False]
+    return present + [r for r in rows if _sort_key(r, field)[0] is True]
+
+
+def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None, list]:
+    """The competitor's rows in the latest run of a scope: the all-cohorts row first."""
+    run = latest_run(scope)
+    if run is None:
+        return None, []
+    # Read directly (not via scoring.selectors.competitor_rows) so the run the page names and the
+    # rows it shows are guaranteed to be the same run.
+    rows = list(
+        LeaderboardRow.objects.filter(run=run, competitor=competitor)
+        .select_related("cohort", "competitor")
+        .order_by(F("cohort__week_start").desc(nulls_first=True), "pk")
+    )
+    return run, rows
+
+
+@dataclass(frozen=True)
+class SiteState:
+    """What exists yet, so empty pages can say truthfully why they are empty."""
+
+    markets: int
+    markets_synced: bool
+    cohorts: int
+    resolved_markets: int
+
+
+def site_state(scope: str) -> SiteState:
+    market_qs = Market.objects.all()
+    if scope == Cohort.Kind.LIVE:
+        market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
+    agg = market_qs.aggregate(
+        n=Count("id"),
+        synced=Count("id", filter=Q(last_synced_at__isnull=False)),
+        resolved=Count("id", filter=Q(status__in=[Market.Status.RESOLVED, Market.Status.VOID])),
+    )
+    synced = agg["synced"] > 0 if scope == Cohort.Kind.LIVE else agg["n"] > 0
+    return SiteState(
+        markets=agg["n"],
+        markets_synced=synced,
+        cohorts=Cohort.objects.filter(kind=scope).count(),
+        resolved_markets=agg["resolved"],
+    )
+
+
+# --- cohorts and entries -------------------------------------------------------------------
+
+
+def _count_subquery(qs: QuerySet, key: str = "entry") -> Subquery:
+    return Subquery(
+        qs.order_by().values(key).annotate(c=Count("id")).values("c")[:1],
+        output_field=IntegerField(),
+    )
+
+
+def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
+    """Cohorts with entry counts and the latest decided week (3 aggregates, 1 query)."""
+    qs = Cohort.objects.all()
+    if kind in SCOPES:
+        qs = qs.filter(kind=kind)
+    entries = Entry.objects.filter(cohort=OuterRef("pk"))
+    latest_week = (
+        Decision.objects.filter(entry__cohort=OuterRef("pk"))
+        .order_by()
+        .values("entry__cohort")
+        .annotate(w=Max("week"))
+        .values("w")[:1]
+    )
+    return qs.annotate(
+        n_entries=Coalesce(_count_subquery(entries, "cohort"), 0),
+        latest_week=Subquery(latest_week, output_field=IntegerField()),
+    ).order_by("-week_start", "kind")
+
+
+def entry_rows(cohort: Cohort) -> list[Entry]:
+    """The cohort's entries with value, return, cash, invested, trades and resolved counts."""
+    latest = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts")
+    open_cost = (
+        Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
+        .order_by()
+        .values("entry")
+        .annotate(s=Sum("cost_basis"))
+        .values("s")[:1]
+    )
+    money = DecimalField(max_digits=14, decimal_places=2)
+    qs = (
+        Entry.objects.filter(cohort=cohort)
+        .select_related("competitor")
+        .annotate(
+            snap_total=Subquery(latest.values("total")[:1], output_field=money),
+            snap_ts=Subquery(latest.values("ts")[:1]),
+            invested=Coalesce(Subquery(open_cost, output_field=money), ZERO),
+            n_trades=Coalesce(_count_subquery(Trade.objects.filter(entry=OuterRef("pk"))), 0),
+            n_open=Coalesce(
+                _count_subquery(
+                    Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
+                ),
+                0,
+            ),
+            n_resolved=Coalesce(
+                _count_subquery(
+                    Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.SETTLED)
+                ),
+                0,
+            ),
+        )
+    )
+    rows = list(qs)
+    for e in rows:
+        decorate_entry(e)
+    rows.sort(key=lambda e: (-e.value, e.competitor.display_name, e.replicate))
+    return rows
+
+
+def decorate_entry(e: Entry) -> None:
+    """Value = latest snapshot total; before the first snapshot, cash plus open positions at cost."""
+    e.value_at_cost = e.snap_total is None
+    e.value = e.snap_total if e.snap_total is not None else e.cash + e.invested
+    base = e.initial_balance or Decimal("1")
+    e.return_pct = float((e.value - base) / base * 100)
+
+
+def recent_decisions(cohort: Cohort, limit: int = 20) -> list[Decision]:
+    return list(
+        Decision.objects.filter(entry__cohort=cohort)
+        .select_related("entry__competitor")
+        .annotate(n_trades=Count("trades"))
+        .order_by("-week", "-claimed_at", "-id")[:limit]
+    )
+
+
+def cohort_universe(cohort: Cohort) -> tuple[int | None, list[dict]]:
+    """The latest frozen universe (week, markets) or (None, []) before the first decision."""
+    universe = cohort.universes.order_by("-week").first()
+    if universe is None:
+        return None, []
+    return universe.week, list(universe.markets or [])
+
+
+def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
+    return get_object_or_404(
+        Entry.objects.select_related("cohort", "competitor"),
+        cohort_id=cohort_id,
+        competitor__slug=slug,
+        replicate=replicate,
+    )
+
+
+def entry_replicates(entry: Entry) -> list[int]:
+    return list(
+        Entry.objects.filter(cohort_id=entry.cohort_id, competitor_id=entry.competitor_id)
+        .order_by("replicate")
+        .values_list("replicate", flat=True)
+    )
+
+
+def entry_positions(entry: Entry) -> tuple[list[Position], list[Position]]:
+    """(open, closed) positions; closed ones carry .result won/lost/void/exited."""
+    live_settlement = Settlement.objects.filter(reversed_at__isnull=True)
+    positions = list(
+        Position.objects.filter(entry=entry)
+        .select_related("market")
+        .prefetch_related(Prefetch("settlements", queryset=live_settlement, to_attr="live"))
+        .order_by("-opened_at", "-id")
+    )
+    open_, closed = [], []
+    for p in positions:
+        settlement = p.live[0] if p.live else None
+        p.settlement = settlement
+        p.avg_price = p.cost_basis / p.shares if p.shares else None
+        if p.status == Position.Status.OPEN:
+            open_.append(p)
+            continue
+        p.result = settlement.kind if settlement else "exited"
+        closed.append(p)
+    return open_, closed
+
+
+def entry_decisions(entry: Entry) -> list[Decision]:
+    return list(
+        Decision.objects.filter(entry=entry)
+        .annotate(
+            n_trades=Count("trades", distinct=True), n_forecasts=Count("forecasts", distinct=True)
+        )
+        .order_by("week", "id")
+    )
+
+
+def entry_trades(entry: Entry, limit: int = 200) -> list[Trade]:
+    return list(
+        Trade.objects.filter(entry=entry)
+        .select_related("position__market", "decision")
+        .order_by("-executed_at", "-id")[:limit]
+    )
+
+
+def entry_forecasts(entry: Entry, limit: int = 300) -> list[Forecast]:
+    return list(
+        Forecast.objects.filter(entry=entry)
+        .select_related("market", "decision")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+# --- competitors ---------------------------------------------------------------------------
+
+
+def competitors_overview() -> QuerySet[Competitor]:
+    return Competitor.objects.annotate(
+        n_entries=Count("entries", distinct=True),
+        n_cohorts=Count("entries__cohort", distinct=True),
+    ).order_by("-active", "kind", "display_name")
+
+
+def competitor_costs(competitor: Competitor) -> dict[str, Any]:
+    """Spend on model calls: total, per decision, per resolved forecast (one query)."""
+    agg = Decision.objects.filter(entry__competitor=competitor).aggregate(
+        n=Count("id"),
+        cost=Coalesce(Sum("cost_usd"), Value(Decimal("0"))),
+        tokens_in=Coalesce(Sum("tokens_in"), 0),
+        tokens_out=Coalesce(Sum("tokens_out"), 0),
+    )
+    resolved = Forecast.objects.filter(
+        entry__competitor=competitor, market__status=Market.Status.RESOLVED
+    ).count()
+    cost = Decimal(agg["cost"])
+    return {
+        "decisions": agg["n"],
+        "cost": cost,
+        "tokens_in": agg["tokens_in"],
+        "tokens_out": agg["tokens_out"],
+        "per_decision": cost / agg["n"] if agg["n"] else None,
+        "resolved_forecasts": resolved,
+        "per_resolved": cost / resolved if resolved else None,
+    }
+
+
+def competitor_entries(competitor: Competitor, limit: int = 50) -> list[Entry]:
+    latest = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts")
+    money = DecimalField(max_digits=14, decimal_places=2)
+    open_cost = (
+        Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
+        .order_by()
+        .values("entry")
+        .annotate(s=Sum("cost_basis"))
+        .values("s")[:1]
+    )
+    rows = list(
+        Entry.objects.filter(competitor=competitor)
+        .select_related("cohort", "competitor")
+        .annotate(
+            snap_total=Subquery(latest.values("total")[:1], output_field=money),
+            invested=Coalesce(Subquery(open_cost, output_field=money), ZERO),
+        )
+        .order_by("-cohort__week_start", "replicate")[:limit]
+    )
+    for e in rows:
+        decorate_entry(e)
+    return rows
+
+
+# --- markets -------------------------------------------------------------------------------
+
+MARKET_PAGE_SIZE = 50
+
+
+def market_search(q: str = "", status: str = "") -> QuerySet[Market]:
+    qs = Market.objects.all()
+    if status in Market.Status.values:
+        qs = qs.filter(status=status)
+    q = q.strip()[:200]
+    if q:
+        qs = qs.filter(
+            Q(question__icontains=q) | Q(slug__icontains=q) | Q(event_title__icontains=q)
+        )
+    return qs.defer("raw", "description").order_by("-volume", "id")
+
+
+def market_holders(market: Market, limit: int = 200) -> list[Position]:
+    return list(
+        Position.objects.filter(market=market, status=Position.Status.OPEN)
+        .select_related("entry__competitor", "entry__cohort")
+        .order_by("-cost_basis", "id")[:limit]
+    )
+
+
+def market_forecasts(market: Market, limit: int = 200) -> list[Forecast]:
+    rows = list(
+        Forecast.objects.filter(market=market)
+        .select_related("entry__competitor", "entry__cohort")
+        .order_by("-created_at", "-id")[:limit]
+    )
+    for f in rows:
+        f.edge = None if f.market_price is None else f.probability - f.market_price
+    return rows
+
+
+def market_resolution_trail(market: Market) -> list[ResolutionChange]:
+    return list(
+        market.resolution_changes.select_related("changed_by").order_by("-changed_at", "-id")
+    )
+
+
+def market_price_points(market: Market, max_points: int = 2000) -> list[PricePoint]:
+    # Newest first, bounded; the chart builder downsamples further per outcome.
+    rows = list(
+        PricePoint.objects.filter(market=market)
+        .only("outcome", "ts", "price")
+        .order_by("-ts")[:max_points]
+    )
+    rows.reverse()
+    return rows
+
+
+# --- decisions -----------------------------------------------------------------------------
+
+
+def get_decision(decision_id: int) -> Decision:
+    return get_object_or_404(
+        Decision.objects.select_related("entry__competitor", "entry__cohort").prefetch_related(
+            Prefetch("llm_calls", queryset=LLMCall.objects.order_by("attempt")),
+            Prefetch(
+                "forecasts", queryset=Forecast.objects.select_related("market").order_by("id")
+            ),
+            Prefetch(
+                "trades",
+                queryset=Trade.objects.select_related("position__market").order_by(
+                    "executed_at", "id"
+                ),
+            ),
+        ),
+        pk=decision_id,
+    )
