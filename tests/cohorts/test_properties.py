@@ -209,7 +209,7 @@ trades = st.lists(
         st.tuples(st.just("sell"), st.just(0), st.integers(0, 5), percentages),
         st.tuples(st.just("price"), st.integers(0, 2), st.lists(prices, min_size=3, max_size=3)),
     ),
-    max_size=15,
+    max_size=10,
 )
 histories = st.lists(
     st.lists(st.tuples(statuses, st.integers(0, 2)), min_size=1, max_size=4), min_size=3, max_size=3
