@@ -74,13 +74,15 @@ def _freeze(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def load(version: str = METHODOLOGY_VERSION) -> tuple[Constants, dict[str, str], str]:
+def load(
+    version: str = METHODOLOGY_VERSION, path: Path | None = None
+) -> tuple[Constants, dict[str, str], str]:
     """Read one methodology file: (constants, meanings, sha256 hex of the file bytes).
 
     Raises ValueError when the file's keys and the Constants fields differ, so a constant
     can never be silently missing or ignored.
     """
-    raw = path_for(version).read_bytes()
+    raw = (path or path_for(version)).read_bytes()
     doc = json.loads(raw)
     if str(doc.get("version")) != version:
         raise ValueError(

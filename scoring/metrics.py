@@ -778,6 +778,10 @@ def optimal_block_length(x: ArrayLike) -> float:
     G = sum_{|k|<=M} lambda(k/M) |k| gamma_k and g = sum_{|k|<=M} lambda(k/M) gamma_k, the
     corrected D_SB = 2 g^2 gives b = (2 G^2 / D_SB)^(1/3) n^(1/3), clipped to
     [sb_min_block_length, ceil(min(3 sqrt n, n / 3))].
+
+    Correlations are gamma_k / gamma_0 as in the paper. arch.bootstrap.optimal_block_length
+    normalises its lag correlations slightly differently and falls back to M = m_max when no
+    insignificant run exists, so on borderline series the two can pick a different M.
     """
     x = _vec(x)
     x = x[np.isfinite(x)]
@@ -1018,7 +1022,10 @@ _CENT = Decimal("0.01")
 
 
 def _to_cents(value: float) -> Decimal:
-    return Decimal(value).quantize(_CENT, rounding=ROUND_DOWN) if value > 0 else Decimal("0.00")
+    # Round to 8 places first so float noise (999.9999999999998) does not cost a cent.
+    if not value > 0:
+        return Decimal("0.00")
+    return Decimal(str(round(float(value), 8))).quantize(_CENT, rounding=ROUND_DOWN)
 
 
 def kelly_stake(
@@ -1037,10 +1044,10 @@ def kelly_stake(
     A candidate is a stated probability p of an outcome and its YES price. Binary candidates may
     buy either side (NO at no_price, default 1 - price); multi-outcome candidates (multi=True)
     only buy the outcome. A side is bet when its edge (p - price) reaches edge_threshold_binary
-    or edge_threshold_multi. Stake = fraction * full Kelly (p - q) / (1 - q) * cash, capped at
-    cap * cash per bet (max_bet_fraction of the cash held before the decision); if the stakes
-    together exceed the cash they are scaled down in proportion; stakes are rounded down to
-    cents and any below min_bet is dropped.
+    or edge_threshold_multi. Stake = fraction * full Kelly (p - q) / (1 - q) * cash; the
+    decision's stakes together may not exceed cap * cash (max_bet_fraction of the cash held
+    before the decision, so no single bet can either): when they would, all are scaled down in
+    proportion. Stakes are then rounded down to cents and any below min_bet is dropped.
     """
     fraction = C.kelly_fraction if fraction is None else fraction
     cap = C.max_bet_fraction if cap is None else cap
@@ -1062,10 +1069,11 @@ def kelly_stake(
         kelly = np.where(valid & (edge > 0), edge / (1.0 - side_q), 0.0)
     # Small tolerance so an edge of exactly the threshold (e.g. 0.53 - 0.50) is not lost to rounding.
     eligible = valid & (edge >= threshold - 1e-12)
-    raw = np.where(eligible, np.minimum(fraction * kelly, cap) * cash_f, 0.0)
+    raw = np.where(eligible, fraction * kelly * cash_f, 0.0)
+    budget = cap * cash_f
     total = raw.sum()
-    if cash_f > 0 and total > cash_f:
-        raw = raw * (cash_f / total)
+    if cash_f > 0 and total > budget:
+        raw = raw * (budget / total)
 
     bets = []
     for i in range(n):
