@@ -77,7 +77,8 @@ def _bucketed_totals(
         "GROUP BY entry_id, b ORDER BY b"
     )
     with connection.cursor() as cur:
-        cur.execute(sql, [start_epoch, step, *entry_ids, start, end])
+        adapt = connection.ops.adapt_datetimefield_value  # raw SQL: adapt like the ORM does
+        cur.execute(sql, [start_epoch, step, *entry_ids, adapt(start), adapt(end)])
         return [(int(e), int(b), float(v)) for e, b, v in cur.fetchall()]
 
 

@@ -59,7 +59,7 @@ class World:
         PricePoint.objects.bulk_create(
             PricePoint(market=m, outcome=o, ts=T0 + timedelta(hours=h), price=Decimal("0.4"))
             for h in range(5)
-            for o in ("Yes", "No")
+            for o in m.outcomes
         )
         self.markets.append(m)
         return m

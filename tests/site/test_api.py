@@ -1,0 +1,142 @@
+"""The JSON API: shapes, money as two-decimal strings, bounds, downsampling."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from arena import charts
+from cohorts.models import Snapshot
+from tests.site.conftest import T0
+
+pytestmark = pytest.mark.django_db
+
+
+def test_cohorts_list_and_detail(client, arena_world):
+    cohort = arena_world.cohort_main
+    data = client.get("/api/cohorts/").json()
+    assert [c["id"] for c in data["cohorts"]] == [cohort.pk]
+    assert data["cohorts"][0]["kind"] == "live"
+    assert data["cohorts"][0]["entries"] == 3
+    assert data["cohorts"][0]["initial_balance"] == "10000.00"
+
+    detail = client.get(f"/api/cohorts/{cohort.pk}").json()
+    first = detail["entries"][0]
+    assert set(first) >= {"competitor", "cash", "value", "invested", "trades", "return_pct"}
+    assert isinstance(first["cash"], str) and first["cash"].count(".") == 1
+    assert len(first["cash"].split(".")[1]) == 2
+    # the entry that won: cash after three $100 buys
+    alpha = next(e for e in detail["entries"] if e["competitor"] == "alpha-model")
+    assert alpha["cash"] == "9700.00"
+    assert alpha["trades"] == 3
+    assert alpha["resolved_positions"] == 1
+
+
+def test_cohort_list_limit_is_bounded(client, world):
+    for i in range(3):
+        world.cohort(weeks_ago=i)
+    data = client.get("/api/cohorts/?limit=100000").json()
+    assert data["limit"] == 200
+    data = client.get("/api/cohorts/?limit=2&offset=1").json()
+    assert len(data["cohorts"]) == 2
+
+
+def test_series_ranges_and_shared_axis(client, arena_world):
+    cohort = arena_world.cohort_main
+    full = client.get(f"/api/cohorts/{cohort.pk}/series?range=ALL").json()
+    assert full["range"] == "ALL"
+    assert len(full["x"]) == 12  # 12 snapshots, 10 minutes apart: no downsampling needed
+    assert len(full["entries"]) == 3
+    assert all(len(e["y"]) == len(full["x"]) for e in full["entries"])
+    hour = client.get(f"/api/cohorts/{cohort.pk}/series?range=1H").json()
+    assert len(hour["x"]) == 7  # the last hour, both ends included
+    ten = client.get(f"/api/cohorts/{cohort.pk}/series?range=10M").json()
+    assert len(ten["x"]) == 2
+    # an unknown range falls back to ALL rather than failing
+    assert client.get(f"/api/cohorts/{cohort.pk}/series?range=bogus").json()["range"] == "ALL"
+
+
+def test_series_for_one_entry(client, arena_world):
+    entry = arena_world.entries[1]
+    data = client.get(f"/api/cohorts/{entry.cohort_id}/series?entry={entry.pk}").json()
+    assert [e["entry"] for e in data["entries"]] == [entry.pk]
+
+
+def test_series_downsamples_to_at_most_max_points(client, world):
+    comp = world.competitor()
+    cohort = world.cohort()
+    entry = world.entry(cohort, comp)
+    n = 3 * 1008  # three weeks of 10-minute snapshots
+    Snapshot.objects.bulk_create(
+        Snapshot(
+            entry=entry,
+            ts=T0 + timedelta(minutes=10 * i),
+            cash=Decimal("1"),
+            positions_value=Decimal("0"),
+            total=Decimal(i),
+            realized_pnl=Decimal("0"),
+            unrealized_pnl=Decimal("0"),
+        )
+        for i in range(n)
+    )
+    data = client.get(f"/api/cohorts/{cohort.pk}/series?range=ALL").json()
+    assert 0 < len(data["x"]) <= charts.MAX_POINTS
+    assert data["bucket_seconds"] % 600 == 0 and data["bucket_seconds"] > 600
+    y = data["entries"][0]["y"]
+    # bucket means of an increasing series increase, and the first bucket averages its rows
+    assert all(a < b for a, b in zip(y, y[1:]))
+    per_bucket = data["bucket_seconds"] // 600
+    assert y[0] == pytest.approx(sum(range(per_bucket)) / per_bucket)
+    week = client.get(f"/api/cohorts/{cohort.pk}/series?range=1W").json()
+    assert week["x"][-1] == data["x"][-1] or week["x"][-1] > data["x"][-2]
+
+
+def test_bucket_seconds():
+    assert charts.bucket_seconds(timedelta(hours=1)) == 600
+    assert charts.bucket_seconds(timedelta(weeks=20)) == 600 * 51  # 20160 steps / 400 -> 51
+    assert charts.bucket_seconds(timedelta(weeks=20)) * charts.MAX_POINTS >= 20 * 7 * 86400
+
+
+def test_decision_api_is_the_full_audit(client, arena_world):
+    d = arena_world.decisions[0]
+    data = client.get(f"/api/decisions/{d.pk}").json()
+    assert data["system_prompt"] == "You are a forecaster."
+    assert data["llm_calls"][0]["raw_response"] == '{"action": "BET"}'
+    assert data["llm_calls"][0]["served_model"] == "vendor/model-2026"
+    assert data["cost_usd"] == "0.012000"
+    assert data["trades"][0]["amount"] == "100.00"
+    assert data["forecasts"][0]["probability"] == 0.55
+    assert data["cohort"]["kind"] == "live"
+
+
+def test_markets_list_filters_and_bounds(client, arena_world):
+    data = client.get("/api/markets?status=resolved").json()
+    assert [m["question"] for m in data["markets"]] == ["Did the resolved market happen?"]
+    assert data["markets"][0]["resolved_outcome"] == "Yes"
+    data = client.get("/api/markets?q=second").json()
+    assert len(data["markets"]) == 1
+    data = client.get("/api/markets?limit=1&offset=1").json()
+    assert len(data["markets"]) == 1 and data["offset"] == 1
+    assert client.get("/api/markets?limit=9999").json()["limit"] == 200
+    assert client.get("/api/markets?limit=abc").json()["limit"] == 50
+
+
+def test_market_detail_api(client, arena_world):
+    m = arena_world.markets[1]
+    data = client.get(f"/api/markets/{m.pk}").json()
+    assert data["prices"] == {"Yes": 0.4, "No": 0.6}
+    assert data["positions"] and data["positions"][0]["cost_basis"] == "100.00"
+    assert data["positions"][0]["cohort_kind"] == "live"
+    resolved = arena_world.markets[-1]
+    trail = client.get(f"/api/markets/{resolved.pk}").json()["resolution_changes"]
+    assert trail[0]["to"] == {"status": "resolved", "outcome": "Yes"}
+
+
+def test_api_is_read_only(client, arena_world):
+    assert client.post("/api/markets").status_code == 405
+
+
+def test_leaderboard_api_is_wired(client, arena_world):
+    response = client.get("/api/leaderboard")
+    assert response.status_code == 200
+    assert [r["competitor"] for r in response.json()["rows"]][:1] == ["alpha-model"]

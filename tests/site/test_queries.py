@@ -1,0 +1,76 @@
+"""No page does N+1: query counts are bounded and do not grow with the number of rows."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from cohorts.models import Settlement
+
+pytestmark = pytest.mark.django_db
+
+MAX_QUERIES = 15
+
+
+def urls(world) -> dict[str, str]:
+    cohort = world.cohort_main
+    entry = world.entries[0]
+    market = world.markets[1]
+    return {
+        "home": "/",
+        "home-sorted": "/?sort=return",
+        "cohorts": "/cohorts/",
+        "cohort": f"/cohorts/{cohort.pk}/",
+        "entry": reverse("entry-detail", args=[cohort.pk, entry.competitor.slug]),
+        "competitors": "/competitors/",
+        "competitor": f"/competitors/{entry.competitor.slug}/",
+        "markets": "/markets/",
+        "market": f"/markets/{market.pk}/",
+        "decision": f"/decisions/{world.decisions[0].pk}/",
+        "methodology": "/methodology/",
+        "api-cohorts": "/api/cohorts/",
+        "api-cohort": f"/api/cohorts/{cohort.pk}",
+        "api-series": f"/api/cohorts/{cohort.pk}/series?range=ALL",
+        "api-decision": f"/api/decisions/{world.decisions[0].pk}",
+        "api-markets": "/api/markets",
+        "api-market": f"/api/markets/{market.pk}",
+    }
+
+
+def count(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(ctx.captured_queries)
+
+
+def grow(world) -> None:
+    """More of everything: competitors and entries, decisions, positions, forecasts, snapshots,
+    markets, settlements, LLM calls, and a newer score run with more rows."""
+    cohort = world.cohort_main
+    extra_markets = [world.market(f"Extra market {i}") for i in range(4)]
+    for i in range(4):
+        comp = world.competitor(f"extra-model-{i}")
+        entry = world.entry(cohort, comp)
+        for week, market in enumerate(extra_markets[:2], start=1):
+            world.decision(entry, week=week, market=market)
+        world.snapshots(entry, n=30)
+    first = world.entries[0]
+    for week, market in enumerate(extra_markets[2:], start=4):
+        world.decision(first, week=week, market=market, settle=Settlement.Kind.LOST)
+    d = world.decisions[0]
+    d.llm_calls.create(attempt=2, phase="repair", raw_response="{}", started_at=d.claimed_at)
+    world.score_run("live")
+
+
+def test_query_counts_do_not_grow_with_rows(client, arena_world):
+    before = {name: count(client, url) for name, url in urls(arena_world).items()}
+    grow(arena_world)
+    after = {name: count(client, url) for name, url in urls(arena_world).items()}
+    assert after == before
+    assert max(after.values()) <= MAX_QUERIES, after
+
+
+def test_home_query_budget(client, arena_world, django_assert_max_num_queries):
+    with django_assert_max_num_queries(10):
+        client.get("/")
