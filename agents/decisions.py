@@ -200,6 +200,8 @@ class _Answer:
 
 @dataclass
 class _Run:
+    """One claimed decision being worked on; execute() fills in the universe, prompt and ctx."""
+
     decision: Decision
     entry: Entry
     week: int

@@ -19,10 +19,14 @@ class Competitor(models.Model):
     display_name = models.CharField(max_length=120)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     family = models.CharField(max_length=40, blank=True, help_text="GPT, Gemini, Grok, Claude, ...")
-    provider = models.CharField(max_length=60, blank=True, help_text="openrouter, vllm, ollama, ...")
+    provider = models.CharField(
+        max_length=60, blank=True, help_text="openrouter, vllm, ollama, ..."
+    )
     model_id = models.CharField(max_length=200, blank=True)
     strategy = models.CharField(max_length=20, choices=Strategy.choices, blank=True)
-    params = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, reasoning, ...")
+    params = models.JSONField(
+        default=dict, blank=True, help_text="temperature, max_tokens, reasoning, ..."
+    )
     # Endpoint override: blank means settings.ARENA_LLM_BASE_URL / the default key.
     base_url = models.URLField(max_length=300, blank=True)
     api_key_env = models.CharField(
@@ -76,11 +80,17 @@ class Decision(models.Model):
     reasoning = models.TextField(blank=True)
     parsed = models.JSONField(null=True, blank=True)
     validation_errors = models.JSONField(default=list, blank=True)
-    hold_reason = models.TextField(blank=True, help_text="Why the decision ended as HOLD, if forced")
+    hold_reason = models.TextField(
+        blank=True, help_text="Why the decision ended as HOLD, if forced"
+    )
     error = models.TextField(blank=True)
 
     universe = models.ForeignKey(
-        "cohorts.Universe", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions"
+        "cohorts.Universe",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decisions",
     )
     universe_hash = models.CharField(max_length=64, blank=True)
     prompt_version = models.CharField(max_length=20, blank=True)
@@ -131,7 +141,9 @@ class LLMCall(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["decision", "attempt"], name="llmcall_decision_attempt_uniq")
+            models.UniqueConstraint(
+                fields=["decision", "attempt"], name="llmcall_decision_attempt_uniq"
+            )
         ]
         ordering = ["decision", "attempt"]
 
@@ -149,14 +161,17 @@ class Forecast(models.Model):
     market = models.ForeignKey("markets.Market", on_delete=models.PROTECT, related_name="forecasts")
     outcome = models.CharField(max_length=200)
     probability = models.FloatField()
-    market_price = models.FloatField(null=True, blank=True, help_text="Price shown at decision time")
+    market_price = models.FloatField(
+        null=True, blank=True, help_text="Price shown at decision time"
+    )
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.SAMPLE)
     created_at = models.DateTimeField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["decision", "market", "outcome"], name="forecast_decision_market_outcome_uniq"
+                fields=["decision", "market", "outcome"],
+                name="forecast_decision_market_outcome_uniq",
             ),
             models.CheckConstraint(
                 condition=models.Q(probability__gte=0) & models.Q(probability__lte=1),
