@@ -178,14 +178,18 @@ def _load_money(entry_q: Q, entries: list[tuple], as_of: datetime, markets) -> d
         .values_list("entry_id", "total")
     )
     positions = Position.objects.filter(entry_id__in=missing, opened_at__lte=as_of).values_list(
-        "entry_id", "market_id", "outcome", "shares", "cost_basis", "realized_pnl", "status"
-    )
+        "entry_id", "market_id", "outcome", "shares", "cost_basis", "realized_pnl", "status",
+        "closed_at",
+    )  # fmt: skip
     value: dict[int, Decimal] = defaultdict(Decimal)
     cost: dict[int, Decimal] = defaultdict(Decimal)
     realized: dict[int, Decimal] = defaultdict(Decimal)
-    for entry_id, market_id, outcome, shares, basis, rpnl, status in positions:
-        realized[entry_id] += rpnl
-        if status != Position.Status.OPEN:
+    for entry_id, market_id, outcome, shares, basis, rpnl, status, closed_at in positions:
+        # A position closed after as_of was still open then (settlement keeps shares and cost
+        # basis; its realized P/L then is approximated as none).
+        open_then = status == Position.Status.OPEN or (closed_at is not None and closed_at > as_of)
+        if not open_then:
+            realized[entry_id] += rpnl
             continue
         price = _mark_price(markets.get(market_id), outcome)
         value[entry_id] += basis if price is None else shares * price

@@ -209,3 +209,50 @@ def test_failed_run_is_marked_and_never_served(scripted, monkeypatch):
     failed = ScoreRun.objects.latest("started_at")
     assert failed.status == ScoreRun.Status.FAILED and failed.error
     assert latest_run("live") == good
+
+
+def test_money_without_snapshot_marks_positions_at_last_prices(scripted):
+    # Before any resolution there is no snapshot yet: cash from the ledger plus open positions
+    # at the last prices. Alice holds 2000 + 1000 shares at 0.5 with $8,500 cash; Bob 2000 at
+    # 0.5, 1250 at 0.8 and 1000 at 0.5 with $7,500: both are worth exactly $10,000.
+    run = compute_scores("live", as_of=AT + timedelta(minutes=5))
+    for name in ("alice", "bob"):
+        row = _row(run, scripted[name][0])
+        assert row.details["money_source"] == ["computed"]
+        assert row.pnl == Decimal("0.00") and row.unrealized_pnl == Decimal("0.00")
+        assert row.win_rate is None  # nothing settled yet
+
+
+def test_ordered_multi_outcome_market_gets_rps(week_start):
+    carol = make_competitor("carol")
+    _, (entry,) = make_cohort_with_entries(
+        week_start=week_start, competitors=[carol], at=week_start
+    )
+    bands = make_market(outcomes=["<1%", "1-2%", ">2%"], ordered_outcomes=True)
+    add_forecasts(
+        make_decision(entry, at=AT),
+        [(bands, "<1%", 0.2, 0.3), (bands, "1-2%", 0.5, 0.4), (bands, ">2%", 0.3, 0.3)],
+    )
+    _resolve(bands, "1-2%")
+    row = _row(compute_scores("live", as_of=END + timedelta(hours=1)), carol)
+    # Cumulative forecast (0.2, 0.7) against observed (0, 1): ((0.2)^2 + (0.3)^2) / (3 - 1).
+    assert row.details["rps"] == {"rps": pytest.approx(0.065), "n": 1}
+    assert row.n_resolved == 3  # and one-vs-rest Brier over the three stated outcomes
+    assert row.brier == pytest.approx((0.2**2 + 0.5**2 + 0.3**2) / 3)
+
+
+def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
+    twin = make_competitor("twin", replicates=2)
+    _, (e1, e2) = make_cohort_with_entries(week_start=week_start, competitors=[twin], at=week_start)
+    market = _binary("0.5")
+    for entry, p in ((e1, 0.7), (e2, 0.9)):
+        add_forecasts(make_decision(entry, at=AT), [(market, "Yes", p, 0.5)])
+    execute_orders(e1, [BetOrder(market.pk, "Yes", Decimal(1000))], [], None, at=AT)
+    _resolve(market, "Yes")
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    (row,) = run.rows.filter(cohort=None)
+    assert row.n_forecasts == 2 and row.details["entries"] == 2
+    assert row.brier == pytest.approx((0.3**2 + 0.1**2) / 2)
+    # e1 made +$1000 (10%), e2 nothing: pooled return 1000 / 20000 = 5%; interval over entries.
+    assert row.return_pct == pytest.approx(5.0)
+    assert row.return_lo == pytest.approx(0.0) and row.return_hi == pytest.approx(10.0)
