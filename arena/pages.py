@@ -193,6 +193,20 @@ KNOWN_DETAIL_KEYS = {
     "edge_label",
     "tournament",
     "dm",
+    "slug",
+    "display_name",
+    "champions_clothes",
+}
+DETAIL_LABELS = {
+    "base_rate": "Base rate of resolved outcomes",
+    "ece": "Expected calibration error (ECE)",
+    "bss_vs_market": "Brier skill vs market (ratio of means)",
+    "n_with_price": "Forecasts with a market price",
+    "entries": "Entries",
+    "settled_won": "Positions won",
+    "settled_lost": "Positions lost",
+    "implied_confidence_n": "Bets in the implied-confidence diagnostic",
+    "brier_convention": "Brier convention",
 }
 
 
@@ -205,12 +219,30 @@ def _dict(value) -> dict:
 
 
 def _scalar_extras(details: dict) -> list[tuple[str, object]]:
-    """Other scalar numbers the scoring engine stored, shown as a plain table."""
-    return [
-        (k, v)
-        for k, v in sorted(details.items())
-        if k not in KNOWN_DETAIL_KEYS and isinstance(v, int | float | str | bool)
-    ]
+    """Other measures the scoring engine stored: scalars, and flat dicts of scalars (e.g. the
+    market-information test), labelled for readers where we know the key."""
+    out = []
+    for key, value in sorted(details.items()):
+        if key in KNOWN_DETAIL_KEYS:
+            continue
+        label = DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
+        if isinstance(value, dict):
+            flat = [f"{k}: {_short(v)}" for k, v in value.items() if _is_scalar(v)]
+            if flat:
+                out.append((label, "; ".join(flat)))
+        elif _is_scalar(value):
+            out.append((label, _short(value)))
+    return out
+
+
+def _is_scalar(v) -> bool:
+    return v is None or isinstance(v, int | float | str | bool)
+
+
+def _short(v) -> object:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "—" if v is None else v
 
 
 def _dm_row(run, competitor: Competitor, details: dict) -> list[dict]:

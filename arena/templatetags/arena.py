@@ -37,7 +37,7 @@ def usd(value, places: int = 4) -> str:
 @register.filter
 def num(value, places: int = 3) -> str:
     d = _num(value)
-    return DASH if d is None else f"{d:,.{int(places)}f}"
+    return DASH if d is None else _fixed(d, int(places))
 
 
 @register.filter
@@ -66,7 +66,13 @@ def ci(lo, hi, places: int = 3) -> str:
     a, b = _num(lo), _num(hi)
     if a is None or b is None:
         return ""
-    return f"[{a:,.{places}f}, {b:,.{places}f}]"
+    return f"[{_fixed(a, places)}, {_fixed(b, places)}]"
+
+
+def _fixed(d: Decimal, places: int) -> str:
+    # A tiny negative that rounds to zero prints as "0.000", not "-0.000".
+    text = f"{d:,.{places}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 @register.inclusion_tag("arena/partials/kind_badge.html")
@@ -77,3 +83,14 @@ def kind_badge(kind: str):
 @register.filter
 def get_item(mapping, key):
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def pretty_json(value) -> str:
+    """Indented JSON for stored payloads. The result is plain text: autoescaping still applies."""
+    import json
+
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)

@@ -57,8 +57,8 @@
       ];
       var layout = {
         margin: { l: 60, r: 20, t: 10, b: 50 }, showlegend: false,
-        xaxis: { range: [0, 1], title: { text: "Mean stated probability" } },
-        yaxis: { range: [0, 1], title: { text: "Observed frequency" }, scaleanchor: "x" }
+        xaxis: { range: [-0.05, 1.05], title: { text: "Mean stated probability" } },
+        yaxis: { range: [-0.05, 1.1], title: { text: "Observed frequency" }, scaleanchor: "x" }
       };
       return { traces: traces, layout: layout, points: pts.length };
     }
@@ -91,6 +91,14 @@
     });
   }
 
+  function updateCaption(figure, data) {
+    if (!figure) { return; }
+    var range = figure.querySelector('[data-caption="range"]');
+    var bucket = figure.querySelector('[data-caption="bucket"]');
+    if (range) { range.textContent = data.range; }
+    if (bucket && data.bucket_seconds) { bucket.textContent = String(Math.round(data.bucket_seconds / 60)); }
+  }
+
   function onRangeClick(event) {
     var btn = event.target.closest(".range-btn");
     if (!btn) { return; }
@@ -109,6 +117,7 @@
         var nav = btn.closest(".ranges");
         nav.querySelectorAll(".range-btn").forEach(function (b) { b.removeAttribute("aria-current"); });
         btn.setAttribute("aria-current", "true");
+        updateCaption(btn.closest("figure"), data);
         return draw(el, data);
       })
       .catch(function () { window.location.href = btn.href; })  // fall back to a page load
