@@ -18,6 +18,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs REDIS_URL"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache_and_broker():
+    """Keep test runs off the developer's var/: a private in-memory cache (so parallel test runs
+    cannot clear each other's login counters) and an in-memory broker for tasks that tests enqueue
+    without a worker. Tests that need a real broker build their own producer."""
+    from django.test.utils import override_settings
+
+    from arena.celery import app
+
+    previous = app.conf.broker_url
+    app.conf.broker_url = "memory://"
+    locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    with override_settings(CACHES=locmem):
+        yield
+    app.conf.broker_url = previous
+
+
 @pytest.fixture
 def db_vendor():
     return connection.vendor
