@@ -153,13 +153,20 @@ def log_loss(p: ArrayLike, o: ArrayLike, eps: float | None = None) -> np.ndarray
 
     Accepts a binary p vector or an (n, K) matrix with class indices.
     """
+    return -_log_outcome_prob(p, o, eps)
+
+
+def _log_outcome_prob(p: ArrayLike, o: ArrayLike, eps: float | None) -> np.ndarray:
     eps = C.log_eps if eps is None else eps
-    return -np.log(_clip(_outcome_prob(p, o), eps))
+    q = _outcome_prob(p, o)  # a fresh array, so the clip and log can work in place
+    np.clip(q, eps, 1.0 - eps, out=q)
+    return np.log(q, out=q)
 
 
 def log_score(p: ArrayLike, o: ArrayLike, eps: float | None = None) -> float:
     """Mean log loss (lower is better); eps defaults to the sealed log_eps."""
-    return _mean(log_loss(p, o, eps))
+    logs = _log_outcome_prob(p, o, eps)
+    return -float(logs.mean()) if logs.size else NAN
 
 
 def rps_loss(P: ArrayLike, o: ArrayLike) -> np.ndarray:
@@ -192,9 +199,19 @@ def brier_skill(p: ArrayLike, o: ArrayLike, ref: ArrayLike) -> float:
 
 
 def _bins(p: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Equal-width bin of each p: [lo, hi), the last bin closed so p = 1 belongs to it."""
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    return np.searchsorted(edges[1:-1], p, side="right"), edges
+    """Equal-width bin of each p: [k/bins, (k+1)/bins), the last bin closed so p = 1 belongs to it.
+
+    floor(bins * p) is right except within rounding of an edge, where the exact comparison with
+    the edges decides (values such as 0.5 are common, so this path is not rare, just small).
+    """
+    edges = np.arange(bins + 1) / bins
+    scaled = p * bins
+    idx = np.clip(np.floor(scaled), 0, bins - 1).astype(np.intp)
+    frac = scaled - idx
+    near = np.flatnonzero((frac < 1e-9) | (frac > 1.0 - 1e-9))
+    if near.size:
+        idx[near] = np.searchsorted(edges[1:-1], p[near], side="right")
+    return idx, edges
 
 
 def _bin_sums(p: np.ndarray, o: np.ndarray, bins: int):
@@ -221,17 +238,18 @@ def murphy(p: ArrayLike, o: ArrayLike, bins: int | None = None) -> dict[str, flo
         return dict.fromkeys(("rel", "res", "unc", "wbv", "wbc", "brier"), NAN) | {"n": 0}
     idx, _, count, mean_p, freq = _bin_sums(p, o, bins)
     used = count > 0
+    n_k, p_k, o_k = count[used], mean_p[used], freq[used]
     base_rate = o.mean()
-    rel = float(np.sum(count[used] * (mean_p[used] - freq[used]) ** 2) / n)
-    res = float(np.sum(count[used] * (freq[used] - base_rate) ** 2) / n)
+    # Deviations from the bin means, so a bin whose forecasts are all equal has exactly zero
+    # within-bin variance (sums-of-squares shortcuts lose that to cancellation).
     dev_p = p - mean_p[idx]
     dev_o = o - freq[idx]
     return {
-        "rel": rel,
-        "res": res,
+        "rel": float(np.sum(n_k * (p_k - o_k) ** 2) / n),
+        "res": float(np.sum(n_k * (o_k - base_rate) ** 2) / n),
         "unc": float(base_rate * (1.0 - base_rate)),
-        "wbv": float(np.mean(dev_p * dev_p)),
-        "wbc": float(2.0 * np.mean(dev_o * dev_p)),
+        "wbv": float(np.dot(dev_p, dev_p) / n),
+        "wbc": float(2.0 * np.dot(dev_o, dev_p) / n),
         "brier": float(np.mean((p - o) ** 2)),
         "n": int(n),
     }
@@ -355,13 +373,14 @@ def _resampled_group_means(
     codes, n_groups = _group_codes(groups, n)
     sums = np.stack([np.bincount(codes, weights=col, minlength=n_groups) for col in columns])
     sizes = np.bincount(codes, minlength=n_groups).astype(float)
+    one_each = bool(np.all(sizes == 1))  # one forecast per group: every resample has n of them
     rng = np.random.default_rng(seed)
     out = np.empty((n_boot, len(columns)))
     rows = max(1, _CHUNK_CELLS // max(n_groups, 1))
     for start in range(0, n_boot, rows):
         stop = min(n_boot, start + rows)
         draw = rng.integers(0, n_groups, size=(stop - start, n_groups))
-        total_size = sizes[draw].sum(axis=1)
+        total_size = float(n_groups) if one_each else sizes[draw].sum(axis=1)
         for j in range(len(columns)):
             out[start:stop, j] = sums[j][draw].sum(axis=1) / total_size
     return out
@@ -827,19 +846,32 @@ def stationary_bootstrap_indices(
     at a uniform random index; otherwise it continues the previous block with the next index.
     """
     starts = rng.integers(0, n, size=(n_boot, n))
-    new_block = rng.random((n_boot, n)) < 1.0 / block_length
+    if block_length <= 1.0:
+        return starts  # every position starts a new block: the plain i.i.d. bootstrap
+    # float32 uniforms are enough to compare with 1/b and are drawn faster.
+    new_block = rng.random((n_boot, n), dtype=np.float32) < np.float32(1.0 / block_length)
     new_block[:, 0] = True
     pos = np.arange(n)
     # For every position, where its block began: the last new-block position at or before it.
     block_begin = np.maximum.accumulate(np.where(new_block, pos, 0), axis=1)
-    first = np.take_along_axis(starts, block_begin, axis=1)
-    return (first + (pos - block_begin)) % n
+    idx = np.take_along_axis(starts, block_begin, axis=1)
+    idx += pos - block_begin
+    idx[idx >= n] -= n  # wrap around (idx < 2n here)
+    return idx
 
 
-def _sharpe_rows(samples: np.ndarray) -> np.ndarray:
-    sd = samples.std(axis=1, ddof=1)
+def _sharpe_rows(centred: np.ndarray, shift: float) -> np.ndarray:
+    """Sharpe ratio of each row of (x - shift) resamples, x = centred + shift.
+
+    Rows are drawn from a series centred on its mean, so the one-pass variance
+    (sum of squares - n mean^2) does not suffer cancellation.
+    """
+    n = centred.shape[1]
+    row_mean = centred.sum(axis=1) / n
+    sum_sq = np.einsum("ij,ij->i", centred, centred)
+    var = np.maximum(sum_sq - n * row_mean * row_mean, 0.0) / (n - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(sd > 0, samples.mean(axis=1) / sd, np.nan)
+        return np.where(var > 0, (row_mean + shift) / np.sqrt(var), np.nan)
 
 
 def stationary_bootstrap_sharpe(
@@ -884,12 +916,14 @@ def stationary_bootstrap_sharpe(
         return result | {"flag": "zero_variance"}
     b_len = optimal_block_length(x) if block_length is None else float(block_length)
     rng = np.random.default_rng(seed)
+    mean = float(x.mean())
+    centred = x - mean
     reps = np.empty(n_boot)
     rows = max(1, _CHUNK_CELLS // n)
     for start in range(0, n_boot, rows):
         stop = min(n_boot, start + rows)
         idx = stationary_bootstrap_indices(n, stop - start, b_len, rng)
-        reps[start:stop] = _sharpe_rows(x[idx])
+        reps[start:stop] = _sharpe_rows(centred[idx], mean)
     finite = reps[np.isfinite(reps)]
     bias = float(finite.mean() - sharpe) if finite.size else 0.0
     ci = {}
