@@ -91,7 +91,7 @@ def decide(
         if w < 1:
             continue
         freeze_universe(c, w, at)
-        entry_ids = list(c.entries.order_by("id").values_list("id", flat=True))
+        entry_ids = _pending_entry_ids(c, w)
         count += len(entry_ids)
         if sync:
             for entry_id in entry_ids:
@@ -99,6 +99,22 @@ def decide(
         else:
             _enqueue(entry_ids, w, explicit_at)
     return count
+
+
+def _pending_entry_ids(cohort: Cohort, week: int) -> list[int]:
+    """Entries whose decision for `week` still has to happen: none yet, retryable/skipped, or a
+    claim gone stale. The beat runs decide every 15 minutes as a catch-up (a tick lost to a broker
+    outage is made good by the next one), so finished and live claims must cost nothing."""
+    S = Decision.Status
+    stale_before = timezone.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
+    settled = Decision.objects.filter(entry__cohort=cohort, week=week).filter(
+        Q(status__in=[S.DONE, S.FAILED]) | Q(status=S.CLAIMED, claimed_at__gte=stale_before)
+    )
+    return list(
+        cohort.entries.exclude(pk__in=settled.values("entry_id"))
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
 
 
 def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:

@@ -19,14 +19,11 @@ app.autodiscover_tasks()
 BEAT_SCHEDULE = {
     "sync-markets": {"task": "markets.tasks.sync_markets", "schedule": crontab(minute="*/15")},
     "resolve-markets": {"task": "markets.tasks.resolve_markets", "schedule": crontab(minute=7)},
-    "open-cohort": {
-        "task": "cohorts.tasks.open_cohort",
-        "schedule": crontab(minute=0, hour=0, day_of_week="sun"),
-    },
-    "decide": {
-        "task": "agents.tasks.decide",
-        "schedule": crontab(minute=5, hour=0, day_of_week="sun"),
-    },
+    # Sunday 00:00 opens the week's cohort and 00:05 decides. Both also run as catch-ups (every
+    # hour / every 15 minutes): they are idempotent and cheap when done, and a tick lost to a
+    # broker or worker outage is made good by the next one instead of waiting a week.
+    "open-cohort": {"task": "cohorts.tasks.open_cohort", "schedule": crontab(minute=0)},
+    "decide": {"task": "agents.tasks.decide", "schedule": crontab(minute="5,20,35,50")},
     "snapshot": {"task": "cohorts.tasks.snapshot", "schedule": crontab(minute="*/10")},
     "score": {"task": "scoring.tasks.score", "schedule": crontab(minute=30)},
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
