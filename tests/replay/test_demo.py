@@ -1,0 +1,144 @@
+"""`arena demo` on a small scale: a consistent, labelled, resumable synthetic history."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.models import Decision, Forecast
+from cohorts.doctor import check_invariants
+from cohorts.models import Cohort, LedgerEntry, Position, Snapshot, Trade
+from markets.demo import DemoError, build_plan, price_path, run_demo
+from markets.models import Market, PricePoint
+from scoring.models import LeaderboardRow, ScoreRun
+from scoring.selectors import latest_run
+from tests.factories import make_market
+
+# A Wednesday noon: two weekly cohorts (Sundays 03-01 and 03-08), clock stopped mid-week.
+NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
+SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": NOW}
+
+
+def _counts() -> dict[str, int]:
+    models = [Market, PricePoint, Cohort, Decision, Forecast, Trade, LedgerEntry, Snapshot]
+    return {m.__name__: m.objects.count() for m in models}
+
+
+@pytest.fixture
+def small_demo(db, settings):
+    settings.ARENA_LLM_API_KEY = ""
+    return run_demo(**SMALL)
+
+
+def test_small_demo_builds_a_consistent_history(small_demo):
+    cohorts = Cohort.objects.filter(kind=Cohort.Kind.DEMO).order_by("week_start")
+    assert [c.week_start for c in cohorts] == [
+        datetime(2026, 3, 1, tzinfo=UTC),
+        datetime(2026, 3, 8, tzinfo=UTC),
+    ]
+    # Baselines only, every decision through the real pipeline and done.
+    assert set(cohorts.values_list("entries__competitor__kind", flat=True).distinct()) == {
+        "baseline"
+    }
+    decisions = Decision.objects.filter(entry__cohort__kind=Cohort.Kind.DEMO)
+    assert decisions.exists()
+    assert set(decisions.values_list("status", flat=True)) == {Decision.Status.DONE}
+    # The first cohort decided in weeks 1 and 2, the second in week 1.
+    assert set(decisions.values_list("entry__cohort__week_start", "week")) == {
+        (cohorts[0].week_start, 1),
+        (cohorts[0].week_start, 2),
+        (cohorts[1].week_start, 1),
+    }
+    assert Trade.objects.filter(entry__cohort__kind=Cohort.Kind.DEMO).exists()
+
+    assert check_invariants() == []
+    markets = Market.objects.filter(source=Market.Source.DEMO)
+    finished = markets.filter(status__in=[Market.Status.RESOLVED, Market.Status.VOID])
+    assert finished.exists()
+    assert not finished.filter(settled_at__isnull=True).exists()
+    assert not Position.objects.filter(market__in=finished, status=Position.Status.OPEN).exists()
+    assert not markets.filter(close_time__lte=NOW, status=Market.Status.OPEN).exists()
+    assert markets.filter(neg_risk=True).exists()
+
+    run = latest_run("demo")
+    assert run is not None and run.pk == small_demo.score_run_id
+    assert LeaderboardRow.objects.filter(run=run, cohort__isnull=True).exists()
+    assert run.n_resolved > 0
+
+    # Snapshots: hourly, then every 10 minutes in the demo's last day.
+    times = sorted(
+        set(Snapshot.objects.filter(entry__cohort__kind="demo").values_list("ts", flat=True))
+    )
+    last_day = [t for t in times if t > NOW - timedelta(days=1)]
+    earlier = [t for t in times if t <= NOW - timedelta(days=1)]
+    assert len(last_day) == 24 * 6
+    assert {b - a for a, b in zip(last_day, last_day[1:])} == {timedelta(minutes=10)}
+    assert max(b - a for a, b in zip(earlier, earlier[1:])) == timedelta(hours=1)
+
+
+def test_rerun_with_the_same_seed_adds_nothing(small_demo):
+    before = _counts()
+    report = run_demo(**SMALL)
+    assert _counts() == before
+    assert report.ticks == 0  # the clock was already at NOW
+
+
+def test_rerun_later_continues_the_same_demo(small_demo):
+    later = run_demo(**{**SMALL, "now": NOW + timedelta(days=2)})
+    assert later.ticks > 0
+    assert Cohort.objects.filter(kind=Cohort.Kind.DEMO).count() == 2
+    assert check_invariants() == []
+    ts = Snapshot.objects.filter(entry__cohort__kind="demo").values_list("ts", flat=True)
+    assert max(ts) == NOW + timedelta(days=2)
+
+
+def test_another_seed_refuses_then_reset_rebuilds_only_demo_data(small_demo):
+    live = make_market(source=Market.Source.POLYMARKET, external_id="keep-me")
+    with pytest.raises(DemoError, match="seed 7"):
+        run_demo(**{**SMALL, "seed": 8})
+    with pytest.raises(CommandError, match="--reset"):
+        call_command("arena", "demo", "--weeks", "2", "--seed", "9", "--markets", "40")
+    run_demo(**{**SMALL, "seed": 8}, reset=True)
+    keys = Market.objects.filter(source=Market.Source.DEMO).values_list("external_id", flat=True)
+    assert keys and all(k.startswith("s8-") for k in keys)
+    assert Market.objects.filter(pk=live.pk).exists()
+    assert ScoreRun.objects.filter(scope="demo").count() == 1
+    assert check_invariants() == []
+
+
+def test_plan_is_determined_by_the_seed():
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    a = build_plan(seed=3, weeks=2, n_markets=30, start=start)
+    b = build_plan(seed=3, weeks=2, n_markets=30, start=start)
+    c = build_plan(seed=4, weeks=2, n_markets=30, start=start)
+    assert [(m.key, m.question, m.outcome) for m in a.markets] == [
+        (m.key, m.question, m.outcome) for m in b.markets
+    ]
+    assert all(np.array_equal(x.prices, y.prices) for x, y in zip(a.markets, b.markets))
+    assert [m.question for m in a.markets] != [m.question for m in c.markets]
+    assert len(a.markets) == 30
+    # negRisk-like groups: exactly one member resolves Yes.
+    groups = Counter(m.group for m in a.markets if m.group and m.outcome == "Yes")
+    members = {m.group for m in a.markets if m.group}
+    assert members and all(groups[g] == 1 for g in members)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    truth=st.floats(0.01, 0.99),
+    won=st.booleans(),
+    hours=st.integers(48, 2000),
+)
+def test_price_paths_stay_inside_and_converge_to_the_outcome(seed, truth, won, hours):
+    path = price_path(np.random.default_rng(seed), truth, won, hours)
+    assert len(path) == hours
+    assert (path > 0).all() and (path < 1).all()
+    assert path[-1] > 0.9 if won else path[-1] < 0.1
