@@ -9,6 +9,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Abs
 
 from cohorts.models import Entry, LedgerEntry, Position, Settlement, Snapshot
 from markets.models import Market
@@ -106,9 +107,13 @@ def _settled_markets_resolved() -> list[str]:
 
 
 def _snapshot_totals() -> list[str]:
-    bad = Snapshot.objects.exclude(total=F("cash") + F("positions_value")).values_list(
-        "pk", "entry_id", "ts", "total", "cash", "positions_value"
-    )[:LIMIT]
+    # SQLite keeps decimals as floats, so an exact SQL equality fails on sums like
+    # 9311.49 + 669.29; every amount is whole cents, so any real mismatch is >= 0.01.
+    bad = (
+        Snapshot.objects.annotate(gap=Abs(F("total") - F("cash") - F("positions_value")))
+        .filter(gap__gte=Decimal("0.005"))
+        .values_list("pk", "entry_id", "ts", "total", "cash", "positions_value")[:LIMIT]
+    )
     return [
         f"snapshot {pk} (entry {e}, {ts:%Y-%m-%d %H:%M}): total {t} != cash {c} + positions {v}"
         for pk, e, ts, t, c, v in bad
