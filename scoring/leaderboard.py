@@ -257,14 +257,12 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
             "pk", "cohort_id", "competitor_id", "initial_balance", "cash"
         )
     )
-    comp_ids = sorted({e[2] for e in entries})
     competitors = list(
         Competitor.objects.filter(pk__in=entry_qs.values("competitor_id"))
         .order_by("pk")
         .values_list("pk", "slug", "display_name")
     )
     comp_index = {c[0]: i for i, c in enumerate(competitors)}
-    assert len(comp_index) == len(comp_ids)
     entry_arrays = {
         "id": np.asarray([e[0] for e in entries], dtype=np.int64),
         "cohort": np.asarray([e[1] for e in entries], dtype=np.int64),

@@ -8,6 +8,7 @@ finished DONE run, so no lock is needed. A crash marks that run FAILED (never se
 from __future__ import annotations
 
 from celery import shared_task
+from django.core.cache import cache
 from django.db import OperationalError, transaction
 
 from arena.jobs import job_run
@@ -44,6 +45,21 @@ def score() -> dict:
     return summary
 
 
+RESCORE_DELAY_S = 60
+RESCORE_KEY = "scoring:rescore-pending"
+
+
 def request_rescore() -> None:
-    """Enqueue a rescore once the caller's transaction commits (settlement code calls this)."""
-    transaction.on_commit(score.delay)
+    """Enqueue a rescore once the caller's transaction commits (settlement code calls this).
+
+    Debounced: the first request starts a run RESCORE_DELAY_S later and requests until then
+    share it (the run starts after them, so it sees their committed changes). A resolve pass
+    that settles 200 markets thus causes one rescore, not 200. cache.add is atomic across
+    processes on the shared cache (Redis in production, files on one machine).
+    """
+
+    def enqueue() -> None:
+        if cache.add(RESCORE_KEY, "1", timeout=RESCORE_DELAY_S):
+            score.apply_async(countdown=RESCORE_DELAY_S)
+
+    transaction.on_commit(enqueue)

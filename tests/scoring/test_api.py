@@ -7,6 +7,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.core.cache import cache
 from django.core.management import call_command
 
 from arena.celery import app as celery_app
@@ -16,7 +17,7 @@ from markets.models import Market
 from scoring.leaderboard import compute_scores
 from scoring.methodology import METHODOLOGY_HASH
 from scoring.models import ScoreRun
-from scoring.tasks import request_rescore, score
+from scoring.tasks import RESCORE_KEY, request_rescore, score
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
 
@@ -116,17 +117,21 @@ def test_score_task_scores_every_scope_with_cohorts():
     assert JobRun.objects.get(job="score").status == JobRun.Status.OK
 
 
-def test_request_rescore_enqueues_after_commit(django_capture_on_commit_callbacks):
+def test_request_rescore_enqueues_once_after_commit(django_capture_on_commit_callbacks):
     _cohort()
+    cache.delete(RESCORE_KEY)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         request_rescore()
-    assert len(callbacks) == 1 and not ScoreRun.objects.exists()
+        request_rescore()  # e.g. a second market settled in the same resolve pass
+    assert len(callbacks) == 2 and not ScoreRun.objects.exists()  # nothing before the commit
     eager = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True  # run the enqueued task in-process
     try:
-        callbacks[0]()
+        for callback in callbacks:
+            callback()
     finally:
         celery_app.conf.task_always_eager = eager
+        cache.delete(RESCORE_KEY)
     assert ScoreRun.objects.filter(scope="live", status=ScoreRun.Status.DONE).count() == 1
 
 
