@@ -376,6 +376,7 @@ class GammaClient:
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
+        page_size: int = PAGE_LIMIT,
     ):
         self.base_url = (base_url or settings.ARENA_GAMMA_URL).rstrip("/")
         self.timeout = settings.ARENA_HTTP_TIMEOUT if timeout is None else timeout
@@ -384,6 +385,7 @@ class GammaClient:
         self.backoff_cap = backoff_cap
         self.sleep = sleep
         self.max_pages = max_pages
+        self.page_size = max(1, min(page_size, PAGE_LIMIT))  # the server clamps at 100 anyway
         self.session = session or requests.Session()
         self.session.headers["User-Agent"] = user_agent or settings.ARENA_USER_AGENT
         self.session.headers["Accept"] = "application/json"
@@ -394,7 +396,7 @@ class GammaClient:
         """Pages of raw open markets by volume, highest first, `limit` markets in all."""
         if limit <= 0:
             return
-        page_size = min(PAGE_LIMIT, limit)
+        page_size = min(self.page_size, limit)
         params = {
             "closed": "false",
             "order": "volumeNum",
@@ -431,12 +433,12 @@ class GammaClient:
             batch = ids[start : start + MAX_CONDITION_IDS]
             for state in states:
                 params = {"condition_ids": batch, "closed": state, "include_tag": "true"}
-                for page in self.iter_keyset(params, page_size=PAGE_LIMIT):
+                for page in self.iter_keyset(params, page_size=self.page_size):
                     found.extend(page)
         return found
 
     def iter_keyset(
-        self, params: dict, *, page_size: int = PAGE_LIMIT, log_to: PageLog | None = None
+        self, params: dict, *, page_size: int | None = None, log_to: PageLog | None = None
     ) -> Iterator[list[dict]]:
         """Walk /markets/keyset with after_cursor until next_cursor is absent.
 
@@ -451,7 +453,7 @@ class GammaClient:
                 log_to.stopped_early = f"page cap of {self.max_pages} reached"
                 log.warning("gamma keyset: %s", log_to.stopped_early)
                 return
-            query = dict(params, limit=min(page_size, PAGE_LIMIT))
+            query = dict(params, limit=min(page_size or self.page_size, PAGE_LIMIT))
             if cursor:
                 query["after_cursor"] = cursor
             markets, cursor = self._keyset_page(query)

@@ -213,51 +213,51 @@ def store_markets(parsed: list[ParsedMarket], *, now: datetime, in_top: bool) ->
     return len(points)
 
 
-def _market_row(p: ParsedMarket, *, now: datetime, in_top: bool) -> Market:
+def _market_row(p: ParsedMarket, *, now: datetime, in_top: bool) -> dict:
     prices = p.prices
-    return Market(
-        source=POLYMARKET,
-        external_id=p.external_id,
-        condition_id=p.condition_id,
-        slug=p.slug,
-        event_slug=p.event_slug,
-        event_title=p.event_title,
-        url=_market_url(p),
-        question=p.question,
-        description=p.description,
-        resolution_source=p.resolution_source,
-        category=p.category,
-        tags=p.tags,
-        kind=Market.Kind.BINARY if p.is_binary else Market.Kind.MULTI,
-        outcomes=p.outcomes,
-        token_ids=p.token_ids,
-        neg_risk=p.neg_risk,
-        neg_risk_market_id=p.neg_risk_market_id,
-        group_item_title=p.group_item_title,
-        group_item_threshold=p.group_item_threshold,
-        open_time=p.open_time,
-        close_time=p.close_time,
-        closed_time=p.closed_time,
-        volume=p.volume,
-        liquidity=p.liquidity,
-        status=CLOSED if p.closed else OPEN,
-        last_prices=_price_map(p.outcomes, prices) if prices else {},
-        last_priced_at=now if prices else None,
-        uma_status=p.uma_status,
-        tracked=True,
-        in_top=in_top,
-        needs_attention=bool(p.price_error),
-        attention_reason=f"upstream prices rejected: {p.price_error}"[:300]
+    return {
+        "source": POLYMARKET,
+        "external_id": p.external_id,
+        "condition_id": p.condition_id,
+        "slug": p.slug,
+        "event_slug": p.event_slug,
+        "event_title": p.event_title,
+        "url": _market_url(p),
+        "question": p.question,
+        "description": p.description,
+        "resolution_source": p.resolution_source,
+        "category": p.category,
+        "tags": p.tags,
+        "kind": Market.Kind.BINARY if p.is_binary else Market.Kind.MULTI,
+        "outcomes": p.outcomes,
+        "token_ids": p.token_ids,
+        "neg_risk": p.neg_risk,
+        "neg_risk_market_id": p.neg_risk_market_id,
+        "group_item_title": p.group_item_title,
+        "group_item_threshold": p.group_item_threshold,
+        "open_time": p.open_time,
+        "close_time": p.close_time,
+        "closed_time": p.closed_time,
+        "volume": p.volume,
+        "liquidity": p.liquidity,
+        "status": CLOSED if p.closed else OPEN,
+        "last_prices": _price_map(p.outcomes, prices) if prices else {},
+        "last_priced_at": now if prices else None,
+        "uma_status": p.uma_status,
+        "tracked": True,
+        "in_top": in_top,
+        "needs_attention": bool(p.price_error),
+        "attention_reason": f"upstream prices rejected: {p.price_error}"[:300]
         if p.price_error
         else "",
-        raw=p.raw,
-        last_synced_at=now,
-        created_at=now,
-        updated_at=now,
-    )
+        "raw": p.raw,
+        "last_synced_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
-def _price_points(market_id: int, p: ParsedMarket, now: datetime) -> list[PricePoint]:
+def _price_points(market_id: int, p: ParsedMarket, now: datetime) -> list[dict]:
     """One point per outcome: the mid from outcomePrices; bestBid/bestAsk quote the first
     outcome, so on a binary market the second side's bid/ask are their complements."""
     bid, ask = p.best_bid, p.best_ask
@@ -271,9 +271,14 @@ def _price_points(market_id: int, p: ParsedMarket, now: datetime) -> list[PriceP
         else:
             o_bid = o_ask = None
         points.append(
-            PricePoint(
-                market_id=market_id, outcome=outcome, ts=now, price=price, bid=o_bid, ask=o_ask
-            )
+            {
+                "market_id": market_id,
+                "outcome": outcome,
+                "ts": now,
+                "price": price,
+                "bid": o_bid,
+                "ask": o_ask,
+            }
         )
     return points
 

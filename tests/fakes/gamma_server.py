@@ -65,7 +65,9 @@ class SeenRequest:
 
 class FakeGamma:
     def __init__(self, markets: list[dict] | None = None):
-        self.markets: list[dict] = list(markets or [])
+        self._markets: list[dict] = list(markets or [])
+        self._version = 0  # bumped on every change, so cached query results stay honest
+        self._cache: dict[tuple, list[dict]] = {}
         self.requests: list[SeenRequest] = []
         self.faults: list[Fault] = []
         self.repeat_cursor = False
@@ -106,24 +108,41 @@ class FakeGamma:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    # -- state helpers for tests --
+    # -- state helpers for tests (change markets through these, not by mutating the dicts) --
+
+    @property
+    def markets(self) -> list[dict]:
+        return self._markets
+
+    @markets.setter
+    def markets(self, markets: list[dict]) -> None:
+        with self._lock:
+            self._markets = list(markets)
+            self._changed()
 
     def add(self, *markets: dict) -> None:
         with self._lock:
-            self.markets.extend(markets)
+            self._markets.extend(markets)
+            self._changed()
 
     def remove(self, market_id: str) -> None:
         with self._lock:
-            self.markets = [m for m in self.markets if m["id"] != market_id]
+            self._markets = [m for m in self._markets if m["id"] != market_id]
+            self._changed()
 
     def update(self, market_id: str, **changes) -> dict:
         """Change wire fields of one market (pass wire names, e.g. outcomePrices=...)."""
         with self._lock:
-            for market in self.markets:
+            for market in self._markets:
                 if market["id"] == market_id:
                     market.update(changes)
+                    self._changed()
                     return market
         raise KeyError(market_id)
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._cache.clear()
 
     def set_prices(self, market_id: str, prices: list[str]) -> None:
         self.update(market_id, outcomePrices=json.dumps(prices))
@@ -157,9 +176,9 @@ class FakeGamma:
                     return self.faults.pop(i)
         return None
 
-    def _snapshot(self) -> list[dict]:
+    def _snapshot(self) -> tuple[int, list[dict]]:
         with self._lock:
-            return [dict(m) for m in self.markets]
+            return self._version, list(self._markets)
 
     def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, object]:
         if path == "/status":
@@ -170,7 +189,7 @@ class FakeGamma:
             return self._legacy_list(query)
         if path.startswith("/markets/") and path.count("/") == 2:
             market_id = path.rsplit("/", 1)[1]
-            for market in self._snapshot():
+            for market in self._snapshot()[1]:
                 if market["id"] == market_id:
                     return 200, _with_tags(market, _bool(query, "include_tag", False))
             return 404, {"type": "not found", "error": "market not found"}
@@ -194,7 +213,8 @@ class FakeGamma:
                 return 422, INVALID_CURSOR
             if bound_to != binding:
                 return 422, INVALID_CURSOR
-        page = selected[offset : offset + limit]
+        include_tag = _bool(query, "include_tag", False)
+        page = [_with_tags(m, include_tag) for m in selected[offset : offset + limit]]
         body: dict = {"markets": page}
         if len(page) == limit:
             next_offset = limit if self.repeat_cursor else offset + limit
@@ -210,10 +230,27 @@ class FakeGamma:
         if status != 200:
             return status, selected
         limit = _clamped_limit(query, self.keyset_default_limit)
-        return 200, selected[offset : offset + limit]
+        include_tag = _bool(query, "include_tag", False)
+        return 200, [_with_tags(m, include_tag) for m in selected[offset : offset + limit]]
 
     def _select(self, query: dict[str, list[str]]) -> tuple[int, object]:
-        markets = self._snapshot()
+        """The markets matching the query's filters, in the query's order. Cached per query
+        until the markets change: a 5,000-market benchmark asks the same query 50 times."""
+        version, markets = self._snapshot()
+        key = (version, _query_binding({k: v for k, v in query.items() if k != "limit"}))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return 200, cached
+        status, selected = self._filter_and_order(markets, query)
+        if status == 200:
+            with self._lock:
+                if version == self._version:
+                    self._cache[key] = selected
+        return status, selected
+
+    def _filter_and_order(
+        self, markets: list[dict], query: dict[str, list[str]]
+    ) -> tuple[int, object]:
         closed = _bool(query, "closed", False)  # the documented default
         markets = [m for m in markets if bool(m.get("closed", False)) == closed]
         condition_ids = _multi(query, "condition_ids")
@@ -235,8 +272,7 @@ class FakeGamma:
             markets.sort(key=lambda m: (_sort_key(m, fields), int(m["id"])), reverse=descending)
         else:
             markets.sort(key=lambda m: int(m["id"]))  # oldest ids first, as observed
-        include_tag = _bool(query, "include_tag", False)
-        return 200, [_with_tags(m, include_tag) for m in markets]
+        return 200, markets
 
 
 class _Handler(BaseHTTPRequestHandler):

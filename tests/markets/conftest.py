@@ -19,7 +19,7 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def client(gamma, sleeps) -> GammaClient:
+def gamma_client(gamma, sleeps) -> GammaClient:
     return GammaClient(gamma.url, timeout=0.5, retries=3, sleep=sleeps.append)
 
 
