@@ -114,14 +114,26 @@ def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
             status = Market.Status.CLOSED
         if status == Market.Status.VOID and not known:
             status = Market.Status.CLOSED
-        closed_t = _ts(closed) if closed is not None else math.nan
-        if math.isnan(closed_t) and status != Market.Status.OPEN:
-            closed_t = _ts(close) if close is not None and close <= as_of else _ts(res_at)
         out[pk] = MarketInfo(
             kind, list(outcomes or []), bool(ordered), status, resolved or "",
-            _ts(open_), _ts(close), closed_t, _ts(res_at), last or {},
+            _ts(open_), _ts(close), _closed_at(status, close, closed, res_at, as_of),
+            _ts(res_at), last or {},
         )  # fmt: skip
     return out
+
+
+def _closed_at(status: str, close, closed, resolved_at, as_of: datetime) -> float:
+    """When trading stopped (epoch seconds), NaN if it was still trading at as_of. Without a
+    recorded closed_time, a closed market is taken to have stopped at its scheduled end, else
+    at its resolution."""
+    if closed is not None:
+        return _ts(closed) if closed <= as_of else math.nan
+    if status == Market.Status.OPEN:
+        return math.nan
+    for candidate in (close, resolved_at):
+        if candidate is not None and candidate <= as_of:
+            return _ts(candidate)
+    return math.nan
 
 
 def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str, np.ndarray]:

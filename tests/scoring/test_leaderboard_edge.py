@@ -93,3 +93,28 @@ def test_tournament_and_champions_clothes(scenario):
     assert copier["champions_clothes"]["paper_pnl"] == 0
     assert oracle["champions_clothes"]["paper_bets"] > 0
     assert oracle["champions_clothes"]["paper_clv_mean"] > 0
+
+
+def test_clv_uses_last_price_before_close_complement_and_devig():
+    dana, eve, finn = (make_competitor(s) for s in ("dana", "eve", "finn"))
+    _, (ed, ee, ef) = make_cohort_with_entries(
+        week_start=WEEK_START, competitors=[dana, eve, finn], at=WEEK_START
+    )
+    yes_no = make_market(closed_time=CLOSE, status=Market.Status.CLOSED)
+    for ts, price in ((CLOSE - timedelta(hours=2), 0.6), (CLOSE - timedelta(hours=1), 0.7),
+                      (CLOSE, 0.95), (CLOSE + timedelta(hours=1), 0.99)):  # fmt: skip
+        PricePoint.objects.create(market=yes_no, outcome="Yes", ts=ts, price=Decimal(str(price)))
+    abc = make_market(outcomes=["A", "B", "C"], closed_time=CLOSE, status=Market.Status.CLOSED)
+    for outcome, price in (("A", "0.5"), ("B", "0.4"), ("C", "0.3")):  # quotes sum to 1.2
+        PricePoint.objects.create(market=abc, outcome=outcome, ts=AT, price=Decimal(price))
+    add_buy(ed, make_decision(ed, at=AT), yes_no, "Yes", 50, "0.5", AT)
+    add_buy(ee, make_decision(ee, at=AT), yes_no, "No", 50, "0.4", AT)
+    add_buy(ef, make_decision(ef, at=AT), abc, "A", 50, "0.25", AT)
+    run = compute_scores("live", as_of=CLOSE + timedelta(days=1))
+    clv = {r.competitor.slug: r.details["clv"] for r in run.rows.filter(cohort=None)}
+    # The last point strictly before the close is 0.7 (the 0.95 at the close does not count).
+    assert clv["dana"]["mean_prob"] == pytest.approx(0.7 - 0.5)
+    assert clv["dana"]["mean_logodds"] == pytest.approx(logit(0.7) - logit(0.5))
+    assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
+    assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
+    assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
