@@ -9,9 +9,10 @@ A live settlement that disagrees with the status is reversed first (a REVERSAL l
 the payout back, the position gets its shares and cost basis back), then the new one applied, so
 the balances end exactly as if the current outcome had been the first.
 
-Concurrency: the market row is locked first (the same order as execution: markets, then
-entries/positions), so two runs for one market serialise and the second finds nothing to do;
-the partial unique constraint on live settlements backs this up.
+Concurrency: locks are taken in the same order as execution (market, then entries in pk
+order, then positions), so two runs for one market serialise and the second finds nothing to
+do, and a settlement and a decision cannot deadlock; the partial unique constraint on live
+settlements backs this up.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
             raise SettlementError(
                 f"market {market.pk} resolved to {market.resolved_outcome!r}, not one of its outcomes"
             )
+        _lock_entries(market)
         cash_delta: dict[int, Decimal] = defaultdict(Decimal)
         _reverse_stale(market, at, report, cash_delta)
         if market.status in SETTLED_STATUSES:
@@ -100,6 +102,15 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
             report.taken_back,
         )
     return report
+
+
+def _lock_entries(market: Market) -> None:
+    """Lock every entry holding the market before touching positions: execution takes the
+    entry before its positions too, so neither can wait on the other in a cycle."""
+    entry_ids = Position.objects.filter(market=market).values("entry_id")
+    list(
+        Entry.objects.select_for_update().filter(pk__in=entry_ids).order_by("pk").values_list("pk")
+    )
 
 
 def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:
@@ -202,7 +213,7 @@ def _apply_cash(cash_delta: dict[int, Decimal], market: Market) -> None:
         if not delta:
             continue
         if delta < 0:
-            cash = Entry.objects.select_for_update().values_list("cash", flat=True).get(pk=entry_id)
+            cash = Entry.objects.values_list("cash", flat=True).get(pk=entry_id)  # locked above
             if cash + delta < 0:
                 raise SettlementError(
                     f"reversing market {market.pk} would take ${-delta} from entry {entry_id}, "

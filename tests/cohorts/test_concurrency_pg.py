@@ -7,6 +7,7 @@ really race inside the database; a barrier lines their starts up.
 import threading
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -23,26 +24,30 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 T0 = datetime(2026, 11, 16, 10, tzinfo=UTC)
 
 
-def twice_at_once(fn):
-    """Run fn in two threads started together; return [(result, exception), ...]."""
-    barrier = threading.Barrier(2)
-    results = [None, None]
+def at_once(*fns):
+    """Run each fn in its own thread, started together; return [(result, exception), ...]."""
+    barrier = threading.Barrier(len(fns))
+    results = [None] * len(fns)
 
     def run(i):
         try:
             barrier.wait(timeout=10)
-            results[i] = (fn(), None)
+            results[i] = (fns[i](), None)
         except Exception as exc:  # reported to the test, which decides what is acceptable
             results[i] = (None, exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(fns))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     return results
+
+
+def twice_at_once(fn):
+    return at_once(fn, fn)
 
 
 def test_open_cohort_twice_at_once():
@@ -99,4 +104,22 @@ def test_two_decisions_at_once_cannot_overspend():
     assert len(errors) == 1 and isinstance(errors[0], ExecutionError)
     assert "above 25% of cash ($1875.00 of $7500.00)" in str(errors[0])
     assert Entry.objects.get(pk=entry.pk).cash == Decimal("7500.00")
+    assert check_invariants() == []
+
+
+def test_decision_and_settlement_of_the_same_entry_at_once():
+    """Execution locks the entry then its positions; settlement must not take them the other
+    way round, or the two deadlock. Both must succeed, whatever the interleaving."""
+    _, (entry,) = make_cohort_with_entries(1, week_start=datetime(2026, 11, 15, tzinfo=UTC))
+    for _ in range(5):
+        held, fresh = make_market(), make_market()
+        execute_orders(entry, [BetOrder(held.pk, "Yes", Decimal("60"))], [], None, at=T0)
+        Market.objects.filter(pk=held.pk).update(status="resolved", resolved_outcome="Yes")
+        results = at_once(
+            partial(settle_market, held, at=T0),
+            partial(
+                execute_orders, entry, [BetOrder(fresh.pk, "No", Decimal("50"))], [], None, at=T0
+            ),
+        )
+        assert [exc for _, exc in results] == [None, None]
     assert check_invariants() == []
