@@ -1,0 +1,176 @@
+"""Shared machinery for the fault tests: real processes, a private Redis, polling with deadlines.
+
+Every fault test runs the arena's real parts in separate processes (Celery workers, beats) against
+pytest-django's test database, so they need PostgreSQL (a subprocess cannot see the test's
+in-memory SQLite database). Each test starts its own redis-server on a free port: the tests stop
+and restart the broker, and a private server means no other worker or beat on the machine's
+Redis can take our messages or hold our beat lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+T = TypeVar("T")
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str,
+    *,
+    procs: tuple[Proc, ...] = (),
+    interval: float = 0.1,
+) -> T:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s,
+    or at once (with its output) if one of `procs` exits meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for proc in procs:
+            if proc.popen.poll() is not None:
+                pytest.fail(f"{proc.name} exited ({proc.popen.returncode}) while waiting for "
+                            f"{what}:\n{proc.output()[-4000:]}")  # fmt: skip
+        if time.monotonic() > deadline:
+            details = "".join(f"\n--- {p.name}:\n{p.output()[-3000:]}" for p in procs)
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{details}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process whose output goes to a file (a pipe nobody reads would fill and block)."""
+
+    def __init__(self, name: str, args: list[str], env: dict, log_dir: Path):
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
+        self.popen = subprocess.Popen(
+            args, cwd=settings.BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,  # our signals reach only this process group
+        )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no shutdown handlers, no acks, like a lost machine."""
+        if self.alive():
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.alive():
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+class RedisServer:
+    """A private redis-server on a free port, without persistence (a restart starts empty, like
+    a crashed broker without AOF: the worst case for lost messages)."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_until(self.ping, 10, f"redis-server on port {self.port}")
+        return self
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(port=self.port, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+def child_env(tmp_path: Path, broker_url: str, **extra: str) -> dict:
+    """The environment of an arena process that shares this test's database and our broker."""
+    db = connection.settings_dict  # NAME is the test database (test_...) by now
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        CELERY_BROKER_URL=broker_url,
+        ARENA_VAR_DIR=str(tmp_path),
+        LOG_LEVEL="INFO",
+        PYTHONUNBUFFERED="1",
+    )
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = db["PASSWORD"]
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Start arena processes; every one still running is stopped at teardown."""
+    started: list[Proc] = []
+
+    def start(name: str, celery_args: list[str], env: dict) -> Proc:
+        proc = Proc(name, [sys.executable, "-m", "celery", "-A", "arena", *celery_args], env,
+                    tmp_path)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def worker_args(name: str, concurrency: int = 2) -> list[str]:
+    return ["worker", "--pool", "threads", "--concurrency", str(concurrency), "-n", f"{name}@%h",
+            "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "info"]  # fmt: skip
