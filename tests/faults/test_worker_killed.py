@@ -74,7 +74,9 @@ def test_killed_worker_mid_decision_is_reclaimed_and_decides_exactly_once(
         assert not Trade.objects.filter(entry=llm_entry).exists()
 
         second = procs(
-            "worker-2", worker_args("second"), {**env, "ARENA_CLAIM_TIMEOUT_SECONDS": str(CLAIM_TIMEOUT)}
+            "worker-2",
+            worker_args("second"),
+            {**env, "ARENA_CLAIM_TIMEOUT_SECONDS": str(CLAIM_TIMEOUT)},
         )
         # The next tick only re-enqueues a claim once it is stale for the new worker.
         wait_until(
