@@ -652,7 +652,9 @@ def replay_set(
     steps = _pending(timeline(rs, markets), clock)
     resolved = 0
     for step in steps:
-        resolved += apply_step(cohort, step, reason=f"ForecastBench resolution set {rs.due}")
+        # All or nothing per step: an interrupted step leaves no half-moved clock behind.
+        with transaction.atomic():
+            resolved += apply_step(cohort, step, reason=f"ForecastBench resolution set {rs.due}")
         if on_step:
             on_step()
     decisions = Counter(
@@ -687,6 +689,13 @@ def _open_and_decide(
         prices={pk: _quote(value) for pk, value in freeze.items()},
     )
     decide(cohort=cohort, week=1, at=decide_at, sync=True)
+    # The first snapshot starts the clock, after which the decision instant is never revisited;
+    # a claim left by an interrupted run must be finished (reclaimed) before that.
+    if Decision.objects.filter(entry__cohort=cohort, status=Decision.Status.CLAIMED).exists():
+        raise ReplayError(
+            f"{rs.label}: a decision of cohort {cohort.pk} is still claimed by an interrupted run; "
+            "rerun after ARENA_CLAIM_TIMEOUT_SECONDS so it is reclaimed"
+        )
     take_snapshot(at=decide_at, cohorts=[cohort])
 
 
@@ -750,6 +759,9 @@ def _write_notes(cohort: Cohort, rs: ReplaySet) -> None:
             )
             lines.append(f"- {c.display_name}: {c.knowledge_cutoff}{flag}")
     lines.append("- baselines: no training data (they only read the prices)")
+    if rs.skipped:
+        reasons = ", ".join(f"{n} {kind}" for kind, n in sorted(rs.skip_summary().items()))
+        lines.append(f"Rows skipped as invalid: {reasons}.")
     notes = "\n".join(lines)
     if cohort.notes != notes:
         Cohort.objects.filter(pk=cohort.pk).update(notes=notes)
@@ -790,7 +802,11 @@ def replay(
     if score and reports:
         from scoring.leaderboard import compute_scores
 
-        as_of = max((r.clock for r in reports if r.clock), default=None)
+        # As of the furthest replay clock of any replay cohort, not just this import's:
+        # the run replaces the scope's leaderboard and must not cut off other cohorts' data.
+        as_of = Snapshot.objects.filter(entry__cohort__kind=Cohort.Kind.REPLAY).aggregate(
+            ts=Max("ts")
+        )["ts"]
         run_id = compute_scores("replay", as_of=as_of).pk
     return ReplayResult(sets=sets, reports=reports, score_run_id=run_id)
 
