@@ -393,6 +393,8 @@ def resolve_markets(*, client: GammaClient | None = None) -> ResolveReport:
             continue
         _apply(market, judge(p), p, now, report)
     _settle_pending(report)
+    if report.resolved or report.voided or report.settled:
+        _request_rescore()
     report.seconds = time.monotonic() - started
     log.info("resolve_markets: %s", report.summary())
     return report
@@ -595,4 +597,18 @@ def set_resolution(
     market.refresh_from_db()
     if _settle(market):
         market.refresh_from_db()
+    _request_rescore()
     return change
+
+
+def _request_rescore() -> None:
+    """Scores depend on resolutions (Brier needs the outcome even where nobody held a
+    position): ask for a debounced rescore once this transaction commits."""
+    try:
+        from scoring.tasks import request_rescore  # scoring depends on markets, not back
+    except ImportError:
+        return
+    try:
+        request_rescore()
+    except Exception:  # the resolution is committed; the hourly score run catches up anyway
+        log.exception("could not request a rescore")

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from celery import shared_task
 from django.db import OperationalError
 
+from arena.jobs import job_run
 from markets import services
 from markets.gamma import GammaBadResponse, GammaUnavailable
 
@@ -26,9 +27,13 @@ RETRY = {
 
 @shared_task(name="markets.tasks.sync_markets", **RETRY)
 def sync_markets(limit: int | None = None) -> dict:
-    return asdict(services.sync_markets(limit=limit))
+    with job_run("sync") as summary:  # /healthz reports when this last succeeded
+        summary.update(asdict(services.sync_markets(limit=limit)))
+    return summary
 
 
 @shared_task(name="markets.tasks.resolve_markets", **RETRY)
 def resolve_markets() -> dict:
-    return asdict(services.resolve_markets())
+    with job_run("resolve") as summary:
+        summary.update(asdict(services.resolve_markets()))
+    return summary

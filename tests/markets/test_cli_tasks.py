@@ -6,6 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from arena.models import JobRun
 from markets import tasks
 from markets.models import Market, PricePoint
 from tests.fakes.gamma_server import bulk_markets, example_resolved_binary
@@ -56,11 +57,13 @@ def test_resolve_verb(gamma, gamma_settings):
     assert Market.objects.get().resolved_outcome == "No"
 
 
-def test_sync_task_runs_the_service(gamma, gamma_settings):
+def test_sync_task_runs_the_service_and_records_the_run(gamma, gamma_settings):
     gamma.add(*bulk_markets(6))
     result = tasks.sync_markets.apply(kwargs={"limit": 4})
     assert result.successful() and result.get()["stored"] == 4
     assert Market.objects.count() == 4
+    run = JobRun.objects.get(job="sync")  # what /healthz reads
+    assert run.status == JobRun.Status.OK and run.summary["stored"] == 4
 
 
 def test_resolve_task_runs_the_service(gamma, gamma_settings):
@@ -86,6 +89,7 @@ def test_task_gives_up_after_max_retries(gamma, gamma_settings):
     result = tasks.sync_markets.apply(kwargs={"limit": 4})
     assert result.state == "FAILURE"
     assert len(gamma.requests_to("/markets/keyset")) == 1 + tasks.RETRY["max_retries"]
+    assert set(JobRun.objects.values_list("status", flat=True)) == {JobRun.Status.FAILED}
 
 
 def test_task_does_not_retry_our_own_mistakes(gamma, gamma_settings):
