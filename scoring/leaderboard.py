@@ -851,86 +851,99 @@ def _clv_summary(rows: list[tuple]) -> dict[str, Any]:
     }
 
 
-def _paper_portfolios(items: Items, data: ScopeData) -> dict[int, dict]:
+@dataclass
+class PaperCandidates:
+    """What the standard trading layer may bet: one row per binary market (as its first outcome)
+    and per stated outcome of a multi-outcome market, per decision, with kelly_stake's verdict."""
+
+    entry: np.ndarray
+    decision: np.ndarray
+    t: np.ndarray
+    market: np.ndarray
+    outcome: np.ndarray  # the outcome bought if the side is YES
+    kelly: np.ndarray  # full-Kelly fraction of the side kelly_stake chose (0: no bet)
+    side_no: np.ndarray
+    price: np.ndarray  # price of the side bought
+
+
+def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandidates:
+    first = np.asarray(
+        [(data.markets[m].outcomes or [""])[0] if m in data.markets else "" for m in items.market.tolist()],
+        dtype=object,
+    ) if items.p.size else np.zeros(0, dtype=object)  # fmt: skip
+    void = np.asarray(
+        [data.markets.get(m) is None or data.markets[m].status == Market.Status.VOID
+         for m in items.market.tolist()], dtype=bool,
+    )  # fmt: skip
+    p = np.where(items.binary, yes.p, items.p)
+    m = np.where(items.binary, yes.m, items.m)
+    outcome = np.where(items.binary, first, items.outcome)
+    ok = np.flatnonzero(np.isfinite(m) & ~void)
+    # First statement per (decision, market, outcome): a binary market stated twice (Yes and
+    # No) is one candidate.
+    keys = np.stack([items.decision[ok], items.market[ok], _codes(outcome[ok])], axis=1)
+    if ok.size:
+        _, first_pos = np.unique(keys, axis=0, return_index=True)
+        ok = ok[np.sort(first_pos)]
+    # Side, edge threshold and Kelly fraction do not depend on the cash, so one call decides
+    # every candidate; cash 0 leaves the stakes to _within_budget (kelly_stake's proportional
+    # scale-down would push a long list of small edges under min_bet).
+    bets = metrics.kelly_stake(p[ok], m[ok], 0, multi=~items.binary[ok])
+    eligible = np.asarray([b.reason in ("bet", "below_min_bet") for b in bets], dtype=bool)
+    return PaperCandidates(
+        entry=items.entry[ok], decision=items.decision[ok], t=items.t[ok], market=items.market[ok],
+        outcome=outcome[ok],
+        kelly=np.where(eligible, np.asarray([b.kelly for b in bets], dtype=float), 0.0),
+        side_no=np.asarray([b.side == "NO" for b in bets], dtype=bool),
+        price=np.asarray([b.price for b in bets], dtype=float),
+    )  # fmt: skip
+
+
+def _paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]:
     """Champion's clothes: every entry's stated probabilities through the standard trading layer.
 
     Per entry, decisions in time order; paper cash starts at the entry's initial balance, pays
     out when a market resolves before the next decision (void refunds the stake), and a
     decision's bets together stay within max_bet_fraction of the cash before it (the real
-    execution rule, see _within_budget) and above min_bet. Returns per entry: pnl (resolved at 1/0, open marked at
-    the last price), n_bets, and the paper bets' CLV rows.
+    execution rule, see _within_budget) and above min_bet. Returns per entry: pnl (resolved at
+    1/0, open marked at the last price), n_bets, and the paper bets' CLV rows.
     """
-    e = data.entries
-    initial = dict(zip(e["id"].tolist(), e["initial"].tolist()))
-    order = np.lexsort((items.market, items.t, items.entry))
-    result: dict[int, dict] = {}
-    by_entry_decision: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for i in order:
-        by_entry_decision[int(items.entry[i])][int(items.decision[i])].append(int(i))
-    for entry_id, decisions in by_entry_decision.items():
-        result[entry_id] = _paper_entry(items, data, initial.get(entry_id, 0.0), decisions)
-    return result
+    initial = dict(zip(data.entries["id"].tolist(), data.entries["initial"].tolist()))
+    order = np.lexsort((np.arange(cands.t.size), cands.t, cands.entry))
+    entry, decision = cands.entry[order], cands.decision[order]
+    cut = np.flatnonzero(np.r_[True, (entry[1:] != entry[:-1]) | (decision[1:] != decision[:-1])])
+    blocks = np.split(order, cut[1:]) if order.size else []
+    per_entry: dict[int, list[np.ndarray]] = defaultdict(list)
+    for block in blocks:
+        per_entry[int(cands.entry[block[0]])].append(block)
+    return {
+        entry_id: _paper_entry(cands, data, initial.get(entry_id, 0.0), decision_blocks)
+        for entry_id, decision_blocks in per_entry.items()
+    }
 
 
-def _paper_candidates(items: Items, data: ScopeData, idx: list[int]):
-    """One candidate per binary market (as YES = first outcome) and per multi-outcome outcome."""
-    seen, cands = set(), []
-    for i in idx:
-        info = data.markets.get(int(items.market[i]))
-        m, p = float(items.m[i]), float(items.p[i])
-        if info is None or not math.isfinite(m) or info.status == Market.Status.VOID:
-            continue
-        if info.kind == Market.Kind.BINARY and info.outcomes:
-            key = (int(items.market[i]), info.outcomes[0])
-            flip = items.outcome[i] != info.outcomes[0]
-            p, m = (1.0 - p, 1.0 - m) if flip else (p, m)
-            multi = False
-        else:
-            key = (int(items.market[i]), str(items.outcome[i]))
-            multi = True
-        if key not in seen:
-            seen.add(key)
-            cands.append((key, p, m, multi, info))
-    return cands
-
-
-def _paper_entry(items, data, initial: float, decisions: dict[int, list[int]]) -> dict:
+def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.ndarray]) -> dict:
     cash = initial
     open_bets: list[dict] = []
     done: list[dict] = []
-    cap_share = C.max_bet_fraction
-    min_bet = float(C.min_bet)
-    for _decision_id, idx in sorted(decisions.items(), key=lambda kv: items.t[kv[1][0]]):
-        t = float(items.t[idx[0]])
+    cap_share, min_bet = C.max_bet_fraction, float(C.min_bet)
+    for idx in blocks:  # one block per decision, in time order
+        t = float(cands.t[idx[0]])
         cash, open_bets = _paper_settle(cash, open_bets, done, t)
-        cands = _paper_candidates(items, data, idx)
-        if not cands or cash <= 0:
+        if cash <= 0:
             continue
-        stakes = metrics.kelly_stake(
-            [c[1] for c in cands], [c[2] for c in cands], Decimal(str(round(cash, 2))),
-            multi=[c[3] for c in cands],
-        )  # fmt: skip
-        # kelly_stake decides side, edge threshold and the Kelly fraction; its proportional
-        # scale-down (when stakes exceed the cash) would push a long list of small edges under
-        # min_bet, so the stake is re-derived from bet.kelly and fitted to the real budget here.
-        wanted = [
-            min(C.kelly_fraction * b.kelly, cap_share) * cash
-            if b.reason in ("bet", "below_min_bet")
-            else 0.0
-            for b in stakes
-        ]
+        wanted = np.minimum(C.kelly_fraction * cands.kelly[idx], cap_share) * cash
         amounts = _within_budget(wanted, cap_share * cash, min_bet)
-        for (key, _p, _m, _multi, info), bet, amount in zip(cands, stakes, amounts):
-            if amount < min_bet:
-                continue
-            market_id, yes_outcome = key
-            outcome = yes_outcome
-            if bet.side == "NO":
-                outcome = next(o for o in info.outcomes if o != yes_outcome)
+        for i, amount in zip(idx[amounts > 0], amounts[amounts > 0]):
+            info = data.markets[int(cands.market[i])]
+            outcome = cands.outcome[i]
+            if cands.side_no[i]:
+                outcome = next(o for o in info.outcomes if o != outcome)
             cash -= amount
             open_bets.append(
-                {"market": market_id, "outcome": outcome, "stake": amount,
-                 "shares": amount / bet.price, "price": bet.price, "t": t, "info": info}
+                {"market": int(cands.market[i]), "outcome": outcome, "stake": float(amount),
+                 "shares": amount / cands.price[i], "price": float(cands.price[i]), "t": t,
+                 "info": info}
             )  # fmt: skip
     cash, open_bets = _paper_settle(cash, open_bets, done, math.inf)
     value = cash
@@ -945,19 +958,21 @@ def _paper_entry(items, data, initial: float, decisions: dict[int, list[int]]) -
     return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
 
 
-def _within_budget(stakes: list[float], budget: float, min_bet: float) -> list[float]:
-    """Fit one decision's stakes into the real execution budget (25% of the cash before it).
+def _within_budget(stakes: np.ndarray, budget: float, min_bet: float) -> np.ndarray:
+    """Fit one decision's stakes (dollars, floored to cents) into the real execution budget
+    (25% of the cash before it).
 
     Largest stakes (largest Kelly edge) are funded first; the one that meets the end of the
     budget gets the remainder if that is still a legal bet; the rest are skipped. Shrinking
     every stake in proportion instead would push a long list of small edges under min_bet.
     """
-    out = [0.0] * len(stakes)
-    for i in sorted(range(len(stakes)), key=lambda k: -stakes[k]):
-        amount = math.floor(min(stakes[i], budget) * 100) / 100
-        if amount >= min_bet:
-            out[i] = amount
-            budget -= amount
+    order = np.argsort(-stakes, kind="stable")
+    wanted = np.floor(stakes[order] * 100) / 100
+    remaining = budget - np.r_[0.0, np.cumsum(wanted)[:-1]]
+    amount = np.floor(np.minimum(wanted, np.maximum(remaining, 0.0)) * 100) / 100
+    amount[amount < min_bet] = 0.0
+    out = np.zeros(stakes.size)
+    out[order] = amount
     return out
 
 
@@ -1349,7 +1364,7 @@ def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int
         "entry_comp": entry_comp,
         "yes": yes,
         "clv": _trade_clv(data, entry_comp),
-        "paper": _paper_portfolios(items, data),
+        "paper": _paper_portfolios(paper_candidates(items, yes, data), data),
         "tournament": tournament_pairs(items, yes, data),
     }
     rows: list[LeaderboardRow] = []

@@ -11,7 +11,7 @@ import pytest
 from scipy.special import expit, logit
 
 from markets.models import Market, PricePoint
-from scoring.leaderboard import compute_scores
+from scoring.leaderboard import _within_budget, compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, make_decision
 
@@ -118,3 +118,18 @@ def test_clv_uses_last_price_before_close_complement_and_devig():
     assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
     assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
     assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
+
+
+@pytest.mark.parametrize(
+    ("stakes", "expected"),
+    [
+        ([1000.0, 900.0, 700.0, 30.0], [1000.0, 900.0, 600.0, 0.0]),  # the last legal one is cut
+        ([40.0, 3000.0, 800.0], [0.0, 2500.0, 0.0]),  # one big edge takes the whole budget
+        ([700.0, 1000.0, 900.0, 780.0], [0.0, 1000.0, 900.0, 600.0]),  # largest edges first
+        ([1200.0, 1260.0, 100.0], [1200.0, 1260.0, 0.0]),  # $40 left is under min_bet
+    ],
+)
+def test_paper_stakes_fit_the_25_percent_budget(stakes, expected):
+    amounts = _within_budget(np.asarray(stakes), budget=2500.0, min_bet=50.0)
+    assert amounts.tolist() == expected
+    assert amounts.sum() <= 2500.0
