@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import Max
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,3 +143,36 @@ def test_price_paths_stay_inside_and_converge_to_the_outcome(seed, truth, won, h
     assert len(path) == hours
     assert (path > 0).all() and (path < 1).all()
     assert path[-1] > 0.9 if won else path[-1] < 0.1
+
+
+class _InterruptAfter:
+    """A progress bar that presses Ctrl-C after `days` simulated days (advance per day)."""
+
+    def __init__(self, days: int):
+        self.days = days
+
+    def advance(self, n: int = 1) -> None:
+        self.days -= 1
+        if self.days == 0:
+            raise KeyboardInterrupt
+
+    def close(self) -> None:
+        pass
+
+
+def test_interrupted_demo_resumes_without_gaps_or_duplicates(db, settings):
+    settings.ARENA_LLM_API_KEY = ""
+    with pytest.raises(KeyboardInterrupt):
+        run_demo(**SMALL, progress_factory=lambda total: _InterruptAfter(days=4))
+    stopped = Snapshot.objects.aggregate(ts=Max("ts"))["ts"]
+    assert stopped is not None and stopped < NOW
+    run_demo(**SMALL)
+    assert check_invariants() == []
+    times = sorted(set(Snapshot.objects.values_list("ts", flat=True)))
+    hourly = [t for t in times if t <= NOW - timedelta(days=1)]
+    assert hourly[0] == datetime(2026, 3, 1, tzinfo=UTC)
+    assert {b - a for a, b in zip(hourly, hourly[1:])} == {timedelta(hours=1)}
+    decisions = Decision.objects.values_list("entry__cohort__week_start", "week")
+    assert len(set(decisions)) == 3 and set(Decision.objects.values_list("status", flat=True)) == {
+        "done"
+    }

@@ -24,7 +24,17 @@ from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
 from markets.models import Market, PricePoint, ResolutionChange
-from markets.replay import CUTOFF_WARNING, ReplayError, load_sets, parse_set, replay
+from markets.replay import (
+    CUTOFF_WARNING,
+    ReplayError,
+    load_sets,
+    parse_set,
+    replay,
+    replay_clock,
+    replay_set,
+    timeline,
+    upsert_markets,
+)
 from scoring.leaderboard import compute_scores
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run, leaderboard_rows
@@ -281,3 +291,32 @@ def test_cli_reports_skips_and_is_idempotent(lineup, capsys):
     call_command("arena", "replay-forecastbench", str(FIXTURES), "--due", str(DUE))
     assert "(existing)" in capsys.readouterr().out
     assert _counts() == counts
+
+
+def test_interrupted_replay_resumes_where_it_stopped(lineup):
+    (files,) = load_sets(str(FIXTURES), [DUE])
+    rs = parse_set(files)
+    calls = 0
+
+    def interrupt_after_two_steps():
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        replay_set(rs, on_step=interrupt_after_two_steps)
+    cohort = _replay_cohort()
+    stopped = replay_clock(cohort)
+    report = replay_set(rs)
+    markets = upsert_markets(rs)
+    all_steps = timeline(rs, markets)
+    assert report.steps == len([s for s in all_steps if s.at > stopped]) == len(all_steps) - 2
+    # Every step instant has exactly one snapshot per entry, none twice, none missing.
+    per_ts = Counter(Snapshot.objects.filter(entry__cohort=cohort).values_list("ts", flat=True))
+    n_entries = cohort.entries.count()
+    assert all(per_ts[s.at] == n_entries for s in all_steps)
+    assert set(per_ts.values()) == {n_entries}
+    assert check_invariants() == []
+    resolved = Market.objects.filter(source="forecastbench", status="resolved").count()
+    assert resolved == sum(1 for q in rs.questions if q.outcome)
