@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import redis
 from celery.beat import PersistentScheduler
 from django.conf import settings
 
@@ -21,7 +22,9 @@ log = logging.getLogger(__name__)
 
 LOCK_KEY = "arena:beat-lock"
 LOCK_TTL_SECONDS = 60
-STANDBY_POLL_SECONDS = 5
+STANDBY_POLL_SECONDS = float(os.environ.get("ARENA_BEAT_STANDBY_POLL", "5"))
+# The lock store (Redis) may be unreachable for a while; beat must survive that, not crash.
+LOCK_ERRORS = (redis.RedisError, OSError)
 
 
 class RedisLock:
@@ -37,10 +40,14 @@ class RedisLock:
         return bool(self.client.set(self.key, self.token, nx=True, ex=self.ttl))
 
     def refresh(self) -> bool:
-        # Extend only if we still own it (compare-and-set in one script).
+        # Extend only if we still own it (compare-and-set in one script). A missing key means a
+        # Redis restarted without persistence (or we stalled past the TTL and nobody took over):
+        # take it again, since no other beat holds it.
         script = (
-            "if redis.call('get', KEYS[1]) == ARGV[1] then "
-            "return redis.call('expire', KEYS[1], ARGV[2]) else return 0 end"
+            "local v = redis.call('get', KEYS[1]) "
+            "if v == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end "
+            "if not v then redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end "
+            "return 0"
         )
         return bool(self.client.eval(script, 1, self.key, self.token, self.ttl))
 
@@ -87,7 +94,7 @@ class SingleBeatScheduler(PersistentScheduler):
     def __init__(self, *args, **kwargs):
         self._lock = make_lock()
         waited = False
-        while not self._lock.acquire():
+        while not self._try_acquire():
             if not waited:
                 log.warning("another beat holds the schedule lock; standing by")
                 waited = True
@@ -95,8 +102,23 @@ class SingleBeatScheduler(PersistentScheduler):
         log.info("beat schedule lock acquired")
         super().__init__(*args, **kwargs)
 
+    def _try_acquire(self) -> bool:
+        try:
+            return self._lock.acquire()
+        except LOCK_ERRORS as exc:
+            log.warning("cannot reach the beat lock (%s); retrying", exc)
+            return False
+
     def tick(self, *args, **kwargs):
-        if not self._lock.refresh():
+        try:
+            held = self._lock.refresh()
+        except LOCK_ERRORS as exc:
+            # The broker is down too (the lock lives in it): nothing could be sent anyway. Skip
+            # the tick without advancing any entry, so what is due is sent once Redis is back,
+            # instead of letting the exception end the beat process.
+            log.warning("cannot reach the beat lock (%s); skipping this tick", exc)
+            return STANDBY_POLL_SECONDS
+        if not held:
             # Someone else took over (we stalled past the TTL): stop rather than double-schedule.
             raise SystemExit("beat lost its schedule lock; exiting so only one beat schedules")
         interval = super().tick(*args, **kwargs)
@@ -107,4 +129,7 @@ class SingleBeatScheduler(PersistentScheduler):
         try:
             super().close()
         finally:
-            self._lock.release()
+            try:
+                self._lock.release()
+            except LOCK_ERRORS as exc:  # it expires on its own
+                log.warning("could not release the beat lock (%s)", exc)
