@@ -64,7 +64,7 @@ def test_beat_tick_with_broker_down_fails_cleanly_and_the_next_tick_does_the_wor
 ):
     settings.CELERY_BROKER_URL = redis_server.url  # where the beat lock lives
     now = timezone.now()
-    for i in range(3):
+    for _ in range(3):
         make_market(source=Market.Source.POLYMARKET, close_time=now + timedelta(days=30))
     comps = [baseline_competitor("favorite"), baseline_competitor("random")]
     cohort, _ = open_cohort(week_start_for(now), competitors=comps, at=now)
