@@ -242,7 +242,7 @@ def main() -> None:
     load_s = time.perf_counter() - t0
 
     t0, cpu0 = time.perf_counter(), time.process_time()
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
     with CaptureQueriesContext(connection) as queries:
         if profiler:
             profiler.enable()
