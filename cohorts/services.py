@@ -21,7 +21,7 @@ from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
@@ -385,9 +385,10 @@ def execute_orders(
             (t.amount if t.side == Trade.Side.SELL else -t.amount for t in trades), Decimal(0)
         )
         if trades:
-            # F() keeps the update correct even if some other writer slipped past the lock.
-            Entry.objects.filter(pk=entry.pk).update(cash=F("cash") + net)
+            # book.cash was read under the entry's row lock, so nobody changed it since; the
+            # sum is done in Decimal (SQLite would do SQL arithmetic in floating point).
             entry.cash = book.cash + net
+            Entry.objects.filter(pk=entry.pk).update(cash=entry.cash)
     return trades
 
 

@@ -83,12 +83,12 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
             raise SettlementError(
                 f"market {market.pk} resolved to {market.resolved_outcome!r}, not one of its outcomes"
             )
-        _lock_entries(market)
+        cash = _lock_entries(market)
         cash_delta: dict[int, Decimal] = defaultdict(Decimal)
         _reverse_stale(market, at, report, cash_delta)
         if market.status in SETTLED_STATUSES:
             _settle_open(market, at, report, cash_delta)
-        _apply_cash(cash_delta, market)
+        _apply_cash(cash_delta, cash, market)
         _mark_market(market, at, report)
         _final_snapshots(report, at)
     if report.settled or report.reversed:
@@ -104,13 +104,13 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
     return report
 
 
-def _lock_entries(market: Market) -> None:
-    """Lock every entry holding the market before touching positions: execution takes the
-    entry before its positions too, so neither can wait on the other in a cycle."""
+def _lock_entries(market: Market) -> dict[int, Decimal]:
+    """Lock every entry holding the market before touching positions (execution takes the
+    entry before its positions too, so neither can wait on the other in a cycle); returns
+    their cash as read under the lock."""
     entry_ids = Position.objects.filter(market=market).values("entry_id")
-    list(
-        Entry.objects.select_for_update().filter(pk__in=entry_ids).order_by("pk").values_list("pk")
-    )
+    locked = Entry.objects.select_for_update().filter(pk__in=entry_ids).order_by("pk")
+    return dict(locked.values_list("pk", "cash"))
 
 
 def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:
@@ -206,20 +206,19 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
     report.entries_finished = sorted({p.entry_id for p in positions})
 
 
-def _apply_cash(cash_delta: dict[int, Decimal], market: Market) -> None:
-    # Entry rows in pk order so concurrent settlements of different markets cannot deadlock.
+def _apply_cash(cash_delta: dict[int, Decimal], cash: dict[int, Decimal], market: Market) -> None:
+    # The new balance is computed in Decimal from the cash read under the row lock (not as
+    # SQL arithmetic, which SQLite would do in floating point).
     for entry_id in sorted(cash_delta):
         delta = cash_delta[entry_id]
         if not delta:
             continue
-        if delta < 0:
-            cash = Entry.objects.values_list("cash", flat=True).get(pk=entry_id)  # locked above
-            if cash + delta < 0:
-                raise SettlementError(
-                    f"reversing market {market.pk} would take ${-delta} from entry {entry_id}, "
-                    f"which has ${cash} left (the payout was already spent); fix by hand"
-                )
-        Entry.objects.filter(pk=entry_id).update(cash=F("cash") + delta)
+        if cash[entry_id] + delta < 0:
+            raise SettlementError(
+                f"reversing market {market.pk} would take ${-delta} from entry {entry_id}, "
+                f"which has ${cash[entry_id]} left (the payout was already spent); fix by hand"
+            )
+        Entry.objects.filter(pk=entry_id).update(cash=cash[entry_id] + delta)
 
 
 def _mark_market(market: Market, at: datetime, report: SettleReport) -> None:
