@@ -11,7 +11,6 @@ rerun and the failed run stays visible to staff.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
