@@ -359,10 +359,13 @@ class PageLog:
     stopped_early: str = ""  # why pagination stopped before the server said so, if it did
 
 
-class GammaClient:
-    """Read-only Gamma client: every call has a timeout, transient failures are retried with
-    exponential backoff (honouring Retry-After), and an explicit User-Agent is sent (some
-    default UAs are blocked by Cloudflare)."""
+class JsonHttpClient:
+    """GET-and-decode-JSON over a requests.Session: every call has a timeout, transient
+    failures are retried with exponential backoff (honouring Retry-After), and an explicit
+    User-Agent is sent (some default UAs are blocked by Cloudflare). Shared by the Gamma and
+    CLOB clients; its errors are the Gamma* exceptions above."""
+
+    default_base_setting = "ARENA_GAMMA_URL"
 
     def __init__(
         self,
@@ -375,20 +378,83 @@ class GammaClient:
         backoff_cap: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str | None = None,
-        max_pages: int = DEFAULT_MAX_PAGES,
-        page_size: int = PAGE_LIMIT,
     ):
-        self.base_url = (base_url or settings.ARENA_GAMMA_URL).rstrip("/")
+        self.base_url = (base_url or getattr(settings, self.default_base_setting)).rstrip("/")
         self.timeout = settings.ARENA_HTTP_TIMEOUT if timeout is None else timeout
         self.retries = settings.ARENA_HTTP_RETRIES if retries is None else retries
         self.backoff = backoff
         self.backoff_cap = backoff_cap
         self.sleep = sleep
-        self.max_pages = max_pages
-        self.page_size = max(1, min(page_size, PAGE_LIMIT))  # the server clamps at 100 anyway
         self.session = session or requests.Session()
         self.session.headers["User-Agent"] = user_agent or settings.ARENA_USER_AGENT
         self.session.headers["Accept"] = "application/json"
+
+    # -- transport --
+
+    def _get_json(
+        self, path: str, params: dict, shape: Callable[[Any], bool] = lambda body: True
+    ) -> Any:
+        """GET and decode JSON, retrying transient failures. A body that is not JSON or not of
+        the expected `shape` (a truncated answer, a proxy's HTML page) counts as transient."""
+        url = self.base_url + path
+        attempts = self.retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = self.session.get(url, params=params, timeout=self.timeout)
+            except (requests.Timeout, requests.ConnectionError) as exc:
+                if last:
+                    raise GammaUnavailable(
+                        f"GET {path}: {type(exc).__name__} after {attempts} tries"
+                    ) from exc
+                self._wait(attempt, None, f"{type(exc).__name__}")
+                continue
+            status = response.status_code
+            if status == 404:
+                raise MarketNotFound(f"GET {path}: 404")
+            if status == 429 or status >= 500:
+                if last:
+                    raise GammaUnavailable(f"GET {path}: HTTP {status} after {attempts} tries")
+                self._wait(attempt, response.headers.get("Retry-After"), f"HTTP {status}")
+                continue
+            if status >= 400:
+                raise GammaClientError(status, response.text)
+            try:
+                body = response.json()
+                problem = "" if shape(body) else "not the documented shape"
+            except ValueError:
+                problem = "not JSON"
+            if not problem:
+                return body
+            if last:
+                raise GammaBadResponse(
+                    f"GET {path}: body is {problem} after {attempts} tries: {response.text[:120]!r}"
+                )
+            self._wait(attempt, None, f"body is {problem}")
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    def _wait(self, attempt: int, retry_after: str | None, why: str) -> None:
+        delay = _retry_after_seconds(retry_after)
+        if delay is None:
+            delay = min(self.backoff_cap, self.backoff * 2**attempt)
+        log.info("%s: %s, retrying in %.1fs", self.base_url, why, delay)
+        self.sleep(delay)
+
+
+class GammaClient(JsonHttpClient):
+    """Read-only Gamma API client: keyset pages of markets, lookups by id and condition id."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        page_size: int = PAGE_LIMIT,
+        **kwargs,
+    ):
+        super().__init__(base_url, **kwargs)
+        self.max_pages = max_pages
+        self.page_size = max(1, min(page_size, PAGE_LIMIT))  # the server clamps at 100 anyway
 
     # -- public reads --
 
@@ -470,57 +536,6 @@ class GammaClient:
     def _keyset_page(self, query: dict) -> tuple[list[dict], str | None]:
         body = self._get_json("/markets/keyset", query, shape=_is_keyset_page)
         return body["markets"], body.get("next_cursor") or None
-
-    # -- transport --
-
-    def _get_json(
-        self, path: str, params: dict, shape: Callable[[Any], bool] = lambda body: True
-    ) -> Any:
-        """GET and decode JSON, retrying transient failures. A body that is not JSON or not of
-        the expected `shape` (a truncated answer, a proxy's HTML page) counts as transient."""
-        url = self.base_url + path
-        attempts = self.retries + 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                response = self.session.get(url, params=params, timeout=self.timeout)
-            except (requests.Timeout, requests.ConnectionError) as exc:
-                if last:
-                    raise GammaUnavailable(
-                        f"GET {path}: {type(exc).__name__} after {attempts} tries"
-                    ) from exc
-                self._wait(attempt, None, f"{type(exc).__name__}")
-                continue
-            status = response.status_code
-            if status == 404:
-                raise MarketNotFound(f"GET {path}: 404")
-            if status == 429 or status >= 500:
-                if last:
-                    raise GammaUnavailable(f"GET {path}: HTTP {status} after {attempts} tries")
-                self._wait(attempt, response.headers.get("Retry-After"), f"HTTP {status}")
-                continue
-            if status >= 400:
-                raise GammaClientError(status, response.text)
-            try:
-                body = response.json()
-                problem = "" if shape(body) else "not the documented shape"
-            except ValueError:
-                problem = "not JSON"
-            if not problem:
-                return body
-            if last:
-                raise GammaBadResponse(
-                    f"GET {path}: body is {problem} after {attempts} tries: {response.text[:120]!r}"
-                )
-            self._wait(attempt, None, f"body is {problem}")
-        raise AssertionError("unreachable")  # the loop always returns or raises
-
-    def _wait(self, attempt: int, retry_after: str | None, why: str) -> None:
-        delay = _retry_after_seconds(retry_after)
-        if delay is None:
-            delay = min(self.backoff_cap, self.backoff * 2**attempt)
-        log.info("gamma: %s, retrying in %.1fs", why, delay)
-        self.sleep(delay)
 
 
 def _is_keyset_page(body: Any) -> bool:

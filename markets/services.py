@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -23,6 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from markets.bulk import insert_rows
+from markets.clob import CLOSED_MARKET_FIDELITY, ClobClient
 from markets.gamma import (
     GammaClient,
     MarketNotFound,
@@ -291,6 +292,44 @@ def _market_url(p: ParsedMarket) -> str:
     if p.event_slug and p.slug:
         return f"https://polymarket.com/event/{p.event_slug}/{p.slug}"[:500]
     return f"https://polymarket.com/market/{p.slug}"[:500] if p.slug else ""
+
+
+# --- price history back-fill ---------------------------------------------------------------
+
+
+def backfill_price_history(
+    market: Market, *, days: int = 30, fidelity: int = 60, client: ClobClient | None = None
+) -> int:
+    """Add PricePoints from the CLOB's history for the `days` before now (or before the market
+    closed). Points already stored at the same (outcome, time) are kept. Returns the number of
+    points written; 0 for markets without CLOB tokens (replays, demo)."""
+    if market.source != POLYMARKET or len(market.token_ids) != len(market.outcomes):
+        return 0
+    client = client or ClobClient()
+    end = min(market.closed_time or timezone.now(), timezone.now())
+    start = end - timedelta(days=days)
+    if market.open_time and market.open_time > start:
+        start = market.open_time
+    if market.status != OPEN:
+        fidelity = max(fidelity, CLOSED_MARKET_FIDELITY)  # finer is empty once closed
+    rows: list[dict] = []
+    if market.kind == Market.Kind.BINARY:
+        # One token's history prices both sides: the book's mid for No is 1 - mid for Yes.
+        first, second = market.outcomes
+        for ts, price in client.prices_history(
+            market.token_ids[0], start=start, end=end, fidelity=fidelity
+        ):
+            rows.append({"market_id": market.pk, "outcome": first, "ts": ts, "price": price})
+            rows.append({"market_id": market.pk, "outcome": second, "ts": ts, "price": 1 - price})
+    else:
+        for outcome, token in zip(market.outcomes, market.token_ids):
+            for ts, price in client.prices_history(token, start=start, end=end, fidelity=fidelity):
+                rows.append({"market_id": market.pk, "outcome": outcome, "ts": ts, "price": price})
+    with transaction.atomic():
+        written = insert_rows(
+            PricePoint, rows, conflict="ON CONFLICT DO NOTHING", returning=("id",)
+        )
+    return len(written)
 
 
 # --- resolution ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from django.db import OperationalError
 from arena.jobs import job_run
 from markets import services
 from markets.gamma import GammaBadResponse, GammaUnavailable
+from markets.models import Market
 
 # Worth another try later: Gamma down or throttling after the client's own retries, a garbled
 # body, or a busy database. A 4xx from Gamma (our request is wrong) is not retried.
@@ -37,3 +38,8 @@ def resolve_markets() -> dict:
     with job_run("resolve") as summary:
         summary.update(asdict(services.resolve_markets()))
     return summary
+
+
+@shared_task(name="markets.tasks.backfill_price_history", **RETRY)
+def backfill_price_history(market_id: int, days: int = 30) -> int:
+    return services.backfill_price_history(Market.objects.get(pk=market_id), days=days)

@@ -71,6 +71,9 @@ class FakeGamma:
         self.requests: list[SeenRequest] = []
         self.faults: list[Fault] = []
         self.repeat_cursor = False
+        # CLOB /prices-history, served by the same fake: token id -> [(unix seconds, price)]
+        self.history: dict[str, list[tuple[int, object]]] = {}
+        self.history_max_days = 15  # longer explicit windows -> 400 "interval is too long"
         self.keyset_default_limit = 20
         self.offset_ceiling = 2000
         self._lock = threading.Lock()
@@ -185,6 +188,8 @@ class FakeGamma:
             return 200, "OK"
         if path == "/markets/keyset":
             return self._keyset(query)
+        if path == "/prices-history":
+            return self._prices_history(query)
         if path == "/markets":
             return self._legacy_list(query)
         if path.startswith("/markets/") and path.count("/") == 2:
@@ -221,6 +226,27 @@ class FakeGamma:
             cursor = json.dumps({"o": next_offset, "q": binding}).encode()
             body["next_cursor"] = base64.urlsafe_b64encode(cursor).decode()
         return 200, body
+
+    def _prices_history(self, query: dict[str, list[str]]) -> tuple[int, object]:
+        token = _first(query, "market")
+        if not token:
+            return 400, {"error": "market is required"}
+        start, end = int(_first(query, "startTs") or 0), int(_first(query, "endTs") or 2**31)
+        if "startTs" in query and end - start > self.history_max_days * 86400:
+            return 400, {"error": "interval is too long"}
+        fidelity = int(_first(query, "fidelity") or 1)
+        closed = any(
+            m.get("closed") and token in json.loads(m.get("clobTokenIds") or "[]")
+            for m in self._snapshot()[1]
+        )
+        if closed and fidelity < 720:
+            return 200, {"history": []}  # resolved markets: only coarse fidelity has data
+        points, last = [], None
+        for t, p in sorted(self.history.get(token, []), key=lambda point: point[0]):
+            if start <= t <= end and (last is None or t - last >= fidelity * 60):
+                points.append({"t": t, "p": p})
+                last = t
+        return 200, {"history": points}
 
     def _legacy_list(self, query: dict[str, list[str]]) -> tuple[int, object]:
         offset = int(_first(query, "offset") or 0)
