@@ -166,14 +166,16 @@ def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str
     }
 
 
-def _load_money(entry_q: Q, entries: list[tuple], as_of: datetime, markets) -> dict[int, dict]:
+def _load_money(entry_qs, entries: list[tuple], as_of: datetime, markets) -> dict[int, dict]:
     """Per entry: the latest snapshot at or before as_of, else cash + open positions at last prices.
 
     Without a snapshot, cash is the ledger sum up to as_of (the ledger is the truth; Entry.cash
     is only its current total) and open positions are marked like the snapshot job marks them.
     """
-    latest_ts = Snapshot.objects.filter(entry=OuterRef("entry"), ts__lte=as_of).order_by("-ts")
-    snaps = Snapshot.objects.filter(entry_q, ts=Subquery(latest_ts.values("ts")[:1])).values_list(
+    # One index lookup per entry (unique (entry, ts)), not one per snapshot row.
+    latest = Snapshot.objects.filter(entry=OuterRef("pk"), ts__lte=as_of).order_by("-ts")
+    latest_ids = entry_qs.annotate(snap=Subquery(latest.values("pk")[:1]))
+    snaps = Snapshot.objects.filter(pk__in=latest_ids.values("snap")).values_list(
         "entry_id", "cash", "total", "realized_pnl", "unrealized_pnl"
     )
     money = {
@@ -329,7 +331,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         markets=markets,
         decisions=decisions,
         trades=trades,
-        money=_load_money(entry_q, entries, as_of, markets),
+        money=_load_money(entry_qs, entries, as_of, markets),
         settlements=dict(settled),
         usage=_load_usage(decision_q),
         prices=_load_prices(market_q, as_of),
