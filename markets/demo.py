@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -133,7 +133,8 @@ _COUNTRIES = ["Freedonia", "Novaterra", "Westmarch", "Ostravia", "Luminara"]
 
 _BINARY_TEMPLATES: list[tuple[str, Callable]] = [
     ("Crypto", lambda r, d: _asset_question(r, d)),
-    ("Sports", lambda r, d: f"Will the {r.choice(_TEAMS)} beat the {r.choice(_TEAMS)} on {d}?"),
+    ("Sports", lambda r, d: "Will the {} beat the {} on {}?".format(
+        *r.choice(_TEAMS, size=2, replace=False), d)),
     ("Economy", lambda r, d: f"Will {r.choice(_COUNTRIES)} report inflation above "
                              f"{r.integers(2, 7)}.{r.integers(0, 10)}% for the month ending {d}?"),
     ("Weather", lambda r, d: f"Will {r.choice(_CITIES)} record more than {r.integers(5, 40)} mm "
@@ -156,7 +157,8 @@ _GROUP_TEMPLATES: list[tuple[str, str, Callable]] = [
 
 def _asset_question(r: np.random.Generator, d: str) -> str:
     name, lo, hi = _ASSETS[int(r.integers(len(_ASSETS)))]
-    level = int(r.integers(lo // 1000, hi // 1000)) * 1000
+    step = 10 ** (len(str(lo)) - 2)  # two significant digits: $64,000, $2,300
+    level = int(r.integers(lo // step, hi // step)) * step
     return f"Will {name} close above ${level:,} on {d}?"
 
 
@@ -287,7 +289,6 @@ class DemoReport:
     resolved: int = 0
     snapshots: int = 0
     score_run_id: int | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def run_demo(
