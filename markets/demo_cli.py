@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from arena.progress import Progress
@@ -25,6 +26,8 @@ def demo_arguments(parser) -> None:
 
 def demo(cmd, options) -> None:
     started = time.monotonic()
+    # `arena demo` is the first command on a fresh offline install, before `arena up`.
+    call_command("migrate", interactive=False, verbosity=0)
     try:
         report = run_demo(
             weeks=options["weeks"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import date
 
+from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from arena.progress import Progress
@@ -40,6 +41,8 @@ def replay_forecastbench_arguments(parser) -> None:
 def replay_forecastbench(cmd, options) -> None:
     from agents.services import ensure_default_lineup
 
+    # May be the first command on a fresh install, like `arena demo`.
+    call_command("migrate", interactive=False, verbosity=0)
     # A fresh database has no competitors yet; `arena up` would create the same lineup.
     ensure_default_lineup()
     try:
