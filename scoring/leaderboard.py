@@ -17,6 +17,13 @@ Choices a reader should know about (also stored in run.details["notes"]):
   brier(model), higher is better) whenever the group has resolved forecasts with prices, else
   return %. Skill vs the market is the one number that says whether a forecaster knows more
   than the price it saw; the raw Brier mostly measures how easy the questions were.
+- Edge statistics (issue 6): Diebold-Mariano on common forecasts (cohort, week, market,
+  outcome); information tests on binary forecasts; CLV on BUY trades of closed markets;
+  champion's clothes funds the largest Kelly stakes first within the real 25% budget; the
+  tournament's questions are (cohort, market). Each helper's docstring gives its rule.
+- Performance: per-competitor work is numpy over the whole scope (bincount, one counts matrix
+  for the paired bootstrap, a vectorised tournament); Python loops run over markets, decisions
+  and competitors, never over forecasts one query at a time.
 """
 
 from __future__ import annotations
@@ -57,6 +64,12 @@ NOTES = [
     "Multi-outcome markets: each stated outcome is a one-vs-rest binary item for Brier and log.",
     "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
     "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
+    "Diebold-Mariano: common forecasts are (cohort, week, market, outcome), replicates averaged.",
+    "CLV: BUY trades on closed, non-void markets; close = last price point strictly before it.",
+    "Champion's clothes: kelly_stake sides and fractions; the largest stakes are funded first "
+    "within 25% of the paper cash per decision, bets under min_bet skipped.",
+    "Tournament: questions are (cohort, market), the market price history as the community.",
+    "Money: the latest snapshot at or before as_of, else ledger cash plus positions at last prices.",
 ]
 
 
