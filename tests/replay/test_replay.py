@@ -320,3 +320,22 @@ def test_interrupted_replay_resumes_where_it_stopped(lineup):
     assert check_invariants() == []
     resolved = Market.objects.filter(source="forecastbench", status="resolved").count()
     assert resolved == sum(1 for q in rs.questions if q.outcome)
+
+
+def test_file_mode_pairs_a_question_set_with_its_resolution_set(tmp_path):
+    q_file = FIXTURES / "question_sets" / f"{DUE}-llm.json"
+    r_file = FIXTURES / "resolution_sets" / f"{DUE}_resolution_set.json"
+    for given in (q_file, r_file):
+        (files,) = load_sets(str(given))
+        assert files.origin == str(q_file)
+        assert files.resolutions == _raw("r")
+    with pytest.raises(ReplayError, match="not one of --due"):
+        load_sets(str(q_file), [date(2026, 1, 18)])
+    broken = tmp_path / "2026-02-01-llm.json"
+    broken.write_text('{"forecast_due_date": "2026-02-01", "questions": [')
+    with pytest.raises(ReplayError, match="not valid JSON"):
+        load_sets(str(broken))
+    no_due = tmp_path / "2026-02-15-llm.json"
+    no_due.write_text('{"questions": []}')
+    with pytest.raises(ReplayError, match="forecast_due_date"):
+        load_sets(str(no_due))
