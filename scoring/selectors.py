@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from agents.models import Competitor
 from scoring.models import LeaderboardRow, ScoreRun
@@ -32,5 +32,5 @@ def competitor_rows(competitor: Competitor, scope: str = ScoreRun.Scope.LIVE) ->
     return (
         run.rows.filter(competitor=competitor)
         .select_related("cohort", "competitor")
-        .order_by("-cohort__isnull", "-cohort__week_start")
+        .order_by(F("cohort__week_start").desc(nulls_first=True), "cohort_id")
     )

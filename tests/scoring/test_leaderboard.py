@@ -18,9 +18,9 @@ from markets.models import Market
 from scoring import metrics
 from scoring.leaderboard import compute_scores
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.selectors import latest_run, leaderboard_rows
+from scoring.selectors import competitor_rows, latest_run, leaderboard_rows
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
-from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
+from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, add_price, make_decision
 
 pytestmark = pytest.mark.django_db
 
@@ -178,15 +178,20 @@ def _scenario(n_markets: int):
     competitor = make_competitor()
     _, (entry,) = make_cohort_with_entries(competitors=[competitor])
     markets = [_binary("0.5") for _ in range(n_markets)]
-    add_forecasts(make_decision(entry, at=AT), [(m, "Yes", 0.6, 0.5) for m in markets])
+    decision = make_decision(entry, at=AT)
+    add_forecasts(decision, [(m, "Yes", 0.6, 0.5) for m in markets])
     for m in markets:
+        add_buy(entry, decision, m, "Yes", 50, "0.5", AT)
+        add_price(m, "Yes", AT, "0.5")
+        add_price(m, "Yes", END - timedelta(hours=1), "0.7")
         m.status, m.resolved_outcome, m.resolved_at = Market.Status.RESOLVED, "Yes", END
+        m.closed_time = END
         m.save()
 
 
 def test_query_count_does_not_grow_with_forecasts():
     counts = []
-    for n in (3, 30):
+    for n in (3, 30):  # forecasts, trades, positions and price points all grow tenfold
         _scenario(n)
         with CaptureQueriesContext(connection) as ctx:
             compute_scores("live", as_of=END + timedelta(days=30))
@@ -256,3 +261,14 @@ def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
     # e1 made +$1000 (10%), e2 nothing: pooled return 1000 / 20000 = 5%; interval over entries.
     assert row.return_pct == pytest.approx(5.0)
     assert row.return_lo == pytest.approx(0.0) and row.return_hi == pytest.approx(10.0)
+
+
+def test_competitor_rows_come_from_the_latest_done_run(scripted):
+    alice = scripted["alice"][0]
+    assert not competitor_rows(alice, "live").exists()
+    compute_scores("live", as_of=AT + timedelta(minutes=5))
+    latest = compute_scores("live", as_of=END + timedelta(hours=1))
+    rows = list(competitor_rows(alice, "live"))
+    assert [r.cohort_id for r in rows] == [None, scripted["cohort"].pk]  # all-cohorts row first
+    assert {r.run_id for r in rows} == {latest.pk}
+    assert not competitor_rows(alice, "replay").exists()
