@@ -22,17 +22,33 @@ def scopes_with_cohorts() -> list[str]:
     return [k for k in Cohort.Kind.values if k in kinds]
 
 
-def score_all() -> dict[str, dict]:
-    """Compute every scope that has cohorts; a summary per scope (run id, counts)."""
-    summary = {}
+class ScoringFailed(Exception):
+    """At least one scope failed; the others were still scored (see the job summary)."""
+
+
+def score_all(summary: dict | None = None) -> dict[str, dict]:
+    """Compute every scope that has cohorts; a summary per scope (run id, counts, or error).
+
+    One scope failing (its run is marked FAILED) does not stop the others; ScoringFailed is
+    raised at the end so the job is recorded as failed.
+    """
+    summary = {} if summary is None else summary
+    failed = []
     for scope in scopes_with_cohorts():
-        run = compute_scores(scope)
+        try:
+            run = compute_scores(scope)
+        except Exception as exc:  # recorded here, re-raised as ScoringFailed below
+            summary[scope] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            failed.append(scope)
+            continue
         summary[scope] = {
             "run": run.pk,
             "rows": run.rows.count(),
             "n_forecasts": run.n_forecasts,
             "n_resolved": run.n_resolved,
         }
+    if failed:
+        raise ScoringFailed(f"scoring failed for {', '.join(failed)}")
     return summary
 
 
@@ -41,7 +57,7 @@ def score_all() -> dict[str, dict]:
 )
 def score() -> dict:
     with job_run("score") as summary:
-        summary.update(score_all())
+        score_all(summary)
     return summary
 
 

@@ -14,10 +14,11 @@ from arena.celery import app as celery_app
 from arena.models import JobRun
 from cohorts.models import Cohort
 from markets.models import Market
+from scoring import leaderboard
 from scoring.leaderboard import compute_scores
 from scoring.methodology import METHODOLOGY_HASH
 from scoring.models import ScoreRun
-from scoring.tasks import RESCORE_KEY, request_rescore, score
+from scoring.tasks import RESCORE_KEY, ScoringFailed, request_rescore, score
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
 
@@ -141,3 +142,24 @@ def test_cli_score_prints_table():
     call_command("arena", "score", stdout=out)
     text = out.getvalue()
     assert "live: run" in text and "ann" in text and "ben" in text
+
+
+def test_one_failing_scope_does_not_stop_the_others(monkeypatch):
+    _cohort()
+    _cohort(kind=Cohort.Kind.DEMO, slugs=("dem",))
+    real = leaderboard.build_items
+
+    def broken_for_demo(data):
+        if data.scope == "demo":
+            raise RuntimeError("demo data is broken")
+        return real(data)
+
+    monkeypatch.setattr(leaderboard, "build_items", broken_for_demo)
+    with pytest.raises(ScoringFailed):
+        score.apply(throw=True)
+    assert ScoreRun.objects.get(scope="live").status == ScoreRun.Status.DONE
+    assert ScoreRun.objects.get(scope="demo").status == ScoreRun.Status.FAILED
+    job = JobRun.objects.get(job="score")
+    assert (
+        job.status == JobRun.Status.FAILED and "demo data is broken" in job.summary["demo"]["error"]
+    )
