@@ -893,7 +893,9 @@ def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandid
     p = np.where(items.binary, yes.p, items.p)
     m = np.where(items.binary, yes.m, items.m)
     outcome = np.where(items.binary, first, items.outcome)
-    ok = np.flatnonzero(np.isfinite(m) & ~void)
+    # Below the smaller edge threshold no side can be bet: skip those before kelly_stake.
+    reach = np.abs(p - m) >= min(C.edge_threshold_binary, C.edge_threshold_multi) - 1e-9
+    ok = np.flatnonzero(np.isfinite(m) & ~void & reach)
     # First statement per (decision, market, outcome): a binary market stated twice (Yes and
     # No) is one candidate.
     keys = np.stack([items.decision[ok], items.market[ok], _codes(outcome[ok])], axis=1)
