@@ -29,7 +29,12 @@ RETRY = {
 @shared_task(name="markets.tasks.sync_markets", **RETRY)
 def sync_markets(limit: int | None = None) -> dict:
     with job_run("sync") as summary:  # /healthz reports when this last succeeded
-        summary.update(asdict(services.sync_markets(limit=limit)))
+        report = services.sync_markets(limit=limit)
+        summary.update(asdict(report))
+        if report.fetched and not report.price_points:
+            # Every quote refused or every market unreadable: prices are as stale as if Gamma
+            # were down, so this run must not count as a successful sync on /healthz.
+            raise GammaBadResponse(f"no usable price among {report.fetched} markets fetched")
     return summary
 
 
