@@ -41,6 +41,13 @@ class SettlementError(Exception):
     """The market cannot be settled as it stands (bad outcome, or a reversal would overdraw)."""
 
 
+def flag_unsettleable(market_id: int, exc: Exception) -> None:
+    """Put a market that cannot be settled on the staff attention list, with the reason."""
+    Market.objects.filter(pk=market_id).update(
+        needs_attention=True, attention_reason=f"settlement failed: {exc}"[:300]
+    )
+
+
 @dataclass
 class SettleReport:
     market_id: int
@@ -276,6 +283,7 @@ def settle_pending(at: datetime | None = None) -> dict:
         except SettlementError as exc:
             log.error("cannot settle market %s: %s", market_id, exc)
             summary["errors"].append(str(exc))
+            flag_unsettleable(market_id, exc)
             continue
         summary["markets"] += 1
         summary["settled"] += report.settled

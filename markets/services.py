@@ -566,7 +566,13 @@ def _settle(market: Market) -> bool:
     except ImportError:
         log.warning("cohorts.settlement.settle_market is not available; settlement skipped")
         return False
-    settle_market(market)
+    from cohorts.settlement import SettlementError, flag_unsettleable
+
+    try:
+        settle_market(market)
+    except SettlementError as exc:
+        flag_unsettleable(market.pk, exc)
+        raise
     # settle_market sets settled_at once no position of the market is left open.
     Market.objects.filter(pk=market.pk, status__in=FINAL, settled_at__isnull=False).update(
         tracked=False

@@ -245,3 +245,20 @@ def test_settle_pending_finds_each_kind_of_lag(two_entries):
     assert summary["markets"] == 3 and summary["errors"] == []
     assert markets_needing_settlement() == []
     assert check_invariants() == []
+
+
+def test_unsettleable_market_is_put_on_the_staff_attention_list(two_entries):
+    from cohorts.settlement import settle_pending
+
+    a, _ = two_entries
+    m = make_market(prices={"Yes": "0.10"})
+    bet(a, m, "Yes", "2500")
+    set_status(m, "resolved", "Yes")
+    settle_market(m, at=T0)
+    for _ in range(8):
+        bet(a, make_market(), "Yes", str((cash(a) / 4).quantize(D("0.01"), rounding="ROUND_DOWN")))
+    set_status(m, "resolved", "No")
+    summary = settle_pending(at=T0 + timedelta(days=1))
+    m.refresh_from_db()
+    assert summary["errors"] and m.needs_attention
+    assert "already spent" in m.attention_reason
