@@ -21,7 +21,8 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 LOCK_KEY = "arena:beat-lock"
-LOCK_TTL_SECONDS = 60
+# Env overrides exist for the fault tests (a killed beat's lock must expire within a test).
+LOCK_TTL_SECONDS = int(os.environ.get("ARENA_BEAT_LOCK_TTL", "60"))
 STANDBY_POLL_SECONDS = float(os.environ.get("ARENA_BEAT_STANDBY_POLL", "5"))
 # The lock store (Redis) may be unreachable for a while; beat must survive that, not crash.
 LOCK_ERRORS = (redis.RedisError, OSError)
@@ -91,8 +92,17 @@ def make_lock():
 
 
 class SingleBeatScheduler(PersistentScheduler):
-    def __init__(self, *args, **kwargs):
-        self._lock = make_lock()
+    def __init__(self, *args, lazy: bool = False, **kwargs):
+        # `celery beat` first builds a lazy instance just to print its banner, then the one that
+        # schedules. Only the latter may take the lock: a lazy one holding it would make its own
+        # beat stand by until the TTL ran out (Redis), or for ever (the flock is never closed).
+        self._lock = None
+        if not lazy:
+            self._lock = make_lock()
+            self._wait_for_lock()
+        super().__init__(*args, lazy=lazy, **kwargs)
+
+    def _wait_for_lock(self) -> None:
         waited = False
         while not self._try_acquire():
             if not waited:
@@ -100,7 +110,6 @@ class SingleBeatScheduler(PersistentScheduler):
                 waited = True
             time.sleep(STANDBY_POLL_SECONDS)
         log.info("beat schedule lock acquired")
-        super().__init__(*args, **kwargs)
 
     def _try_acquire(self) -> bool:
         try:
@@ -130,6 +139,7 @@ class SingleBeatScheduler(PersistentScheduler):
             super().close()
         finally:
             try:
-                self._lock.release()
+                if self._lock is not None:
+                    self._lock.release()
             except LOCK_ERRORS as exc:  # it expires on its own
                 log.warning("could not release the beat lock (%s)", exc)
