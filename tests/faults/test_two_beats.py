@@ -1,0 +1,114 @@
+"""Fault: two beat processes started by mistake. Only one may schedule; the other stands by and
+takes over when the first dies.
+
+Two real `celery -A arena beat` processes, each with its own schedule file pre-dated so every
+entry of arena/celery.py is due the moment its beat starts scheduling (a beat that scheduled
+would publish all of them at once). We read what reached the broker: one message per task while
+both run (the second logs that it stands by), then — after SIGKILL of the first, which cannot
+release anything — the second takes over (Redis: once the lock's TTL expires; flock: at once,
+the kernel drops a dead process's lock) and publishes its own round. Never two beats at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from celery.beat import PersistentScheduler
+from django.utils import timezone
+
+from arena.celery import BEAT_SCHEDULE
+from tests.faults.conftest import child_env, wait_until
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+OUR_TASKS = Counter(entry["task"] for entry in BEAT_SCHEDULE.values())
+LOCK_TTL = 3  # seconds: how long a SIGKILLed beat's Redis lock outlives it here
+
+
+def _due_schedule_file(path: Path) -> None:
+    """Write a beat schedule file whose entries all last ran two days ago (all due, the daily one too)."""
+    app = Celery("arena-schedule-writer", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.beat_schedule = BEAT_SCHEDULE
+    scheduler = PersistentScheduler(app=app, schedule_filename=str(path))
+    for name in BEAT_SCHEDULE:
+        scheduler.schedule[name].last_run_at = timezone.now() - timedelta(days=2)
+    scheduler.sync()
+    scheduler.close()
+
+
+def _start_beats(procs, tmp_path: Path, env: dict) -> tuple:
+    for name in ("first", "second"):
+        _due_schedule_file(tmp_path / f"{name}-schedule")
+    env = {**env, "ARENA_BEAT_STANDBY_POLL": "0.2", "ARENA_BEAT_LOCK_TTL": str(LOCK_TTL)}
+
+    def beat(name):
+        args = ["beat", "-l", "info", "--schedule", str(tmp_path / f"{name}-schedule")]
+        return procs(f"beat-{name}", args, env)
+
+    first = beat("first")
+    wait_until(
+        lambda: "lock acquired" in first.output(), 30, "the first beat's lock", procs=(first,)
+    )
+    second = beat("second")
+    wait_until(
+        lambda: "standing by" in second.output(), 30, "the second beat to stand by", procs=(second,)
+    )
+    return first, second
+
+
+def _check_one_beat_then_takeover(first, second, published) -> None:
+    """The shared script of both variants; `published` counts the task messages sent so far."""
+    wait_until(lambda: published() == OUR_TASKS, 20, "the first beat's round", procs=(first,))
+    # Both alive: the second keeps standing by (it polls every 0.2 s) and sends nothing.
+    standby_polls_before = second.output().count("lock")
+    wait_until(lambda: "Sending due task" in first.output() and second.alive(), 5, "both alive")
+    assert published() == OUR_TASKS
+    assert "lock acquired" not in second.output() and standby_polls_before
+
+    first.kill()
+    wait_until(lambda: "lock acquired" in second.output(), LOCK_TTL + 20, "the takeover",
+               procs=(second,))  # fmt: skip
+    doubled = Counter({task: 2 * n for task, n in OUR_TASKS.items()})
+    wait_until(lambda: published() == doubled, 20, "the second beat's round", procs=(second,))
+
+
+@pytest.mark.redis
+def test_two_beats_on_redis_only_one_schedules_and_the_other_takes_over(
+    tmp_path, redis_server, procs
+):
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+
+    def published() -> Counter:
+        # Celery's Redis transport keeps a queue as a list of JSON messages.
+        return Counter(json.loads(m)["headers"]["task"] for m in client.lrange("celery", 0, -1))
+
+    first, second = _start_beats(procs, tmp_path, child_env(tmp_path, redis_server.url))
+    holder = client.get("arena:beat-lock").decode()
+    assert holder.startswith(f"{first.popen.pid}-")
+    _check_one_beat_then_takeover(first, second, published)
+    assert client.get("arena:beat-lock").decode().startswith(f"{second.popen.pid}-")
+
+
+def test_two_beats_on_one_machine_flock_only_one_schedules_and_the_other_takes_over(
+    tmp_path, procs
+):
+    inbox = tmp_path / "broker" / "in"
+
+    def published() -> Counter:
+        # The filesystem transport writes one file per message.
+        return Counter(
+            json.loads(path.read_text())["headers"]["task"] for path in inbox.glob("*.msg")
+        )
+
+    env = child_env(tmp_path, "filesystem://")
+    first, second = _start_beats(procs, tmp_path, env)
+    assert (tmp_path / "beat.lock").exists()
+    _check_one_beat_then_takeover(first, second, published)
