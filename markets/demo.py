@@ -19,9 +19,9 @@ every decision and settlement.
 
 Safe to interrupt and re-run: the demo's latest snapshot is its clock, ticks at or before it are
 not replayed, and every write underneath is idempotent (unique keys, conditional updates). A rerun
-later continues up to the current time, until the demo's last week is over. The demo's identity
-(seed, weeks, markets, start) is stored on its markets; a rerun with other options refuses with a
-clear error unless `reset=True`, which deletes only demo data first.
+later continues up to the current time, until the demo's last market has closed. The demo's
+identity (seed, weeks, markets, start) is stored on its markets; a rerun with other options
+refuses with a clear error unless `reset=True`, which deletes only demo data first.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ class DemoPlan:
 
     @property
     def horizon(self) -> datetime:
-        return self.start + timedelta(weeks=self.weeks)
+        """When the last market closes: a rerun continues the history until then."""
+        return max(m.close_at for m in self.markets)
 
     @property
     def identity(self) -> dict:
@@ -374,10 +375,10 @@ def tick_times(plan: DemoPlan, end: datetime) -> list[datetime]:
     while t <= end:
         times.add(t)
         t += TEN_MINUTES if t >= fine_from else HOUR
-    for week in range(plan.weeks + 8):
-        sunday = plan.start + timedelta(weeks=week) + DECISION_DELAY
-        if sunday <= end:
-            times.add(sunday)
+    sunday = plan.start + DECISION_DELAY
+    while sunday <= end:
+        times.add(sunday)
+        sunday += timedelta(weeks=1)
     times.add(end)
     return sorted(times)
 
