@@ -91,7 +91,9 @@ def bench_replay(data: Path) -> None:
     by_cohort: dict[int, dict[str, LeaderboardRow]] = {}
     for row in rows.select_related("competitor"):
         by_cohort.setdefault(row.cohort_id, {})[row.competitor.slug] = row
-    header = f"{'set':<11} {'n res':>5} {'freeze BS':>9} | " + " | ".join(
+    # n res: resolved market questions in the set (freeze BS is over all of them);
+    # n smp: resolved ones in the forecast sample, which the baselines' Brier is over.
+    header = f"{'set':<11} {'n res':>5} {'freeze BS':>9} {'n smp':>5} | " + " | ".join(
         f"{s[:14]:>14} BS / ret%" for s in slugs
     )
     print(header)
@@ -109,7 +111,12 @@ def bench_replay(data: Path) -> None:
             cells.append(
                 f"{_fmt(row.brier if row else None, 4):>9} / {_fmt(row.return_pct if row else None, 2):>7}"
             )
-        print(f"{rs.due!s:<11} {len(pairs):>5} {_fmt(freeze_bs, 4):>9} | " + " | ".join(cells))
+        market = by_cohort.get(cohort.pk, {}).get("market")
+        n_sample = market.n_resolved if market else 0
+        print(
+            f"{rs.due!s:<11} {len(pairs):>5} {_fmt(freeze_bs, 4):>9} {n_sample:>5} | "
+            + " | ".join(cells)
+        )
     overall = LeaderboardRow.objects.filter(run_id=result.score_run_id, cohort__isnull=True)
     print("all replay cohorts:")
     for row in overall.select_related("competitor").order_by("competitor__slug"):
