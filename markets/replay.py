@@ -746,6 +746,8 @@ def _write_notes(cohort: Cohort, rs: ReplaySet) -> None:
         f"Replay of the ForecastBench question set due {rs.due} ({len(rs.questions)} market "
         "questions; source: forecastingresearch/forecastbench-datasets, CC BY-SA 4.0).",
         CUTOFF_WARNING,
+        "Prices are the freeze values: market prices for Polymarket and Manifold, community "
+        "forecasts for Metaculus and INFER (traded here as if they were prices).",
         "Knowledge cutoffs:",
     ]
     for c in competitors:
