@@ -138,12 +138,17 @@ def test_missing_due_and_missing_path_are_clear_errors():
 
 
 def test_replay_runs_the_set_end_to_end(lineup):
+    gpt, other = lineup.filter(kind="llm").order_by("pk")[:2]
+    Competitor.objects.filter(pk=gpt.pk).update(knowledge_cutoff=date(2026, 3, 1))
+    Competitor.objects.filter(pk=other.pk).update(knowledge_cutoff=date(2025, 6, 1))
     result = replay(str(FIXTURES), [DUE])
     (rs,) = result.sets
     cohort = _replay_cohort()
     assert cohort.week_start == datetime(2026, 1, 4, tzinfo=UTC)
     assert cohort.decision_weeks == 1
     assert CUTOFF_WARNING in cohort.notes
+    assert f"{gpt.display_name}: 2026-03-01 (after the due date: may know outcomes)" in cohort.notes
+    assert f"{other.display_name}: 2025-06-01\n" in cohort.notes
 
     markets = Market.objects.filter(source=Market.Source.FORECASTBENCH)
     assert markets.count() == len(rs.questions)
