@@ -63,7 +63,12 @@ def replay_forecastbench(cmd, options) -> None:
         )
         if not rs.has_resolution_set:
             cmd.stdout.write("  no resolution set published yet: positions stay open")
-        if rs.without_resolution:
+        if report.decisions.get("skipped"):
+            cmd.stdout.write(
+                "  skipped decisions are LLM entries without an API key "
+                "(set OPENROUTER_API_KEY to include them)"
+            )
+        if rs.has_resolution_set and rs.without_resolution:
             cmd.stdout.write(f"  {rs.without_resolution} questions have no resolution row")
         if skipped:
             cmd.stdout.write(f"  skipped rows: {skipped}")
