@@ -42,12 +42,15 @@ def freeze_universe(
     *,
     markets: Iterable[Market] | None = None,
     prices: Mapping[int, Mapping[str, object]] | None = None,
+    sample_size: int = FORECAST_SAMPLE_SIZE,
 ) -> Universe:
     """Return the (cohort, week) universe, freezing it now if it does not exist yet.
 
     Replay and demo may pass `markets` (in the order to show them) and `prices`
     ({market pk: {outcome: price}}) for their simulated clock; otherwise the top
     ARENA_MARKETS_PER_PROMPT open markets of the cohort's source by volume, at their last price.
+    `sample_size` is how many markets every entry must forecast (replays ask for all of them,
+    as ForecastBench does, so a set's Brier rests on every resolved question).
     A concurrent freeze of the same week loses the insert race and returns the winner's row.
     """
     existing = Universe.objects.filter(cohort=cohort, week=week).first()
@@ -57,7 +60,7 @@ def freeze_universe(
     if markets is None:
         markets = _candidate_markets(cohort, at)
     items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)
-    sample = forecast_sample_ids(items, cohort, week)
+    sample = forecast_sample_ids(items, cohort, week, size=sample_size)
     try:
         with transaction.atomic():
             return Universe.objects.create(
@@ -162,18 +165,20 @@ def trim(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def forecast_sample_ids(items: list[dict], cohort: Cohort, week: int) -> list[int]:
+def forecast_sample_ids(
+    items: list[dict], cohort: Cohort, week: int, size: int = FORECAST_SAMPLE_SIZE
+) -> list[int]:
     """A seeded sample of the universe, in universe order.
 
     The seed mixes the cohort, the week and the methodology hash, so the sample is reproducible
     by anyone and cannot be chosen after seeing the answers.
     """
     ids = [item["market_id"] for item in items]
-    if len(ids) <= FORECAST_SAMPLE_SIZE:
+    if len(ids) <= size:
         return ids
     seed_text = f"{cohort.pk}:{week}:{cohort.methodology_hash}"
     rng = random.Random(int(hashlib.sha256(seed_text.encode()).hexdigest()[:16], 16))
-    chosen = set(rng.sample(ids, FORECAST_SAMPLE_SIZE))
+    chosen = set(rng.sample(ids, size))
     return [market_id for market_id in ids if market_id in chosen]
 
 

@@ -154,14 +154,21 @@ def decision_eligible_cohorts(
     return Cohort.objects.filter(pk__in=ids).order_by("week_start")
 
 
-def advance_cohorts(at: datetime | None = None) -> dict[str, int]:
+def advance_cohorts(at: datetime | None = None, cohorts=None) -> dict[str, int]:
     """active -> tracking after the decision weeks; tracking -> completed once nothing is open.
 
     Each transition is a conditional UPDATE, so two concurrent runs cannot double-apply it.
+    Without `cohorts` (ids), the live cohorts: a replay or demo on a simulated clock passes its
+    own cohorts so its past `at` never completes a live cohort.
     """
     at = _now(at)
+    scope = (
+        Cohort.objects.filter(pk__in=cohorts)
+        if cohorts is not None
+        else Cohort.objects.filter(kind=Cohort.Kind.LIVE)
+    )
     to_tracking = 0
-    for cohort in Cohort.objects.filter(status=Cohort.Status.ACTIVE, week_start__lte=at):
+    for cohort in scope.filter(status=Cohort.Status.ACTIVE, week_start__lte=at):
         if cohort_week(cohort, at) > cohort.decision_weeks:
             to_tracking += Cohort.objects.filter(pk=cohort.pk, status=Cohort.Status.ACTIVE).update(
                 status=Cohort.Status.TRACKING
@@ -170,7 +177,7 @@ def advance_cohorts(at: datetime | None = None) -> dict[str, int]:
         Position.objects.filter(entry__cohort=OuterRef("pk"), status=Position.Status.OPEN)
     )
     completed = (
-        Cohort.objects.filter(status=Cohort.Status.TRACKING)
+        scope.filter(status=Cohort.Status.TRACKING)
         .filter(~has_open)
         .update(status=Cohort.Status.COMPLETED, completed_at=at)
     )

@@ -481,7 +481,7 @@ class _Sim:
             self._sunday(t)
             changed = True
         if changed:
-            advance_cohorts(at=t)
+            advance_cohorts(at=t, cohorts=Cohort.objects.filter(kind=Cohort.Kind.DEMO).values("pk"))
             self.held = self.running = None
         self._mark(t)
         running = self._running(t)

@@ -687,6 +687,7 @@ def _open_and_decide(
         decide_at,
         markets=ordered,
         prices={pk: _quote(value) for pk, value in freeze.items()},
+        sample_size=len(ordered),
     )
     decide(cohort=cohort, week=1, at=decide_at, sync=True)
     # The first snapshot starts the clock, after which the decision instant is never revisited;
@@ -730,7 +731,7 @@ def apply_step(cohort: Cohort, step: Step, *, reason: str) -> int:
         resolved += resolve_market(pk, outcome, step.at, reason)
         # Also when already resolved: a run interrupted before settling finishes it here.
         settle_market(Market(pk=pk), at=step.at)
-    advance_cohorts(at=step.at)
+    advance_cohorts(at=step.at, cohorts=[cohort.pk])
     take_snapshot(at=step.at, cohorts=[cohort])
     return resolved
 

@@ -126,3 +126,18 @@ def test_lifecycle_active_tracking_completed(settings):
     cohort.refresh_from_db()
     assert (cohort.status, cohort.completed_at) == ("completed", done_at)
     assert advance_cohorts(done_at) == {"tracking": 0, "completed": 0}
+
+
+def test_advance_on_a_simulated_clock_touches_only_the_given_cohorts(settings):
+    settings.ARENA_DECISION_WEEKS = 1
+    live, _ = make_cohort_with_entries(1, week_start=SUNDAY)
+    replay, _ = make_cohort_with_entries(1, week_start=SUNDAY - timedelta(weeks=3), kind="replay")
+    # A replay walking its own clock far ahead must not move the live cohort.
+    later = SUNDAY + timedelta(weeks=4)
+    assert advance_cohorts(later, cohorts=[replay.pk]) == {"tracking": 1, "completed": 1}
+    live.refresh_from_db()
+    assert live.status == "active"
+    # Without cohorts, only live cohorts advance: the replay one is not re-touched.
+    assert advance_cohorts(later) == {"tracking": 1, "completed": 1}
+    live.refresh_from_db()
+    assert live.status == "completed"
