@@ -304,6 +304,9 @@ class FakeGamma:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGamma
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a small body waits for the
+    # client's delayed ACK (~40 ms per request), which would time the fake, not the client.
+    disable_nagle_algorithm = True
     timeout = 10  # idle keep-alive connections are closed after this
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
