@@ -96,7 +96,9 @@ class Market(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "external_id"], name="market_source_external_uniq")
+            models.UniqueConstraint(
+                fields=["source", "external_id"], name="market_source_external_uniq"
+            )
         ]
         indexes = [
             models.Index(fields=["status", "-volume"], name="market_status_volume_idx"),
