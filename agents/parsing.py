@@ -45,7 +45,9 @@ from typing import Any
 
 ACTIONS = ("BET", "SELL", "HOLD")
 MAX_REASONING_CHARS = 4000
-MAX_ITEMS = 200  # per list; more is junk, not a decision
+# Per list. A forecast per outcome of every market in the universe is legitimate (replays ask for
+# all of them), so the cap scales with the universe; beyond that it is junk, not a decision.
+MAX_ITEMS = 200
 MAX_AMOUNT = Decimal(1_000_000_000)
 MAX_PROBLEMS = 30
 MAX_LISTED_IDS = 50
@@ -257,7 +259,8 @@ def parse_decision(text: str, ctx: DecisionContext) -> ParsedDecision:
     problems: list[str] = []
     raw_bets = _list_field(data, "bets", problems)
     raw_sells = _list_field(data, "sells", problems)
-    raw_forecasts = _list_field(data, "forecasts", problems)
+    n_outcomes = sum(len(outcomes) for outcomes in ctx.markets.values())
+    raw_forecasts = _list_field(data, "forecasts", problems, limit=max(MAX_ITEMS, n_outcomes))
     action = _action(data.get("action"), bool(raw_bets), bool(raw_sells), problems)
     bets = _bets(raw_bets, ctx, problems)
     sells = _sells(raw_sells, ctx, problems)
@@ -269,15 +272,15 @@ def parse_decision(text: str, ctx: DecisionContext) -> ParsedDecision:
     return ParsedDecision(action, bets, sells, forecasts, reasoning)
 
 
-def _list_field(data: dict, name: str, problems: list[str]) -> list:
+def _list_field(data: dict, name: str, problems: list[str], limit: int = MAX_ITEMS) -> list:
     value = data.get(name)
     if value is None:
         return []
     if not isinstance(value, list):
         problems.append(f"{name} must be a list")
         return []
-    if len(value) > MAX_ITEMS:
-        problems.append(f"{name} has {len(value)} items; at most {MAX_ITEMS}")
+    if len(value) > limit:
+        problems.append(f"{name} has {len(value)} items; at most {limit}")
         return []
     return value
 

@@ -438,3 +438,20 @@ def test_arbitrary_text_only_raises_validation_errors(text):
 @given(JSONISH, st.sampled_from(["{}", "```json\n{}\n```", "Sure: {} ok", "{} {"]))
 def test_arbitrary_json_shapes_only_raise_validation_errors(value, wrapper):
     _parses_or_refuses(wrapper.replace("{}", json.dumps(value), 1))
+
+
+def test_a_forecast_for_every_market_of_a_large_universe_is_accepted():
+    from agents.parsing import MAX_ITEMS, DecisionContext, parse_decision
+
+    n = MAX_ITEMS + 50
+    ctx = DecisionContext(
+        markets={str(i): ["Yes", "No"] for i in range(n)},
+        position_ids=set(),
+        forecast_sample=[str(i) for i in range(n)],
+    )
+    forecasts = [{"market_id": str(i), "outcome": "Yes", "probability": 0.5} for i in range(n)]
+    parsed = parse_decision(json.dumps({"action": "HOLD", "forecasts": forecasts}), ctx)
+    assert len(parsed.forecasts) == n
+    too_many = forecasts * 3  # more items than the universe has outcomes: junk
+    with pytest.raises(DecisionValidationError, match="at most"):
+        parse_decision(json.dumps({"action": "HOLD", "forecasts": too_many}), ctx)
