@@ -8,7 +8,9 @@ from arena.jobs import job_run
 @shared_task(name="arena.tasks.retention")
 def retention() -> int:
     from cohorts.retention import rollup_snapshots
+    from scoring.leaderboard import prune_runs
 
     with job_run("retention") as summary:
         summary["deleted"] = rollup_snapshots()
+        summary["score_runs_deleted"] = prune_runs()
         return summary["deleted"]

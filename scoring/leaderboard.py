@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -49,7 +49,7 @@ from scoring import metrics
 from scoring.methodology import CONSTANTS as C
 from scoring.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from scoring.methodology import seed as methodology_seed
-from scoring.models import LeaderboardRow, ScoreRun
+from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
 
 ENGINE_VERSION = "1.0"
 ALL = "all"  # group key of the rows across every cohort of the scope
@@ -322,6 +322,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
             "executed_at",
             "position__market_id",
             "position__outcome",
+            "pk",
         )  # fmt: skip
     )
     settled = defaultdict(lambda: [0, 0])
@@ -667,7 +668,7 @@ def _implied_confidence(data: ScopeData, cohort_ids: set[int], entry_comp: dict)
     """Forecaster Arena v1 implied-confidence Brier per competitor, from BUY trades on resolved
     markets. The bought outcome is the "YES" side, so binary and multi-outcome read the same."""
     acc: dict[int, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
-    for entry_id, decision_id, side, amount, _price, _at, market_id, outcome in data.trades:
+    for entry_id, decision_id, side, amount, _price, _at, market_id, outcome, _pk in data.trades:
         cohort, ci = entry_comp.get(entry_id, (None, None))
         if side != Trade.Side.BUY or cohort not in cohort_ids:
             continue
@@ -818,10 +819,11 @@ def _information_tests(items: Items, sel: np.ndarray, yes: YesView) -> dict:
 
 
 def _trade_clv(data: ScopeData, entry_comp: dict) -> list[tuple]:
-    """(entry_id, comp, cohort, t, clv_prob, clv_logodds) for every BUY with a known close."""
+    """(entry_id, comp, cohort, t, clv_prob, clv_logodds, trade_pk, close) for every BUY with a
+    known close."""
     out = []
     closes: dict[tuple[int, str], float] = {}
-    for entry_id, _d, side, _amount, price, at, market_id, outcome in data.trades:
+    for entry_id, _d, side, _amount, price, at, market_id, outcome, trade_pk in data.trades:
         if side != Trade.Side.BUY or entry_id not in entry_comp:
             continue
         info = data.markets.get(market_id)
@@ -837,7 +839,7 @@ def _trade_clv(data: ScopeData, entry_comp: dict) -> list[tuple]:
         cohort, ci = entry_comp[entry_id]
         out.append(
             (entry_id, ci, cohort, at.timestamp(), float(metrics.clv_prob([q], [c])[0]),
-             float(metrics.clv_logodds([q], [c])[0]))
+             float(metrics.clv_logodds([q], [c])[0]), trade_pk, c)
         )  # fmt: skip
     return out
 
@@ -1343,8 +1345,9 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
         engine_version=ENGINE_VERSION,
     )
     try:
-        rows, details, n_forecasts, n_resolved = _score(scope, as_of)
+        rows, details, n_forecasts, n_resolved, clv = _score(scope, as_of)
         with transaction.atomic():
+            store_trade_clv(clv)
             for row in rows:
                 row.run = run
             LeaderboardRow.objects.bulk_create(rows, batch_size=500)
@@ -1366,7 +1369,23 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     return run
 
 
-def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int]:
+def store_trade_clv(clv_rows: list[tuple]) -> int:
+    """Keep each BUY's closing-line value on record (probability and log-odds forms, with the
+    closing price used), so a trade's CLV can be audited and exported, not only averaged."""
+    objs = [
+        TradeCLV(trade_id=r[6], close_price=r[7], clv_prob=r[4], clv_logodds=r[5]) for r in clv_rows
+    ]
+    TradeCLV.objects.bulk_create(
+        objs,
+        batch_size=500,
+        update_conflicts=True,
+        unique_fields=["trade"],
+        update_fields=["close_price", "clv_prob", "clv_logodds", "computed_at"],
+    )
+    return len(objs)
+
+
+def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int, list]:
     data = load_scope(scope, as_of)
     items = build_items(data)
     entry_comp = dict(
@@ -1402,4 +1421,20 @@ def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int
         details["headline"]["by_cohort"][str(group)] = tables["headline"]
         details["dm"][str(group)] = tables["dm"]
         details["tournament"][str(group)] = tables["tournament"]
-    return rows, details, int(items.p.size), int(items.scored.sum())
+    return rows, details, int(items.p.size), int(items.scored.sum()), shared["clv"]
+
+
+def prune_runs(keep: int = 48, at: datetime | None = None) -> int:
+    """Delete all but the latest `keep` finished runs per scope, and failed runs older than two
+    days (kept that long so staff can read their errors). Pages only ever read the latest run."""
+    at = at or timezone.now()
+    deleted = 0
+    for scope in ScoreRun.Scope.values:
+        done = ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
+        keep_ids = list(done.order_by("-finished_at", "-pk").values_list("pk", flat=True)[:keep])
+        deleted += done.exclude(pk__in=keep_ids).delete()[1].get("scoring.ScoreRun", 0)
+    stale_failed = ScoreRun.objects.filter(
+        status=ScoreRun.Status.FAILED, started_at__lt=at - timedelta(days=2)
+    )
+    deleted += stale_failed.delete()[1].get("scoring.ScoreRun", 0)
+    return deleted

@@ -29,13 +29,19 @@ class ScoreRun(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["scope", "status", "-finished_at"], name="scorerun_latest_idx")]
+        indexes = [
+            models.Index(fields=["scope", "status", "-finished_at"], name="scorerun_latest_idx")
+        ]
 
 
 class LeaderboardRow(models.Model):
     run = models.ForeignKey(ScoreRun, on_delete=models.CASCADE, related_name="rows")
     cohort = models.ForeignKey(
-        "cohorts.Cohort", null=True, blank=True, on_delete=models.CASCADE, help_text="Null: all cohorts"
+        "cohorts.Cohort",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        help_text="Null: all cohorts",
     )
     competitor = models.ForeignKey("agents.Competitor", on_delete=models.CASCADE)
     rank = models.PositiveIntegerField(null=True, blank=True)
@@ -68,3 +74,18 @@ class LeaderboardRow(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "cohort", "rank"], name="lbrow_run_cohort_idx")]
+
+
+class TradeCLV(models.Model):
+    """Closing-line value of one BUY: how the price moved from entry to the market's close.
+
+    Probability form c - q and log-odds form logit(c) - logit(q), with c the sealed closing
+    price (last price point before the close, de-vigged when quotes sum above 1). Rewritten by
+    every score run, so a corrected price history corrects it too.
+    """
+
+    trade = models.OneToOneField("cohorts.Trade", on_delete=models.CASCADE, related_name="clv")
+    close_price = models.FloatField()
+    clv_prob = models.FloatField()
+    clv_logodds = models.FloatField()
+    computed_at = models.DateTimeField(auto_now=True)

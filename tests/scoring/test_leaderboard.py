@@ -272,3 +272,30 @@ def test_competitor_rows_come_from_the_latest_done_run(scripted):
     assert [r.cohort_id for r in rows] == [None, scripted["cohort"].pk]  # all-cohorts row first
     assert {r.run_id for r in rows} == {latest.pk}
     assert not competitor_rows(alice, "replay").exists()
+
+
+def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scoring.leaderboard import prune_runs
+    from scoring.models import ScoreRun
+    from scoring.selectors import latest_run
+
+    now = timezone.now()
+
+    def run(scope, status, minutes_ago):
+        t = now - timedelta(minutes=minutes_ago)
+        return ScoreRun.objects.create(scope=scope, status=status, as_of=t, started_at=t,
+                                       finished_at=t, methodology_version="1",
+                                       methodology_hash="h", engine_version="e")
+
+    live = [run("live", "done", m) for m in (50, 40, 30, 20, 10)]
+    demo = run("demo", "done", 100)
+    old_failed, new_failed = run("live", "failed", 60 * 72), run("live", "failed", 5)
+    assert prune_runs(keep=2, at=now) == 4
+    left = set(ScoreRun.objects.values_list("pk", flat=True))
+    assert left == {live[-1].pk, live[-2].pk, demo.pk, new_failed.pk}
+    assert old_failed.pk not in left
+    assert latest_run("live") == live[-1]

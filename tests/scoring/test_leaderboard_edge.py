@@ -118,6 +118,17 @@ def test_clv_uses_last_price_before_close_complement_and_devig():
     assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
     assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
     assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
+    # Each BUY's CLV is kept on record in both forms, with the closing price used.
+    from scoring.models import TradeCLV
+
+    stored = {t.trade.entry_id: t for t in TradeCLV.objects.select_related("trade")}
+    assert stored[ed.pk].close_price == pytest.approx(0.7)
+    assert stored[ed.pk].clv_logodds == pytest.approx(logit(0.7) - logit(0.5))
+    assert stored[ee.pk].clv_prob == pytest.approx((1 - 0.7) - 0.4)
+    assert stored[ef.pk].close_price == pytest.approx(0.5 / 1.2)
+    # A second run rewrites the same rows rather than adding more.
+    compute_scores("live", as_of=CLOSE + timedelta(days=2))
+    assert TradeCLV.objects.count() == 3
 
 
 @pytest.mark.parametrize(
