@@ -109,8 +109,9 @@ def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
 def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """Per-entry value series, `?range=10M|1H|1D|1W|1M|ALL` (default ALL), `?entry=<id>` for one.
 
-    Downsampled in SQL to at most 400 buckets per entry (bucket mean of the snapshot totals);
-    `x` is shared by all entries and `y` holds null where an entry has no snapshot in a bucket.
+    Downsampled by sampling: at most 400 evenly spaced sample times (`step_seconds` apart,
+    always ending on the latest snapshot), each entry's snapshot value at each of them. `x` is
+    shared by all entries; `y` holds null where an entry has no snapshot at that time.
     """
     c = get_object_or_404(Cohort, pk=cohort_id)
     entries = Entry.objects.filter(cohort=c).select_related("competitor")

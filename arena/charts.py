@@ -3,27 +3,33 @@
 The browser draws them with static/arena/charts.js (Plotly). Data reaches the page only through
 `json_script` or the JSON API, never inside an inline script.
 
-Value series are downsampled in SQL: snapshots are grouped into equal time buckets (a multiple
-of the 10-minute snapshot interval) so one entry never contributes more than MAX_POINTS points,
-and all entries share one x axis so the payload carries each timestamp once.
+Value series are downsampled by sampling: the chart shows each entry's snapshot at up to
+MAX_POINTS evenly spaced sample times (multiples of the 10-minute snapshot step, whole hours
+once the step is an hour or more so hourly roll-ups are still hit), always ending on the
+latest snapshot. Each sample is one index probe on Snapshot(entry, ts), so the cost depends
+on the number of points drawn, never on the length of the history; a 20-week cohort costs
+the same as a 2-week one. All entries share one x axis, so a timestamp travels once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
-from django.db.models import Avg, F, FloatField, OuterRef, Subquery
-from django.db.models.functions import Cast
+from django.db.models import OuterRef, Subquery
 
 from cohorts.models import Cohort, Entry, Snapshot
 
 SNAPSHOT_STEP = 600  # seconds: snapshots are floored to 10-minute buckets
+HOUR = 3600
 MAX_POINTS = 400  # per entry, per series response
-LEADERBOARD_POINTS = 150  # grid points of the home page's overview chart
+LEADERBOARD_POINTS = 120  # sample times of the home page's overview chart
+OVERVIEW_CACHE_SECONDS = 24 * 3600  # keyed by the latest snapshot, so never stale
 RANGES: dict[str, timedelta | None] = {
     "10M": timedelta(minutes=10),
     "1H": timedelta(hours=1),
@@ -45,64 +51,78 @@ def fmt_ts(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def bucket_seconds(span: timedelta, max_points: int = MAX_POINTS) -> int:
-    """The smallest multiple of the snapshot step that keeps a span within max_points buckets."""
-    steps = math.ceil(max(span.total_seconds(), 0) / SNAPSHOT_STEP / max_points)
-    return SNAPSHOT_STEP * max(steps, 1)
+def sample_step(span: timedelta, max_points: int = MAX_POINTS) -> int:
+    """Seconds between samples: the smallest multiple of the snapshot step (of an hour once
+    that is reached) that covers the span in at most max_points samples."""
+    steps = math.ceil(max(span.total_seconds(), 0) / SNAPSHOT_STEP / max(max_points - 1, 1))
+    step = SNAPSHOT_STEP * max(steps, 1)
+    return HOUR * math.ceil(step / HOUR) if step >= HOUR else step
 
 
-def _bucket_sql() -> str:
-    """SQL for the bucket index of `ts`, given params (start epoch, bucket seconds)."""
-    if connection.vendor == "postgresql":
-        return "FLOOR((EXTRACT(EPOCH FROM ts) - %s) / %s)"
-    if connection.vendor == "sqlite":
-        # Both operands are non-negative integers, so integer division is the floor.
-        return "((CAST(strftime('%%s', ts) AS INTEGER) - %s) / %s)"
-    raise NotImplementedError(f"series bucketing for {connection.vendor}")  # pragma: no cover
+def sample_times(first: datetime, last: datetime, max_points: int = MAX_POINTS) -> list[datetime]:
+    """Evenly spaced sample times in [first, last], oldest first, ending exactly on `last`."""
+    step = sample_step(last - first, max_points)
+    anchor = last
+    if step >= HOUR:
+        # Whole hours: rolled-up (hourly) snapshots sit on the hour.
+        anchor = last.replace(minute=0, second=0, microsecond=0)
+    times = []
+    t = anchor
+    while t >= first and len(times) < max_points - (anchor != last):
+        times.append(t)
+        t -= timedelta(seconds=step)
+    times.reverse()
+    if anchor != last:
+        times.append(last)
+    return times
 
 
-def _bucketed_totals(
-    entry_ids: list[int], start: datetime, end: datetime, step: int
-) -> list[tuple[int, int, float]]:
-    """(entry id, bucket index, mean total) for snapshots in [start, end], one query."""
-    if not entry_ids:
+def _probe_totals(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime, Decimal]]:
+    """(entry id, ts, total) for the snapshots at exactly these (entry id, ts) pairs."""
+    if not pairs:
         return []
     table = connection.ops.quote_name(Snapshot._meta.db_table)
-    start_epoch = int(start.timestamp())
-    placeholders = ", ".join(["%s"] * len(entry_ids))
-    bucket = _bucket_sql()
-    sql = (
-        f"SELECT entry_id, {bucket} AS b, AVG(total) FROM {table} "
-        f"WHERE entry_id IN ({placeholders}) AND ts >= %s AND ts <= %s "
-        "GROUP BY entry_id, b ORDER BY b"
+    if connection.vendor == "postgresql":
+        # Unnested pairs joined on the (entry, ts) unique index: the planner runs one index
+        # probe per pair, where `entry IN (...) AND ts IN (...)` would scan every row of the
+        # entries.
+        # Arrays go as array literals (epoch seconds for times): adapting thousands of Python
+        # datetimes one by one costs more than the probes themselves.
+        sql = (
+            f"SELECT s.entry_id, s.ts, s.total FROM unnest(%s::bigint[], %s::bigint[]) "
+            f"AS p(entry_id, epoch) JOIN {table} s "
+            "ON s.entry_id = p.entry_id AND s.ts = to_timestamp(p.epoch)"
+        )
+        params = [
+            "{" + ",".join(str(e) for e, _ in pairs) + "}",
+            "{" + ",".join(str(int(t.timestamp())) for _, t in pairs) + "}",
+        ]
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    # SQLite (and others): both IN lists are used on the composite index.
+    ids = sorted({e for e, _ in pairs})
+    stamps = sorted({t for _, t in pairs})
+    wanted = set(pairs)
+    rows = Snapshot.objects.filter(entry_id__in=ids, ts__in=stamps).values_list(
+        "entry_id", "ts", "total"
     )
-    with connection.cursor() as cur:
-        adapt = connection.ops.adapt_datetimefield_value  # raw SQL: adapt like the ORM does
-        cur.execute(sql, [start_epoch, step, *entry_ids, adapt(start), adapt(end)])
-        return [(int(e), int(b), float(v)) for e, b, v in cur.fetchall()]
-
-
-def _snapshot_span(entry_ids: list[int]) -> tuple[datetime | None, datetime | None]:
-    if not entry_ids:
-        return None, None
-    # Per-entry first/last through the (entry, ts) unique index: two probes per entry instead
-    # of a scan of every snapshot.
-    firsts, lasts = [], []
-    rows = Entry.objects.filter(pk__in=entry_ids).annotate(
-        first=_edge_ts(descending=False), last=_edge_ts(descending=True)
-    )
-    for row in rows.values("first", "last"):
-        if row["first"] is not None:
-            firsts.append(row["first"])
-            lasts.append(row["last"])
-    if not firsts:
-        return None, None
-    return min(firsts), max(lasts)
+    return [r for r in rows if (r[0], r[1]) in wanted]
 
 
 def _edge_ts(descending: bool) -> Subquery:
     snaps = Snapshot.objects.filter(entry=OuterRef("pk"))
     return Subquery(snaps.order_by("-ts" if descending else "ts").values("ts")[:1])
+
+
+def _spans(entry_ids: list[int]) -> dict[int, tuple[datetime, datetime]]:
+    """First and last snapshot time per entry: two index probes per entry, one query."""
+    rows = (
+        Entry.objects.filter(pk__in=entry_ids)
+        .annotate(first=_edge_ts(descending=False), last=_edge_ts(descending=True))
+        .values_list("pk", "first", "last")
+    )
+    return {pk: (first, last) for pk, first, last in rows if first is not None}
 
 
 def entry_label(entry: Entry, replicated: bool) -> str:
@@ -111,7 +131,7 @@ def entry_label(entry: Entry, replicated: bool) -> str:
 
 
 def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) -> dict[str, Any]:
-    """Per-entry value series for one cohort, downsampled; the /series endpoint's payload.
+    """Per-entry value series for one cohort, sampled; the /series endpoint's payload.
 
     The range is anchored at the cohort's latest snapshot (not the wall clock), so replay and
     demo cohorts with a simulated clock chart the same way as live ones.
@@ -119,39 +139,40 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     range_key = range_or_default(range_key)
     if entries is None:
         entries = list(Entry.objects.filter(cohort=cohort).select_related("competitor"))
-    ids = [e.pk for e in entries]
-    first, last = _snapshot_span(ids)
+    spans = _spans([e.pk for e in entries])
     payload: dict[str, Any] = {
         "cohort": cohort.pk,
         "kind": cohort.kind,
         "range": range_key,
         "ranges": list(RANGES),
-        "value": "mean entry value (USD) per bucket",
-        "bucket_seconds": SNAPSHOT_STEP,
+        "value": "entry value (USD) at each sample time",
+        "step_seconds": SNAPSHOT_STEP,
         "x": [],
         "entries": [],
     }
-    if first is None:
+    if not spans:
         return payload
+    first = min(f for f, _ in spans.values())
+    last = max(la for _, la in spans.values())
     window = RANGES[range_key]
     start = first if window is None else max(first, last - window)
-    step = bucket_seconds(last - start)
-    rows = _bucketed_totals(ids, start, last, step)
-    buckets = sorted({b for _, b, _ in rows})
-    index = {b: i for i, b in enumerate(buckets)}
-    values: dict[int, list[float | None]] = {i: [None] * len(buckets) for i in ids}
-    for entry_id, b, v in rows:
-        values[entry_id][index[b]] = round(v, 2)
+    times = sample_times(start, last)
+    pairs = [
+        (pk, t) for pk, (f, la) in spans.items() for t in times if f <= t <= la
+    ]  # only times inside an entry's own history are probed
+    values: dict[int, dict[datetime, float]] = {}
+    for entry_id, ts, total in _probe_totals(pairs):
+        values.setdefault(entry_id, {})[ts] = round(float(total), 2)
     replicated = any(e.replicate > 1 for e in entries)
-    payload["bucket_seconds"] = step
-    payload["x"] = [fmt_ts(start + timedelta(seconds=b * step)) for b in buckets]
+    payload["step_seconds"] = sample_step(last - start)
+    payload["x"] = [fmt_ts(t) for t in times]
     payload["entries"] = [
         {
             "entry": e.pk,
             "competitor": e.competitor.slug,
             "replicate": e.replicate,
             "label": entry_label(e, replicated),
-            "y": values[e.pk],
+            "y": [values.get(e.pk, {}).get(t) for t in times],
         }
         for e in sorted(entries, key=lambda e: (e.competitor.display_name, e.replicate))
     ]
@@ -165,58 +186,61 @@ def entry_series(entry: Entry, range_key: str = DEFAULT_RANGE) -> dict[str, Any]
 def scope_return_series(scope: str, max_points: int = LEADERBOARD_POINTS) -> dict[str, Any]:
     """Each competitor's mean return (%) across its entries in a scope, over time.
 
-    Sampled on a grid of snapshot timestamps (whole hours once the span is long, so hourly
-    roll-ups are still hit) rather than aggregating every snapshot: the query reads about
-    grid points x entries rows whatever the history length.
+    At each sample time, the mean over the competitor's entries that have a snapshot then of
+    (value / initial balance - 1). Cached under a key made of the entries and their latest
+    snapshot times, so a new snapshot (every 10 minutes) or a new entry computes it afresh.
     """
     entries = list(
         Entry.objects.filter(cohort__kind=scope)
-        .select_related("competitor")
-        .annotate(last=_edge_ts(descending=True))
-        .values("pk", "competitor__slug", "competitor__display_name", "last", "cohort__week_start")
+        .annotate(first=_edge_ts(descending=False), last=_edge_ts(descending=True))
+        .values_list(
+            "pk", "competitor__slug", "competitor__display_name", "initial_balance", "first", "last"
+        )
     )
-    payload: dict[str, Any] = {"scope": scope, "x": [], "series": []}
-    lasts = [e["last"] for e in entries if e["last"] is not None]
-    if not lasts:
-        return payload
-    end = max(lasts)
-    start = min(e["cohort__week_start"] for e in entries)
-    span = (end - start).total_seconds()
-    step = SNAPSHOT_STEP * max(1, math.ceil(span / SNAPSHOT_STEP / max_points))
-    if step > 3600:
-        step = 3600 * math.ceil(step / 3600)
-    end_epoch = int(end.timestamp())
-    grid = [
-        datetime.fromtimestamp(end_epoch - k * step, tz=UTC)
-        for k in range(max_points)
-        if end_epoch - k * step >= start.timestamp()
-    ]
-    ratio = Cast(F("total"), FloatField()) / Cast(F("entry__initial_balance"), FloatField())
-    rows = (
-        Snapshot.objects.filter(entry__cohort__kind=scope, ts__in=grid)
-        .values("entry__competitor__slug", "ts")
-        .annotate(r=Avg(ratio))
-        .order_by("ts")
-    )
-    by_slug: dict[str, dict[datetime, float]] = {}
-    stamps: set[datetime] = set()
-    for row in rows:
-        by_slug.setdefault(row["entry__competitor__slug"], {})[row["ts"]] = row["r"]
-        stamps.add(row["ts"])
-    xs = sorted(stamps)
-    names = {e["competitor__slug"]: e["competitor__display_name"] for e in entries}
-    payload["x"] = [fmt_ts(t) for t in xs]
-    payload["series"] = [
-        {
-            "competitor": slug,
-            "label": names[slug],
-            "y": [
-                round((by_slug[slug][t] - 1) * 100, 3) if t in by_slug[slug] else None for t in xs
-            ],
-        }
-        for slug in sorted(by_slug, key=lambda s: names[s])
-    ]
+    live = [e for e in entries if e[4] is not None]
+    if not live:
+        return {"scope": scope, "x": [], "series": []}
+    fingerprint = hashlib.sha256(
+        repr(sorted((e[0], e[5].isoformat(), str(e[3])) for e in live)).encode()
+    ).hexdigest()[:32]
+    key = f"arena:overview:{scope}:{max_points}:{fingerprint}"
+    payload = cache.get(key)
+    if payload is None:
+        payload = _scope_return_series(scope, live, max_points)
+        cache.set(key, payload, OVERVIEW_CACHE_SECONDS)
     return payload
+
+
+def _scope_return_series(scope: str, entries: list[tuple], max_points: int) -> dict[str, Any]:
+    first = min(e[4] for e in entries)
+    last = max(e[5] for e in entries)
+    times = sample_times(first, last, max_points)
+    info = {e[0]: e for e in entries}
+    pairs = [(e[0], t) for e in entries for t in times if e[4] <= t <= e[5]]
+    sums: dict[tuple[str, datetime], list[float]] = {}
+    for entry_id, ts, total in _probe_totals(pairs):
+        _, slug, _, initial, _, _ = info[entry_id]
+        ratio = float(total) / float(initial) if initial else None
+        if ratio is not None:
+            sums.setdefault((slug, ts), []).append(ratio)
+    names = {e[1]: e[2] for e in entries}
+    slugs = sorted({slug for slug, _ in sums}, key=lambda s: names[s])
+    stamps = sorted({t for _, t in sums})
+    return {
+        "scope": scope,
+        "x": [fmt_ts(t) for t in stamps],
+        "series": [
+            {
+                "competitor": slug,
+                "label": names[slug],
+                "y": [
+                    round((sum(v) / len(v) - 1) * 100, 3) if (v := sums.get((slug, t))) else None
+                    for t in stamps
+                ],
+            }
+            for slug in slugs
+        ],
+    }
 
 
 def price_history(points, outcomes: list[str], max_points: int = MAX_POINTS) -> dict[str, Any]:

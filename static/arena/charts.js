@@ -94,9 +94,9 @@
   function updateCaption(figure, data) {
     if (!figure) { return; }
     var range = figure.querySelector('[data-caption="range"]');
-    var bucket = figure.querySelector('[data-caption="bucket"]');
+    var step = figure.querySelector('[data-caption="step"]');
     if (range) { range.textContent = data.range; }
-    if (bucket && data.bucket_seconds) { bucket.textContent = String(Math.round(data.bucket_seconds / 60)); }
+    if (step && data.step_seconds) { step.textContent = String(Math.round(data.step_seconds / 60)); }
   }
 
   function onRangeClick(event) {

@@ -328,6 +328,17 @@ def build_arena(world: World, kind: str = "live", n_competitors: int = 2, weeks:
     return cohort
 
 
+@pytest.fixture(autouse=True)
+def private_cache(settings, request):
+    # Chart data is cached; each test gets its own empty cache so data never leaks across tests.
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"site-test-{request.node.nodeid}",
+        }
+    }
+
+
 @pytest.fixture
 def world(db) -> World:
     return World()

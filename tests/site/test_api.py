@@ -1,6 +1,6 @@
 """The JSON API: shapes, money as two-decimal strings, bounds, downsampling."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -66,35 +66,46 @@ def test_series_downsamples_to_at_most_max_points(client, world):
     comp = world.competitor()
     cohort = world.cohort()
     entry = world.entry(cohort, comp)
-    n = 3 * 1008  # three weeks of 10-minute snapshots
+    n = 3 * 1008  # three weeks of 10-minute snapshots, total = its index
     Snapshot.objects.bulk_create(
-        Snapshot(
-            entry=entry,
-            ts=T0 + timedelta(minutes=10 * i),
-            cash=Decimal("1"),
-            positions_value=Decimal("0"),
-            total=Decimal(i),
-            realized_pnl=Decimal("0"),
-            unrealized_pnl=Decimal("0"),
-        )
+        Snapshot(entry=entry, ts=T0 + timedelta(minutes=10 * i), cash=Decimal("1"),
+                 positions_value=Decimal("0"), total=Decimal(i), realized_pnl=Decimal("0"),
+                 unrealized_pnl=Decimal("0"))
         for i in range(n)
-    )
+    )  # fmt: skip
     data = client.get(f"/api/cohorts/{cohort.pk}/series?range=ALL").json()
-    assert 0 < len(data["x"]) <= charts.MAX_POINTS
-    assert data["bucket_seconds"] % 600 == 0 and data["bucket_seconds"] > 600
+    assert 100 < len(data["x"]) <= charts.MAX_POINTS
+    assert data["step_seconds"] % 3600 == 0
     y = data["entries"][0]["y"]
-    # bucket means of an increasing series increase, and the first bucket averages its rows
-    assert all(a < b for a, b in zip(y, y[1:]))
-    per_bucket = data["bucket_seconds"] // 600
-    assert y[0] == pytest.approx(sum(range(per_bucket)) / per_bucket)
+    # every sample is the real snapshot at that time, and the series ends on the latest one
+    for x, value in zip(data["x"], y):
+        ts = datetime.strptime(x, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+        assert value == (ts - T0) / timedelta(minutes=10)
+    assert y[-1] == n - 1
     week = client.get(f"/api/cohorts/{cohort.pk}/series?range=1W").json()
-    assert week["x"][-1] == data["x"][-1] or week["x"][-1] > data["x"][-2]
+    assert week["x"][-1] == data["x"][-1]
+    assert week["entries"][0]["y"][0] == pytest.approx(n - 1 - 1008, abs=6)
 
 
-def test_bucket_seconds():
-    assert charts.bucket_seconds(timedelta(hours=1)) == 600
-    assert charts.bucket_seconds(timedelta(weeks=20)) == 600 * 51  # 20160 steps / 400 -> 51
-    assert charts.bucket_seconds(timedelta(weeks=20)) * charts.MAX_POINTS >= 20 * 7 * 86400
+def test_series_leaves_gaps_where_snapshots_are_missing(client, world):
+    comp = world.competitor()
+    cohort = world.cohort()
+    entry = world.entry(cohort, comp)
+    world.snapshots(entry, n=6)
+    Snapshot.objects.filter(entry=entry, ts=T0 + timedelta(minutes=20)).delete()
+    y = client.get(f"/api/cohorts/{cohort.pk}/series").json()["entries"][0]["y"]
+    assert y[2] is None and None not in y[:2] + y[3:]
+
+
+def test_sample_times():
+    last = T0 + timedelta(weeks=20, minutes=50)
+    times = charts.sample_times(T0, last)
+    assert len(times) <= charts.MAX_POINTS
+    assert times[-1] == last and times[0] >= T0
+    assert all(t.minute == 0 for t in times[:-1])  # whole hours hit hourly roll-ups
+    short = charts.sample_times(T0, T0 + timedelta(hours=1))
+    assert len(short) == 7 and short[0] == T0
+    assert charts.sample_times(T0, T0) == [T0]
 
 
 def test_decision_api_is_the_full_audit(client, arena_world):
