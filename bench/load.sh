@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Load test: gunicorn (arena.wsgi) on PostgreSQL with the 2.4M-snapshot database of bench/pages.py,
+# driven by wrk over loopback. Every run is bounded (DURATION seconds; about 8 runs in all).
+#
+#   bench/load.sh                                   # build the data once, then measure
+#   DURATION=20 CONNECTIONS=32 WORKERS=5 THREADS=2 bench/load.sh
+#   LOAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/other bench/load.sh
+#   LOAD_CACHE=1 bench/load.sh                      # the page-cache experiment (bench/load_cache.py)
+#
+# Settings are production's (DEBUG=0, persistent database connections, whitenoise statics);
+# only HTTPS redirects are off because wrk talks plain HTTP on loopback. Needs wrk on PATH.
+# Prints one line per run against its target and exits 1 if any target is missed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
+
+export DATABASE_URL="${LOAD_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arena_bench_load}"
+export DEBUG=0
+export SECRET_KEY="${SECRET_KEY:-load-test-only-secret-key-not-for-production-0123456789abcdef}"
+export ALLOWED_HOSTS="127.0.0.1,localhost"
+export SECURE_SSL_REDIRECT=0 SECURE_COOKIES=0 SECURE_HSTS_SECONDS=0
+export LOG_LEVEL=WARNING
+export DB_CONN_MAX_AGE="${DB_CONN_MAX_AGE:-600}"   # production should keep connections too
+export ARENA_VAR_DIR="${ARENA_VAR_DIR:-/tmp/arena-load-var}"
+mkdir -p "$ARENA_VAR_DIR"
+
+dbname="${DATABASE_URL##*/}"
+psql "${DATABASE_URL%/*}/postgres" -tc "SELECT 1 FROM pg_database WHERE datname='$dbname'" | grep -q 1 \
+  || psql "${DATABASE_URL%/*}/postgres" -qc "CREATE DATABASE $dbname"
+
+echo "== data (built once; --rebuild via: uv run python bench/load_data.py --rebuild)"
+urls="$(uv run python bench/load_data.py)"
+cohort_url="$(awk '$1 == "cohort" {print $2}' <<<"$urls")"
+series_url="$(awk '$1 == "series" {print $2}' <<<"$urls")"
+entry_url="${cohort_url}entries/bench-0/"
+uv run python manage.py collectstatic --noinput -v0
+
+if [ "${LOAD_CACHE:-0}" = 1 ]; then
+  # The page-cache experiment (bench/load_cache.py): needs the shared Redis cache for its version.
+  export DJANGO_SETTINGS_MODULE=load_settings PYTHONPATH="bench${PYTHONPATH:+:$PYTHONPATH}" LOAD_CACHE
+  export REDIS_CACHE_URL="${REDIS_CACHE_URL:-redis://127.0.0.1:6379/12}"
+fi
+
+echo "== load (${DURATION:-15} s per run${LOAD_CACHE:+, LOAD_CACHE=$LOAD_CACHE})"
+exec uv run python bench/load_run.py \
+  --cohort-url "$cohort_url" \
+  --candidates "$series_url" "$entry_url" /competitors/bench-0/ /cohorts/ /markets/ /methodology/ \
+  --duration "${DURATION:-15}" --connections "${CONNECTIONS:-16}" \
+  --workers "${WORKERS:-4}" --threads "${THREADS:-2}" --port "${PORT:-8391}"
