@@ -6,6 +6,7 @@ A verb lives in a module as a function `<name>(cmd, options)` with an optional
 """
 
 import importlib
+import logging
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -46,6 +47,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         verb = options["verb"]
+        if verb != "up" and options.get("verbosity", 1) < 2:
+            # A verb's own summary is its output; INFO logs from the services are for the
+            # worker's log, shown here only with -v 2.
+            logging.getLogger().setLevel(logging.WARNING)
         module_name, func_name = VERBS[verb]
         try:
             func = getattr(importlib.import_module(module_name), func_name)
