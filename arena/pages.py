@@ -326,10 +326,16 @@ def methodology(request: HttpRequest) -> HttpResponse:
         from scoring import methodology as m
     except ImportError as exc:  # pragma: no cover - the module ships with the project
         raise Http404("methodology not available") from exc
+    rules = [
+        rule.replace("$50", f"${m.CONSTANTS.min_bet}").replace(
+            "25%", f"{m.CONSTANTS.max_bet_fraction:.0%}"
+        )
+        for rule in TRADING_RULES
+    ]
     context = {
         "version": m.METHODOLOGY_VERSION,
         "hash": m.METHODOLOGY_HASH,
         "constants": m.describe(),
-        "rules": TRADING_RULES,
+        "rules": rules,  # the amounts come from the sealed constants
     }
     return render(request, "arena/methodology.html", context)
