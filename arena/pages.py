@@ -155,7 +155,7 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
 
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
     competitor = get_object_or_404(Competitor, slug=slug)
-    scope = selectors.scope_or_default(request.GET.get("scope"))
+    scope = selectors.scope_or_default(request.GET.get("scope"), competitor)
     run, rows = selectors.competitor_rows(competitor, scope)
     overall = next((r for r in rows if r.cohort_id is None), None)
     details = (overall.details if overall else None) or {}

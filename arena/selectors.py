@@ -32,6 +32,7 @@ from django.shortcuts import get_object_or_404
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
 from markets.models import Market, PricePoint, ResolutionChange
+from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 
 SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
@@ -53,32 +54,23 @@ SORTABLE: dict[str, tuple[str, bool]] = {
 }
 
 
-def scope_or_default(raw: str | None) -> str:
-    return raw if raw in SCOPES else Cohort.Kind.LIVE
+def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> str:
+    """The asked-for scope, else the first of live / replay / demo that has any cohort (of this
+    competitor, when given): after `arena demo` on a fresh install the demo is what there is."""
+    if raw in SCOPES:
+        return raw
+    cohorts = Cohort.objects.all()
+    if competitor is not None:
+        cohorts = cohorts.filter(entries__competitor=competitor)
+    kinds = set(cohorts.values_list("kind", flat=True).distinct())
+    return next((k for k in SCOPES if k in kinds), Cohort.Kind.LIVE)
 
 
 # --- score runs and leaderboard rows -------------------------------------------------------
 
 
-def _scoring_selectors():
-    # scoring/selectors.py is written by another part of the team; until it exists the page
-    # reads the same materialised rows directly.
-    try:
-        from scoring import selectors
-    except ImportError:
-        return None
-    return selectors
-
-
 def latest_run(scope: str) -> ScoreRun | None:
-    sel = _scoring_selectors()
-    if sel is not None and hasattr(sel, "latest_run"):
-        return sel.latest_run(scope)
-    return (
-        ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
-        .order_by("-finished_at", "-id")
-        .first()
-    )
+    return scoring_selectors.latest_run(scope)
 
 
 def leaderboard_rows(
@@ -95,28 +87,10 @@ def leaderboard_rows(
     field, lower_better = SORTABLE[sort]
     if descending is None:
         descending = not lower_better
-    sel = _scoring_selectors()
-    if sel is not None and hasattr(sel, "leaderboard_rows"):
-        qs = sel.leaderboard_rows(run, cohort=cohort)
-    else:
-        qs = LeaderboardRow.objects.filter(run=run, cohort=cohort)
-    if not isinstance(qs, QuerySet):  # a list from the scoring selectors: sort in Python
-        rows = list(qs)
-        rows.sort(key=lambda r: _sort_key(r, field), reverse=descending)
-        return _nulls_last(rows, field), sort, descending
+    qs = scoring_selectors.leaderboard_rows(run, cohort=cohort)
     order = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
     rows = list(qs.select_related("competitor").order_by(order, "competitor__display_name"))
     return rows, sort, descending
-
-
-def _sort_key(row: Any, field: str):
-    value = row.competitor.display_name if field.startswith("competitor") else getattr(row, field)
-    return (value is None, value if value is not None else 0)
-
-
-def _nulls_last(rows: list, field: str) -> list:
-    present = [r for r in rows if _sort_key(r, field)[0] is False]
-    return present + [r for r in rows if _sort_key(r, field)[0] is True]
 
 
 def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None, list]:

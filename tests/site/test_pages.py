@@ -293,3 +293,28 @@ def test_no_inline_scripts_on_any_page(client, arena_world):
         for tag in re.findall(r"<script\b[^>]*>", body):
             assert "src=" in tag or 'type="application/json"' in tag, (url, tag)
         assert " onclick=" not in body and " onload=" not in body
+
+
+def test_home_and_competitor_default_to_the_scope_that_has_data(client, world):
+    # A fresh install after `arena demo`: only demo cohorts exist, so that is what `/` shows.
+    build_arena(world, kind="demo", n_competitors=2)
+    world.score_run("demo")
+    body = text(get(client, "/"))
+    assert "Nothing here is real" in body
+    comp = world.competitors[0]
+    body = text(get(client, f"/competitors/{comp.slug}/"))
+    assert "Metrics across demo cohorts" in body
+    # Once a live cohort exists, live is the default again; demo stays one click away.
+    build_arena(world, kind="live", n_competitors=1)
+    body = text(get(client, "/"))
+    assert "Nothing here is real" not in body
+
+
+def test_replay_cohort_page_shows_its_warning_notes_escaped(client, world):
+    cohort = build_arena(world, kind="replay", n_competitors=1)
+    Cohort.objects.filter(pk=cohort.pk).update(
+        notes="Models may know outcomes before their training cutoff.\n<b>cutoff</b> 2025-06"
+    )
+    body = text(get(client, f"/cohorts/{cohort.pk}/"))
+    assert "Models may know outcomes before their training cutoff." in body
+    assert "&lt;b&gt;cutoff&lt;/b&gt;" in body
