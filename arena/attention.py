@@ -23,15 +23,17 @@ def attention_items(now=None, limit: int = 200) -> dict:
             .order_by("-claimed_at")[:limit]
         ),
         "stuck_markets": list(
-            Market.objects.filter(status=Market.Status.CLOSED, closed_time__lt=now - STUCK_AFTER)
-            .order_by("closed_time")[:limit]
+            Market.objects.filter(
+                status=Market.Status.CLOSED, closed_time__lt=now - STUCK_AFTER
+            ).order_by("closed_time")[:limit]
         ),
         "flagged_markets": list(
             Market.objects.filter(needs_attention=True).order_by("-updated_at")[:limit]
         ),
         "failed_jobs": list(
-            JobRun.objects.filter(status=JobRun.Status.FAILED, started_at__gte=now - timedelta(days=2))
-            .order_by("-started_at")[:limit]
+            JobRun.objects.filter(
+                status=JobRun.Status.FAILED, started_at__gte=now - timedelta(days=2)
+            ).order_by("-started_at")[:limit]
         ),
         "ledger_violations": check_invariants()[:limit],
     }

@@ -16,7 +16,9 @@ def job_run(job: str):
         yield summary
     except Exception as exc:
         JobRun.objects.filter(pk=run.pk).update(
-            status=JobRun.Status.FAILED, finished_at=timezone.now(), summary=summary,
+            status=JobRun.Status.FAILED,
+            finished_at=timezone.now(),
+            summary=summary,
             error=f"{type(exc).__name__}: {exc}"[:2000],
         )
         raise

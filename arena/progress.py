@@ -27,9 +27,7 @@ class Progress:
         filled = int(width * min(frac, 1.0))
         elapsed = time.monotonic() - self.started
         bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(
-            f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s"
-        )
+        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s")
         self.stream.flush()
 
     def close(self) -> None:

@@ -40,7 +40,9 @@ def client_ip(request) -> str:
     behind (ARENA_TRUSTED_PROXIES), and then only the entry those proxies appended."""
     hops = settings.ARENA_TRUSTED_PROXIES
     if hops > 0:
-        forwarded = [p.strip() for p in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if p.strip()]
+        forwarded = [
+            p.strip() for p in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if p.strip()
+        ]
         if len(forwarded) >= hops:
             return forwarded[-hops]
     return request.META.get("REMOTE_ADDR", "") or "unknown"

@@ -109,7 +109,9 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'arena.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout turns brief
     # writer contention into waiting instead of "database is locked".
@@ -121,7 +123,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # One cache shared by every process: Redis when configured, else files under var/ (one machine).
 REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_CACHE_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_CACHE_URL,
+        }
+    }
 else:
     CACHES = {
         "default": {
@@ -175,8 +182,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- Arena ------------------------------------------------------------------------------
 ARENA_GAMMA_URL = os.environ.get("ARENA_GAMMA_URL", "https://gamma-api.polymarket.com").rstrip("/")
 ARENA_CLOB_URL = os.environ.get("ARENA_CLOB_URL", "https://clob.polymarket.com").rstrip("/")
-ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai/api/v1").rstrip("/")
-ARENA_LLM_API_KEY = os.environ.get("OPENROUTER_API_KEY") or os.environ.get("ARENA_LLM_API_KEY") or ""
+ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai/api/v1").rstrip(
+    "/"
+)
+ARENA_LLM_API_KEY = (
+    os.environ.get("OPENROUTER_API_KEY") or os.environ.get("ARENA_LLM_API_KEY") or ""
+)
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)
 ARENA_HTTP_TIMEOUT = float(os.environ.get("ARENA_HTTP_TIMEOUT", "20"))

@@ -28,19 +28,45 @@ def _commands(options) -> list[tuple[str, list[str]]]:
         (
             "web",
             [
-                python, "-m", "gunicorn", "arena.wsgi:application",
-                "--bind", f"{options['host']}:{options['port']}",
-                "--workers", str(options["web_workers"]), "--threads", "4",
-                "--access-logfile", "-", "--graceful-timeout", "5",
+                python,
+                "-m",
+                "gunicorn",
+                "arena.wsgi:application",
+                "--bind",
+                f"{options['host']}:{options['port']}",
+                "--workers",
+                str(options["web_workers"]),
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+                "--graceful-timeout",
+                "5",
             ],
         )
     ]
     if not options["no_worker"]:
         # Threads suit the work (HTTP calls to models and Polymarket) and SQLite's one writer.
         cmds.append(
-            ("worker", [python, "-m", "celery", "-A", "arena", "worker", "--pool", "threads",
-                        "--concurrency", "8", "--loglevel", "INFO", "--without-gossip",
-                        "--without-mingle"])
+            (
+                "worker",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "arena",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "8",
+                    "--loglevel",
+                    "INFO",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+            )
         )
     if not options["no_beat"]:
         cmds.append(("beat", [python, "-m", "celery", "-A", "arena", "beat", "--loglevel", "INFO"]))

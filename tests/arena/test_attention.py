@@ -12,8 +12,9 @@ from markets.models import Market
 
 @pytest.fixture
 def staff_client(client, db):
-    user = get_user_model().objects.create_user("staff", password="pw-staff-123", is_staff=True,
-                                                is_superuser=True)
+    user = get_user_model().objects.create_user(
+        "staff", password="pw-staff-123", is_staff=True, is_superuser=True
+    )
     client.force_login(user)
     return client
 
@@ -29,15 +30,35 @@ def test_attention_page_lists_what_needs_a_human(staff_client):
     cohort = Cohort.objects.create(week_start=datetime(2026, 11, 15, tzinfo=UTC))
     # Cash that disagrees with the (empty) ledger is a violation doctor must report.
     entry = Entry.objects.create(cohort=cohort, competitor=comp, cash=Decimal("10000"))
-    Decision.objects.create(entry=entry, week=1, status="failed", claimed_at=now,
-                            error="every LLM call failed: 401 No auth credentials found")
-    Market.objects.create(external_id="1", question="Stuck <b>market</b>?", status="closed",
-                          closed_time=now - timedelta(days=5), outcomes=["Yes", "No"])
-    Market.objects.create(external_id="2", question="Gone upstream?", needs_attention=True,
-                          upstream_missing=True, attention_reason="404 from Gamma",
-                          outcomes=["Yes", "No"])
-    Market.objects.create(external_id="3", question="Fresh close?", status="closed",
-                          closed_time=now - timedelta(hours=2), outcomes=["Yes", "No"])
+    Decision.objects.create(
+        entry=entry,
+        week=1,
+        status="failed",
+        claimed_at=now,
+        error="every LLM call failed: 401 No auth credentials found",
+    )
+    Market.objects.create(
+        external_id="1",
+        question="Stuck <b>market</b>?",
+        status="closed",
+        closed_time=now - timedelta(days=5),
+        outcomes=["Yes", "No"],
+    )
+    Market.objects.create(
+        external_id="2",
+        question="Gone upstream?",
+        needs_attention=True,
+        upstream_missing=True,
+        attention_reason="404 from Gamma",
+        outcomes=["Yes", "No"],
+    )
+    Market.objects.create(
+        external_id="3",
+        question="Fresh close?",
+        status="closed",
+        closed_time=now - timedelta(hours=2),
+        outcomes=["Yes", "No"],
+    )
 
     html = staff_client.get("/admin/attention/").content.decode()
 

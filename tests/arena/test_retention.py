@@ -7,14 +7,25 @@ from cohorts.retention import rollup_snapshots
 
 
 def _entry(n):
-    comp = Competitor.objects.create(slug=f"c{n}", display_name=f"C{n}", kind="baseline", strategy="cash")
-    cohort, _ = Cohort.objects.get_or_create(kind="demo", week_start=datetime(2026, 1, 4, tzinfo=UTC))
+    comp = Competitor.objects.create(
+        slug=f"c{n}", display_name=f"C{n}", kind="baseline", strategy="cash"
+    )
+    cohort, _ = Cohort.objects.get_or_create(
+        kind="demo", week_start=datetime(2026, 1, 4, tzinfo=UTC)
+    )
     return Entry.objects.create(cohort=cohort, competitor=comp, cash=Decimal("10000"))
 
 
 def _snap(entry, ts, total):
-    return Snapshot(entry=entry, ts=ts, cash=total, positions_value=0, total=total,
-                    realized_pnl=0, unrealized_pnl=0)
+    return Snapshot(
+        entry=entry,
+        ts=ts,
+        cash=total,
+        positions_value=0,
+        total=total,
+        realized_pnl=0,
+        unrealized_pnl=0,
+    )
 
 
 def test_old_rows_roll_up_to_the_last_of_each_hour_recent_rows_stay(db):
@@ -33,7 +44,8 @@ def test_old_rows_roll_up_to_the_last_of_each_hour_recent_rows_stay(db):
 
     assert deleted == 2 * (18 - 3)
     kept_old = list(
-        Snapshot.objects.filter(entry=a, ts__lt=now - timedelta(days=14)).order_by("ts")
+        Snapshot.objects.filter(entry=a, ts__lt=now - timedelta(days=14))
+        .order_by("ts")
         .values_list("ts", "total")
     )
     # One row per hour, each the last value of its hour at its own time.

@@ -124,7 +124,9 @@ def test_healthz_reports_database_broker_and_jobs(client, db):
 
     from arena.models import JobRun
 
-    JobRun.objects.create(job="sync", status="ok", started_at=timezone.now(), finished_at=timezone.now())
+    JobRun.objects.create(
+        job="sync", status="ok", started_at=timezone.now(), finished_at=timezone.now()
+    )
     data = client.get("/healthz").json()
     assert data["database"] == "ok" and data["broker"] == "ok"
     assert data["jobs"]["sync"]["late"] is False

@@ -287,9 +287,16 @@ def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):
 
     def run(scope, status, minutes_ago):
         t = now - timedelta(minutes=minutes_ago)
-        return ScoreRun.objects.create(scope=scope, status=status, as_of=t, started_at=t,
-                                       finished_at=t, methodology_version="1",
-                                       methodology_hash="h", engine_version="e")
+        return ScoreRun.objects.create(
+            scope=scope,
+            status=status,
+            as_of=t,
+            started_at=t,
+            finished_at=t,
+            methodology_version="1",
+            methodology_hash="h",
+            engine_version="e",
+        )
 
     live = [run("live", "done", m) for m in (50, 40, 30, 20, 10)]
     demo = run("demo", "done", 100)
