@@ -24,7 +24,6 @@ caller passes prices, else unknown (None). Money is Decimal.
 from __future__ import annotations
 
 import copy
-import email.utils
 import json
 import random
 import time
@@ -35,6 +34,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import requests
+
+from arena.http import parse_retry_after
 
 DEFAULT_USER_AGENT = "forecasting-arena/0.1 (paper trading research)"
 APP_URL = "https://github.com/forecasting-arena"
@@ -433,26 +434,6 @@ def _describe_error(error: Any) -> str:
         message += f" (provider {metadata['provider_name']})"
     code = error.get("code")
     return f"{message} [code {code}]" if code is not None else message
-
-
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date; None if absent."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds or seconds == float("inf"):
-        return None
-    return max(0.0, seconds)
 
 
 def _declared_charset(response: requests.Response) -> str | None:

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
 from django.conf import settings
+
+from arena.http import parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +434,8 @@ class JsonHttpClient:
         raise AssertionError("unreachable")  # the loop always returns or raises
 
     def _wait(self, attempt: int, retry_after: str | None, why: str) -> None:
-        delay = _retry_after_seconds(retry_after)
+        parsed = parse_retry_after(retry_after)
+        delay = None if parsed is None else min(parsed, RETRY_AFTER_CAP)
         if delay is None:
             delay = min(self.backoff_cap, self.backoff * 2**attempt)
         log.info("%s: %s, retrying in %.1fs", self.base_url, why, delay)
@@ -544,23 +545,3 @@ def _is_keyset_page(body: Any) -> bool:
         and isinstance(body.get("markets"), list)
         and isinstance(body.get("next_cursor"), str | None)
     )
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date), capped; None if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP)

@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -43,6 +43,7 @@ from agents.decisions import decide
 from agents.models import Competitor, Decision
 from agents.universe import freeze_universe
 from cohorts.models import Cohort, Snapshot
+from cohorts.pricing import PRICE_PLACES, to_price
 from cohorts.services import advance_cohorts, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 
 MARKET_PLATFORMS = ("polymarket", "manifold", "metaculus", "infer")
 OUTCOMES = ["Yes", "No"]
-PRICE_PLACES = Decimal("0.000001")
 QUESTION_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})-llm\.json")
 RESOLUTION_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})_resolution_set\.json")
 # The public repository's raw files, for `arena replay-forecastbench <url> --due ...`.
@@ -445,15 +445,8 @@ def _history(rows: list[dict], due: date, name: str, result: ReplaySet) -> list[
 
 def parse_price(raw) -> Decimal | None:
     """A number (string or JSON number) rounded to the 6 places prices are stored with."""
-    if raw is None or isinstance(raw, bool):
-        return None
-    try:
-        value = Decimal(str(raw).strip())
-    except (InvalidOperation, ValueError):
-        return None
-    if not value.is_finite():
-        return None
-    return value.quantize(PRICE_PLACES, rounding=ROUND_HALF_EVEN)
+    value = to_price(raw)
+    return None if value is None else value.quantize(PRICE_PLACES, rounding=ROUND_HALF_EVEN)
 
 
 def parse_date(raw) -> datetime | None:
