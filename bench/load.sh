@@ -4,6 +4,7 @@
 #
 #   bench/load.sh                                   # build the data once, then measure
 #   DURATION=20 CONNECTIONS=32 WORKERS=5 THREADS=2 bench/load.sh
+#   TICK_INTERVAL=5 bench/load.sh                   # snapshot ticks every 5 s (default 1 s)
 #   LOAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/other bench/load.sh
 #   LOAD_CACHE=1 bench/load.sh                      # the page-cache experiment (bench/load_cache.py)
 #
@@ -47,4 +48,5 @@ exec uv run python bench/load_run.py \
   --cohort-url "$cohort_url" \
   --candidates "$series_url" "$entry_url" /competitors/bench-0/ /cohorts/ /markets/ /methodology/ \
   --duration "${DURATION:-15}" --connections "${CONNECTIONS:-16}" \
-  --workers "${WORKERS:-4}" --threads "${THREADS:-2}" --port "${PORT:-8391}"
+  --workers "${WORKERS:-4}" --threads "${THREADS:-2}" --port "${PORT:-8391}" \
+  --tick-interval "${TICK_INTERVAL:-1}"

@@ -7,7 +7,7 @@ Starts gunicorn (arena.wsgi) on loopback, then measures with wrk, each run bound
     api        /api/leaderboard         >= 1,000 req/s
     heavy+X    X while one client loops the heaviest page (picked by timing the candidates)
                                         >= 300 req/s, p99 <= 150 ms
-    tick+X     X while snapshot ticks run back to back (bench/load_tick.py)
+    tick+X     X while snapshot ticks run every --tick-interval s (bench/load_tick.py)
                                         p99 within 20% of X's own run
 Zero errors everywhere (connect/read/write/timeouts and non-2xx). Prints a table and exits 1
 when a target is missed.
@@ -188,7 +188,7 @@ def under_heavy_loop(bench: Bench, heavy: str, name: str, url: str) -> Result:
 def during_ticks(bench: Bench, name: str, url: str, baseline: Result) -> Result:
     ticker = bench.background(
         [sys.executable, str(ROOT / "bench" / "load_tick.py"),
-         "--seconds", f"{bench.args.duration + 2:.0f}"]
+         "--seconds", f"{bench.args.duration + 2:.0f}", "--interval", str(bench.args.tick_interval)]
     )  # fmt: skip
     time.sleep(1)
     try:
@@ -209,6 +209,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--duration", type=float, default=15)
+    parser.add_argument("--tick-interval", type=float, default=1.0, help="seconds between ticks")
     args = parser.parse_args()
 
     server = start_gunicorn(args)
