@@ -45,6 +45,7 @@ from agents.prompts import (
     user_prompt,
 )
 from agents.universe import freeze_universe, price_book
+from arena.cache import data_changed
 from cohorts.models import Cohort, Entry
 from cohorts.services import (
     BetOrder,
@@ -202,6 +203,8 @@ def _finish(decision: Decision, status: str, **fields) -> bool:
     updated = Decision.objects.filter(
         pk=decision.pk, claim_token=decision.claim_token, status=Decision.Status.CLAIMED
     ).update(status=status, finished_at=timezone.now(), **fields)
+    if updated:
+        data_changed()
     return updated == 1
 
 
@@ -400,6 +403,7 @@ class _Run:
             )
             if updated != 1:
                 raise ClaimLost
+            data_changed()
             if parsed is not None:
                 Forecast.objects.bulk_create(self._forecasts(parsed))
             if trading:

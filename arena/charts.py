@@ -23,6 +23,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 
+from arena.cache import data_version
 from cohorts.models import Cohort, Entry, Snapshot
 
 SNAPSHOT_STEP = 600  # seconds: snapshots are floored to 10-minute buckets
@@ -203,7 +204,9 @@ def scope_return_series(scope: str, max_points: int = LEADERBOARD_POINTS) -> dic
     fingerprint = hashlib.sha256(
         repr(sorted((e[0], e[5].isoformat(), str(e[3])) for e in live)).encode()
     ).hexdigest()[:32]
-    key = f"arena:overview:{scope}:{max_points}:{fingerprint}"
+    # The data version changes on every write (a settlement's final snapshot overwrites its
+    # bucket's row without moving the latest time, so the fingerprint alone can go stale).
+    key = f"arena:overview:{scope}:{max_points}:{fingerprint}:{data_version()}"
     payload = cache.get(key)
     if payload is None:
         payload = _scope_return_series(scope, live, max_points)

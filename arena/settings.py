@@ -74,6 +74,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Serves anonymous readers from the page cache; inner middleware (CSP, ...) headers are
+    # stored with the page.
+    "arena.cache.PublicPageCacheMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -110,7 +113,7 @@ TEMPLATES = [
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'arena.sqlite3'}"
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout turns brief
@@ -188,6 +191,8 @@ ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai
 ARENA_LLM_API_KEY = (
     os.environ.get("OPENROUTER_API_KEY") or os.environ.get("ARENA_LLM_API_KEY") or ""
 )
+# Whole-page cache for anonymous readers (arena/cache.py); off only to debug a page.
+ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)
 ARENA_HTTP_TIMEOUT = float(os.environ.get("ARENA_HTTP_TIMEOUT", "20"))

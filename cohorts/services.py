@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
+from arena.cache import data_changed
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Trade
 from cohorts.pricing import outcome_price
 from markets.models import Market
@@ -104,6 +105,7 @@ def open_cohort(
             competitors = Competitor.objects.filter(active=True).order_by("pk")
         _fund_entries(cohort, competitors, _now(at))
     log.info("opened %s with %d entries", cohort, cohort.entries.count())
+    data_changed()
     return cohort, True
 
 
@@ -181,6 +183,8 @@ def advance_cohorts(at: datetime | None = None, cohorts=None) -> dict[str, int]:
         .filter(~has_open)
         .update(status=Cohort.Status.COMPLETED, completed_at=at)
     )
+    if to_tracking or completed:
+        data_changed()
     return {"tracking": to_tracking, "completed": completed}
 
 
@@ -396,6 +400,7 @@ def execute_orders(
             # sum is done in Decimal (SQLite would do SQL arithmetic in floating point).
             entry.cash = book.cash + net
             Entry.objects.filter(pk=entry.pk).update(cash=entry.cash)
+            data_changed()
     return trades
 
 

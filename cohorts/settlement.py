@@ -27,6 +27,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from arena.cache import data_changed
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_final_snapshots
 from markets.models import Market
@@ -82,6 +83,7 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
     """Make the market's settlements match its status; idempotent. See the module docstring."""
     at = at if at is not None else timezone.now()
     with transaction.atomic():
+        data_changed()  # runs only if this transaction commits
         market = Market.objects.select_for_update().get(pk=market.pk)
         report = SettleReport(market_id=market.pk, status=market.status)
         if market.status == Market.Status.RESOLVED and market.resolved_outcome not in (

@@ -24,6 +24,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from arena.cache import data_changed
 from cohorts.models import Cohort, Entry, Position, Snapshot
 from cohorts.pricing import outcome_price
 from markets.models import Market
@@ -108,6 +109,7 @@ def _upsert(rows: list[Snapshot]) -> int:
         update_fields=SNAPSHOT_FIELDS,
         batch_size=2000,
     )
+    data_changed()
     return len(rows)
 
 

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from arena.cache import data_changed
 from markets.bulk import insert_rows
 from markets.clob import CLOSED_MARKET_FIDELITY, ClobClient
 from markets.gamma import (
@@ -112,6 +113,7 @@ def sync_markets(
     report.new = Market.objects.live().count() - before
     report.seconds = time.monotonic() - started
     log.info("sync_markets: %s", report.summary())
+    data_changed()
     return report
 
 
@@ -436,6 +438,7 @@ def resolve_markets(*, client: GammaClient | None = None) -> ResolveReport:
         _request_rescore()
     report.seconds = time.monotonic() - started
     log.info("resolve_markets: %s", report.summary())
+    data_changed()
     return report
 
 
@@ -642,6 +645,7 @@ def set_resolution(
     market.refresh_from_db()
     if _settle(market):
         market.refresh_from_db()
+    data_changed()
     _request_rescore()
     return change
 

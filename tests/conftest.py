@@ -30,7 +30,9 @@ def _isolated_cache_and_broker():
     previous = app.conf.broker_url
     app.conf.broker_url = "memory://"
     locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    with override_settings(CACHES=locmem):
+    # Page caching is invalidated on commit, and most tests run inside a transaction that never
+    # commits; tests/arena/test_page_cache.py turns it on with real commits.
+    with override_settings(CACHES=locmem, ARENA_PAGE_CACHE=False):
         yield
     app.conf.broker_url = previous
 

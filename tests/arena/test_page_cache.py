@@ -1,0 +1,78 @@
+"""The page cache serves anonymous readers fast and never shows data older than the last commit."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+
+from agents.models import Competitor
+from cohorts.services import BetOrder, execute_orders, open_cohort
+from cohorts.settlement import settle_market
+from markets.models import Market
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SUNDAY = datetime(2026, 11, 15, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def page_cache_on(settings):
+    settings.ARENA_PAGE_CACHE = True
+    cache.clear()
+
+
+def _market():
+    return Market.objects.create(
+        external_id="m1",
+        question="Will the cache stay honest?",
+        outcomes=["Yes", "No"],
+        last_prices={"Yes": "0.5", "No": "0.5"},
+        volume=1000,
+    )
+
+
+def test_second_anonymous_read_is_a_hit_and_identical(client):
+    first = client.get("/markets/")
+    second = client.get("/markets/")
+    assert first["X-Cache"] == "miss" and second["X-Cache"] == "hit"
+    assert first.content == second.content
+    assert second["Content-Security-Policy"] == first["Content-Security-Policy"]
+    assert not first.cookies  # public pages set no cookie (no CSRF token for anonymous readers)
+
+
+def test_a_committed_write_is_visible_on_the_next_read(client):
+    client.get("/markets/")
+    assert client.get("/markets/")["X-Cache"] == "hit"
+    _market()  # a raw ORM write does not invalidate (the TTL backstop covers such paths) ...
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    open_cohort(SUNDAY, at=SUNDAY)  # ... but a service write does, once it commits
+    resp = client.get("/markets/")
+    assert resp["X-Cache"] == "miss"
+    assert "Will the cache stay honest?" in resp.content.decode()
+
+
+def test_settlement_invalidates_the_pages_that_show_money(client):
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    cohort, _ = open_cohort(SUNDAY, at=SUNDAY)
+    entry = cohort.entries.get()
+    market = _market()
+    execute_orders(entry, [BetOrder(market.pk, "Yes", Decimal("100"))], [], None, at=SUNDAY)
+    url = f"/cohorts/{cohort.pk}/"
+    before = client.get(url)
+    assert client.get(url)["X-Cache"] == "hit"
+    Market.objects.filter(pk=market.pk).update(status="resolved", resolved_outcome="Yes")
+    settle_market(market, at=SUNDAY)
+    after = client.get(url)
+    assert after["X-Cache"] == "miss"
+    assert "$10,100.00" in after.content.decode() and "$10,100.00" not in before.content.decode()
+
+
+def test_staff_and_writes_bypass_the_cache(client):
+    user = get_user_model().objects.create_user("s", password="pw-s-12345", is_staff=True)
+    client.get("/markets/")
+    client.force_login(user)
+    resp = client.get("/markets/")
+    assert "X-Cache" not in resp  # a session means fresh pages
+    assert "X-Cache" not in client.get("/healthz")
+    assert "X-Cache" not in client.get("/exports/trades.csv")
