@@ -1,48 +1,70 @@
-"""Whole-page caching for anonymous readers, invalidated by a data version.
+"""Whole-page caching for anonymous readers, invalidated by data versions.
 
 What is cached: complete responses to anonymous GET/HEAD requests for public pages and the JSON
 API (never /admin/, /exports/, /healthz, static files, staff sessions or responses that set a
-cookie). How it is invalidated: every write that changes what a page shows calls
-`data_changed()`, which - once the transaction commits - replaces the version token that every
-cache key contains. A reader takes the token *before* it renders, so a page is stored under a
-token that is at least as old as the data in it, and no reader uses that token once a newer
-write has committed: a settlement, a new score run or a staff resolution change is visible on
-the next request. A random token (not a counter) means two concurrent bumps can't collapse into
-one. PAGE_TTL is only a backstop for a write path that forgot to call data_changed().
+cookie).
+
+How it is invalidated: every write that changes what a page shows calls `data_changed()` (or
+`scores_changed()` for a new score run), which - once the transaction commits - replaces a version
+token that the cache keys contain. A reader takes the token *before* it renders, so a page is
+stored under a token at least as old as the data in it, and nobody reads under that token once a
+newer write has committed. Random tokens (not counters) mean two concurrent bumps can't collapse
+into one. Two tokens: `/api/leaderboard` shows only the latest score run, so it keys on the
+scores token alone and a snapshot tick every 10 minutes doesn't throw it away; everything else
+keys on the data token, which every write (score runs included) replaces.
+
+Stampedes: when a token changes, one request per page renders it; requests that arrive while
+that render is in flight get the page's previous version instead of piling on (stale by at most
+the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL is only a
+backstop for a write path that forgot to call data_changed().
 """
 
 import uuid
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpResponse
 
-VERSION_KEY = "arena:data-version"
+DATA_KEY = "arena:data-version"
+SCORES_KEY = "arena:scores-version"
 PAGE_TTL = 120
+RENDER_LOCK_SECONDS = 5
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
+SCORES_ONLY_PREFIXES = ("/api/leaderboard",)
 
 
-def data_version() -> str:
-    token = cache.get(VERSION_KEY)
+def _version(key: str) -> str:
+    token = cache.get(key)
     if token is None:
-        token = uuid.uuid4().hex
-        cache.add(VERSION_KEY, token, None)
-        token = cache.get(VERSION_KEY, token)
+        cache.add(key, uuid.uuid4().hex, None)
+        token = cache.get(key)
     return token
 
 
-def _bump() -> None:
-    cache.set(VERSION_KEY, uuid.uuid4().hex, None)
+def data_version() -> str:
+    return _version(DATA_KEY)
+
+
+def _bump_data() -> None:
+    cache.set(DATA_KEY, uuid.uuid4().hex, None)
+
+
+def _bump_scores() -> None:
+    cache.set_many({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex}, None)
 
 
 def data_changed() -> None:
-    """Invalidate every cached page once the current transaction commits (now, outside one)."""
-    transaction.on_commit(_bump)
+    """Invalidate cached pages once the current transaction commits (now, outside one)."""
+    transaction.on_commit(_bump_data)
+
+
+def scores_changed() -> None:
+    """A new score run (or lineup change): invalidate the leaderboard API and every page."""
+    transaction.on_commit(_bump_scores)
 
 
 def _cacheable_request(request) -> bool:
-    from django.conf import settings
-
     if not settings.ARENA_PAGE_CACHE or request.method not in ("GET", "HEAD"):
         return False
     if request.path.startswith(EXCLUDED_PREFIXES):
@@ -58,6 +80,26 @@ def _cacheable_response(response) -> bool:
     return "no-store" not in control and "private" not in control
 
 
+def _page_id(request) -> str:
+    return ":".join(
+        [
+            request.method,
+            request.get_full_path(),
+            request.headers.get("HX-Request", ""),
+            request.headers.get("HX-Target", ""),
+        ]
+    )
+
+
+def _respond(stored, state: str) -> HttpResponse:
+    status, headers, content = stored
+    response = HttpResponse(content, status=status)
+    for name, value in headers:
+        response[name] = value
+    response["X-Cache"] = state
+    return response
+
+
 class PublicPageCacheMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -66,31 +108,24 @@ class PublicPageCacheMiddleware:
         if not _cacheable_request(request):
             response = self.get_response(request)
             if request.method not in ("GET", "HEAD", "OPTIONS"):
-                # Any write through the site (staff in the admin) may change public pages.
-                data_changed()
+                # Any write through the site (staff in the admin: resolutions, lineup) may
+                # change public pages and the leaderboard.
+                scores_changed()
             return response
-        key = ":".join(
-            [
-                "arena:page",
-                data_version(),
-                request.method,
-                request.get_full_path(),
-                request.headers.get("HX-Request", ""),
-                request.headers.get("HX-Target", ""),
-            ]
-        )
+        page = _page_id(request)
+        scores_only = request.path.startswith(SCORES_ONLY_PREFIXES)
+        token = _version(SCORES_KEY if scores_only else DATA_KEY)
+        key = f"arena:page:{token}:{page}"
         stored = cache.get(key)
         if stored is not None:
-            status, headers, content = stored
-            response = HttpResponse(content, status=status)
-            for name, value in headers:
-                response[name] = value
-            response["X-Cache"] = "hit"
-            return response
+            return _respond(stored, "hit")
+        if not cache.add(f"arena:render:{key}", 1, RENDER_LOCK_SECONDS):
+            previous = cache.get(f"arena:page-last:{page}")
+            if previous is not None:
+                return _respond(previous, "stale")
         response = self.get_response(request)
         if _cacheable_response(response):
-            cache.set(
-                key, (response.status_code, list(response.items()), response.content), PAGE_TTL
-            )
+            stored = (response.status_code, list(response.items()), response.content)
+            cache.set_many({key: stored, f"arena:page-last:{page}": stored}, PAGE_TTL)
         response["X-Cache"] = "miss"
         return response

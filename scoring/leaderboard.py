@@ -42,7 +42,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from agents.models import Competitor, Decision, Forecast, LLMCall
-from arena.cache import data_changed
+from arena.cache import scores_changed
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
 from cohorts.pricing import outcome_price
 from markets.models import Market, PricePoint
@@ -1359,7 +1359,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
                 n_resolved=n_resolved,
                 details=json_safe(details),
             )
-            data_changed()  # a new leaderboard: every cached page is stale
+            scores_changed()  # a new leaderboard: every cached page is stale
     except Exception as exc:
         ScoreRun.objects.filter(pk=run.pk).update(
             status=ScoreRun.Status.FAILED,

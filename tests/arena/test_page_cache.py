@@ -76,3 +76,35 @@ def test_staff_and_writes_bypass_the_cache(client):
     assert "X-Cache" not in resp  # a session means fresh pages
     assert "X-Cache" not in client.get("/healthz")
     assert "X-Cache" not in client.get("/exports/trades.csv")
+
+
+def test_leaderboard_api_survives_snapshot_ticks_but_not_a_new_score_run(client):
+    from cohorts.snapshots import take_snapshot
+    from scoring.leaderboard import compute_scores
+
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    open_cohort(SUNDAY, at=SUNDAY)
+    client.get("/api/leaderboard")
+    take_snapshot(at=SUNDAY)  # values changed, scores did not
+    assert client.get("/api/leaderboard")["X-Cache"] == "hit"
+    assert client.get("/")["X-Cache"] == "miss"  # the home page shows values: re-rendered
+    before = client.get("/api/leaderboard").json()
+    compute_scores("live", as_of=SUNDAY)
+    resp = client.get("/api/leaderboard")
+    assert resp["X-Cache"] == "miss"
+    assert before["as_of"] is None and resp.json()["as_of"] is not None
+
+
+def test_while_one_request_renders_a_new_version_others_get_the_previous_page(client):
+    from arena.cache import DATA_KEY, _page_id
+
+    old = client.get("/markets/")
+    cache.set(DATA_KEY, "a-newer-version")  # a write committed
+    # Someone else is rendering the new version right now.
+    request = client.get("/markets/").wsgi_request  # renders v2 and stores it ...
+    cache.set(DATA_KEY, "newest")
+    key = f"arena:page:newest:{_page_id(request)}"
+    cache.add(f"arena:render:{key}", 1, 5)  # ... and a render of v3 is in flight
+    resp = client.get("/markets/")
+    assert resp["X-Cache"] == "stale"
+    assert resp.content == old.content
