@@ -6,7 +6,6 @@
 #   DURATION=20 CONNECTIONS=32 WORKERS=5 THREADS=2 bench/load.sh
 #   TICK_INTERVAL=5 bench/load.sh                   # snapshot ticks every 5 s (default 1 s)
 #   LOAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/other bench/load.sh
-#   LOAD_CACHE=1 bench/load.sh                      # the page-cache experiment (bench/load_cache.py)
 #
 # Settings are production's (DEBUG=0, persistent database connections, whitenoise statics);
 # only HTTPS redirects are off because wrk talks plain HTTP on loopback. Needs wrk on PATH.
@@ -37,13 +36,10 @@ series_url="$(awk '$1 == "series" {print $2}' <<<"$urls")"
 entry_url="${cohort_url}entries/bench-0/"
 uv run python manage.py collectstatic --noinput -v0
 
-if [ "${LOAD_CACHE:-0}" = 1 ]; then
-  # The page-cache experiment (bench/load_cache.py): needs the shared Redis cache for its version.
-  export DJANGO_SETTINGS_MODULE=load_settings PYTHONPATH="bench${PYTHONPATH:+:$PYTHONPATH}" LOAD_CACHE
-  export REDIS_CACHE_URL="${REDIS_CACHE_URL:-redis://127.0.0.1:6379/12}"
-fi
+# The page cache (arena/cache.py) must be shared by the gunicorn workers and the ticker.
+export REDIS_CACHE_URL="${REDIS_CACHE_URL:-redis://127.0.0.1:6379/12}"
 
-echo "== load (${DURATION:-15} s per run${LOAD_CACHE:+, LOAD_CACHE=$LOAD_CACHE})"
+echo "== load (${DURATION:-15} s per run)"
 exec uv run python bench/load_run.py \
   --cohort-url "$cohort_url" \
   --candidates "$series_url" "$entry_url" /competitors/bench-0/ /cohorts/ /markets/ /methodology/ \

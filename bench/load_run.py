@@ -190,7 +190,9 @@ def during_ticks(bench: Bench, name: str, url: str, baseline: Result) -> Result:
         [sys.executable, str(ROOT / "bench" / "load_tick.py"),
          "--seconds", f"{bench.args.duration + 2:.0f}", "--interval", str(bench.args.tick_interval)]
     )  # fmt: skip
-    time.sleep(1)
+    first = ticker.stdout.readline().strip()  # "ready" once the ticker's start-up is done
+    if first != "ready":
+        raise SystemExit(f"ticker failed to start: {first}")
     try:
         d = bench.wrk(url)
     finally:
