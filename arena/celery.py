@@ -26,6 +26,10 @@ BEAT_SCHEDULE = {
     "decide": {"task": "agents.tasks.decide", "schedule": crontab(minute="5,20,35,50")},
     "snapshot": {"task": "cohorts.tasks.snapshot", "schedule": crontab(minute="*/10")},
     "score": {"task": "scoring.tasks.score", "schedule": crontab(minute=30)},
+    "backfill-history": {
+        "task": "markets.tasks.backfill_held_markets",
+        "schedule": crontab(minute=25, hour=4),
+    },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
 }
 app.conf.beat_schedule = BEAT_SCHEDULE

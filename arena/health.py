@@ -19,7 +19,8 @@ STALE_AFTER = {
     "snapshot": timedelta(minutes=30),
     "resolve": timedelta(hours=3),
     "score": timedelta(hours=3),
-    "decide": timedelta(days=8),
+    "decide": timedelta(hours=1),
+    "backfill": timedelta(days=2),
 }
 
 

@@ -299,6 +299,30 @@ def _market_url(p: ParsedMarket) -> str:
 # --- price history back-fill ---------------------------------------------------------------
 
 
+def backfill_held_markets(*, days: int = 2, client: ClobClient | None = None) -> dict:
+    """Fill gaps in the price history of the Polymarket markets someone holds (a sync missed
+    during an outage leaves a hole in the chart and can move a market's closing line). Points
+    already stored are kept, so running it daily costs only the missing ones."""
+    from cohorts.models import Position  # cohorts depends on markets, not back
+
+    held = Market.objects.filter(
+        source=POLYMARKET,
+        pk__in=Position.objects.filter(status=Position.Status.OPEN).values("market_id"),
+    ).order_by("pk")
+    client = client or ClobClient()
+    summary = {"markets": 0, "points": 0, "failed": 0}
+    for market in held:
+        try:
+            summary["points"] += backfill_price_history(market, days=days, client=client)
+            summary["markets"] += 1
+        except Exception:  # one market's upstream trouble must not stop the others
+            log.exception("back-filling market %s failed", market.pk)
+            summary["failed"] += 1
+    if summary["points"]:
+        data_changed()
+    return summary
+
+
 def backfill_price_history(
     market: Market, *, days: int = 30, fidelity: int = 60, client: ClobClient | None = None
 ) -> int:

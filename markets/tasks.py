@@ -48,3 +48,10 @@ def resolve_markets() -> dict:
 @shared_task(name="markets.tasks.backfill_price_history", **RETRY)
 def backfill_price_history(market_id: int, days: int = 30) -> int:
     return services.backfill_price_history(Market.objects.get(pk=market_id), days=days)
+
+
+@shared_task(name="markets.tasks.backfill_held_markets", **RETRY)
+def backfill_held_markets() -> dict:
+    with job_run("backfill") as summary:
+        summary.update(services.backfill_held_markets())
+        return summary

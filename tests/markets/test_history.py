@@ -124,3 +124,25 @@ def test_markets_without_tokens_are_skipped(clob, gamma):
     legacy = Market.objects.create(external_id=leg["id"], question="?", outcomes=["Yes", "No"])
     assert backfill_price_history(legacy, client=clob) == 0
     assert gamma.requests == []
+
+
+def test_daily_backfill_covers_only_held_markets(gamma, gamma_client, clob):
+    from cohorts.services import BetOrder, execute_orders
+    from markets.services import backfill_held_markets
+    from tests.factories import make_cohort_with_entries
+
+    held_raw, idle_raw = make_market("11", end_date=soon()), make_market("12", end_date=soon())
+    held, idle = tracked(gamma, gamma_client, held_raw), tracked(gamma, gamma_client, idle_raw)
+    for raw in (held_raw, idle_raw):
+        gamma.history[json.loads(raw["clobTokenIds"])[0]] = hourly(3, timezone.now())
+    sunday = datetime(2026, 11, 15, tzinfo=UTC)
+    _, (entry,) = make_cohort_with_entries(1, week_start=sunday, at=sunday)
+    execute_orders(entry, [BetOrder(held.pk, "Yes", Decimal("60"))], [], None)
+
+    before = {m.pk: PricePoint.objects.filter(market=m).count() for m in (held, idle)}
+
+    summary = backfill_held_markets(days=2, client=clob)
+
+    assert summary["markets"] == 1 and summary["failed"] == 0 and summary["points"] > 0
+    assert PricePoint.objects.filter(market=idle).count() == before[idle.pk]  # nobody holds it
+    assert PricePoint.objects.filter(market=held).count() == before[held.pk] + summary["points"]
