@@ -134,7 +134,11 @@ class DecisionAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Run again on the next `arena decide` (failed or skipped only)")
     def rerun(self, request: HttpRequest, queryset: QuerySet[Decision]) -> None:
-        count = mark_decisions_retryable(queryset)
+        ids = list(queryset.values_list("pk", flat=True))
+        count = mark_decisions_retryable(Decision.objects.filter(pk__in=ids))
+        # A rerun is a staff action on the public record: leave an audit row per decision.
+        for decision in Decision.objects.filter(pk__in=ids, status=Decision.Status.RETRYABLE):
+            self.log_change(request, decision, "Marked retryable: runs again on the next decide")
         self.message_user(request, f"{count} decisions marked retryable", messages.SUCCESS)
 
 

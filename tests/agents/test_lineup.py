@@ -92,3 +92,22 @@ def test_admin_shows_competitors_and_failed_decisions_with_their_calls(admin_cli
     assert "No auth credentials found" in page
     assert admin_client.get("/admin/agents/llmcall/?http_status=401").status_code == 200
     assert admin_client.get("/admin/agents/forecast/").status_code == 200
+
+
+def test_admin_rerun_action_leaves_an_audit_row(admin_client):
+    from django.contrib.admin.models import LogEntry
+
+    make_markets(2)
+    cohort = make_cohort([baseline_competitor("cash")])
+    failed = Decision.objects.create(
+        entry=cohort.entries.get(), week=1, status="failed", claimed_at=AT, error="HTTP 401"
+    )
+    resp = admin_client.post(
+        "/admin/agents/decision/",
+        {"action": "rerun", "_selected_action": [failed.pk]},
+    )
+    assert resp.status_code == 302
+    failed.refresh_from_db()
+    assert failed.status == "retryable"
+    entry = LogEntry.objects.get(object_id=str(failed.pk))
+    assert entry.user.username == "admin" and "retryable" in entry.get_change_message()
