@@ -35,7 +35,7 @@ from typing import Any
 
 import requests
 
-from arena.http import parse_retry_after
+from core.http import parse_retry_after
 
 DEFAULT_USER_AGENT = "forecasting-arena/0.1 (paper trading research)"
 APP_URL = "https://github.com/forecasting-arena"

@@ -18,11 +18,22 @@ from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from string import Template
+from typing import Protocol
 
 from agents.parsing import DecisionContext
-from cohorts.models import Universe
-from cohorts.pricing import outcome_price
-from scoring.methodology import CONSTANTS
+from core.methodology import CONSTANTS
+from markets.pricing import outcome_price
+
+
+class Universe(Protocol):
+    """What a prompt reads of a frozen universe (cohorts.models.Universe). Spelled out here so
+    the agents package does not depend on the cohorts package that sits above it."""
+
+    pk: int
+    content_hash: str
+    markets: list[dict]
+    forecast_sample: list
+
 
 PROMPT_VERSION = "v1"
 _DIR = Path(__file__).resolve().parent / "prompts"

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 
 from arena.attention import attention_count, attention_items
-from arena.models import JobRun
+from core.models import JobRun
 
 
 @admin.register(JobRun)

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from agents.models import Decision
-from arena.models import JobRun
+from core.models import JobRun
 from markets.models import Market
 
 # A market closed this long without an upstream resolution is worth a look.

@@ -19,49 +19,17 @@ the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL 
 backstop for a write path that forgot to call data_changed().
 """
 
-import uuid
-
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
 from django.http import HttpResponse
 
-DATA_KEY = "arena:data-version"
-SCORES_KEY = "arena:scores-version"
+from core.versions import DATA_KEY, SCORES_KEY, scores_changed
+from core.versions import version as _version
+
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 SCORES_ONLY_PREFIXES = ("/api/leaderboard",)
-
-
-def _version(key: str) -> str:
-    token = cache.get(key)
-    if token is None:
-        cache.add(key, uuid.uuid4().hex, None)
-        token = cache.get(key)
-    return token
-
-
-def data_version() -> str:
-    return _version(DATA_KEY)
-
-
-def _bump_data() -> None:
-    cache.set(DATA_KEY, uuid.uuid4().hex, None)
-
-
-def _bump_scores() -> None:
-    cache.set_many({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex}, None)
-
-
-def data_changed() -> None:
-    """Invalidate cached pages once the current transaction commits (now, outside one)."""
-    transaction.on_commit(_bump_data)
-
-
-def scores_changed() -> None:
-    """A new score run (or lineup change): invalidate the leaderboard API and every page."""
-    transaction.on_commit(_bump_scores)
 
 
 def _cacheable_request(request) -> bool:

@@ -23,11 +23,11 @@ BEAT_SCHEDULE = {
     # hour / every 15 minutes): they are idempotent and cheap when done, and a tick lost to a
     # broker or worker outage is made good by the next one instead of waiting a week.
     "open-cohort": {"task": "cohorts.tasks.open_cohort", "schedule": crontab(minute=0)},
-    "decide": {"task": "agents.tasks.decide", "schedule": crontab(minute="5,20,35,50")},
+    "decide": {"task": "cohorts.tasks.decide", "schedule": crontab(minute="5,20,35,50")},
     "snapshot": {"task": "cohorts.tasks.snapshot", "schedule": crontab(minute="*/10")},
     "score": {"task": "scoring.tasks.score", "schedule": crontab(minute=30)},
     "backfill-history": {
-        "task": "markets.tasks.backfill_held_markets",
+        "task": "cohorts.tasks.backfill_held_markets",
         "schedule": crontab(minute=25, hour=4),
     },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},

@@ -23,8 +23,8 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 
-from arena.cache import data_version
 from cohorts.models import Cohort, Entry, Snapshot
+from core.versions import data_version
 
 SNAPSHOT_STEP = 600  # seconds: snapshots are floored to 10-minute buckets
 HOUR = 3600

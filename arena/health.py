@@ -11,7 +11,7 @@ from django.db.models import Max
 from django.http import JsonResponse
 from django.utils import timezone
 
-from arena.models import JobRun
+from core.models import JobRun
 
 # A job counts as late when its last success is older than this (twice its beat period, roughly).
 STALE_AFTER = {

@@ -323,7 +323,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
 
 def methodology(request: HttpRequest) -> HttpResponse:
     try:
-        from scoring import methodology as m
+        from core import methodology as m
     except ImportError as exc:  # pragma: no cover - the module ships with the project
         raise Http404("methodology not available") from exc
     rules = [

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "core",
     "arena",
     "markets",
     "agents",

@@ -1,10 +1,8 @@
 """Public pages, the JSON API and exports (URLs as in shared/CONTRACT.md)."""
 
-from importlib.util import find_spec
-
 from django.urls import path
 
-from arena import api, exports, pages
+from arena import api, exports, leaderboard_api, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -25,16 +23,8 @@ urlpatterns = [
     path("api/cohorts/<int:cohort_id>", api.cohort, name="api-cohort"),
     path("api/cohorts/<int:cohort_id>/series", api.cohort_series, name="api-cohort-series"),
     path("api/decisions/<int:decision_id>", api.decision, name="api-decision"),
+    path("api/leaderboard", leaderboard_api.leaderboard_api, name="api-leaderboard"),
     path("api/markets", api.markets, name="api-markets"),
     path("api/markets/<int:market_id>", api.market, name="api-market"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
 ]
-
-# /api/leaderboard is the scoring app's view; it is wired here once that module exists so the
-# site works (without that one endpoint) while scoring is still being built.
-if find_spec("scoring.views") is not None:
-    from scoring import views as scoring_views
-
-    urlpatterns.append(
-        path("api/leaderboard", scoring_views.leaderboard_api, name="api-leaderboard")
-    )

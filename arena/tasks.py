@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from arena.jobs import job_run
+from core.jobs import job_run
 
 
 @shared_task(name="arena.tasks.retention")

@@ -196,8 +196,9 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 def run_round(args, cohort) -> float:
-    from agents.decisions import decide, run_decision
     from agents.models import Decision
+    from cohorts.decisions import decide, run_decision
+    from cohorts.tasks import enqueue_decisions
 
     n_entries = cohort.entries.count()
     t0 = time.perf_counter()
@@ -206,7 +207,7 @@ def run_round(args, cohort) -> float:
         with ThreadPoolExecutor(max_workers=n_entries) as pool:
             list(pool.map(lambda e: run_decision(e, 1, AT), entry_ids))
     else:
-        decide(cohort=cohort, week=1, at=AT, sync=False)
+        decide(cohort=cohort, week=1, at=AT, sync=False, enqueue=enqueue_decisions)
         deadline = time.perf_counter() + 120
         while time.perf_counter() < deadline:
             finished = Decision.objects.filter(entry__cohort=cohort).exclude(status="claimed")
@@ -233,7 +234,7 @@ def _bench(args: argparse.Namespace) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from agents.universe import freeze_universe
+    from cohorts.universe import freeze_universe
     from tests.fakes.openai_server import FakeOpenAIServer, success
 
     call_command("migrate", interactive=False, verbosity=0)

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pages  # noqa: E402  (Django set up with the bench's production-like settings)
 from django.db.models import Max  # noqa: E402
 
-from arena.cache import data_changed  # noqa: E402
 from cohorts.models import Snapshot  # noqa: E402
 from cohorts.settlement import settle_pending  # noqa: E402
 from cohorts.snapshots import take_snapshot  # noqa: E402
+from core.versions import data_changed  # noqa: E402
 
 
 def main() -> None:

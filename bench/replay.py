@@ -5,7 +5,7 @@
     uv run python bench/replay.py --data ../shared/data/forecastbench --demo-weeks 12
 
 Replay: all sets under ../shared/data/forecastbench (relative to the repo root) go through
-`markets.replay.replay` end to end (parse, markets, cohort, baseline decisions, the replay clock's
+`simulations.replay.replay` end to end (parse, markets, cohort, baseline decisions, the replay clock's
 prices/resolutions/settlements/snapshots, scoring) on a throwaway SQLite database. Printed per
 set: each baseline's Brier on its forecast sample and its return, plus the Brier of the freeze
 values over *all* the set's resolved market questions for reference (the `market` baseline
@@ -67,8 +67,8 @@ def bench_replay(data: Path) -> None:
     from agents.services import ensure_default_lineup
     from cohorts.doctor import check_invariants
     from cohorts.models import Cohort
-    from markets.replay import replay
     from scoring.models import LeaderboardRow
+    from simulations.replay import replay
 
     ensure_default_lineup()
     baselines = list(Competitor.objects.filter(kind=Competitor.Kind.BASELINE, active=True))

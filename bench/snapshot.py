@@ -134,8 +134,8 @@ def naive_tick(at) -> None:
     from django.db.models import Sum
 
     from cohorts.models import Entry, Position, Snapshot
-    from cohorts.pricing import outcome_price
     from cohorts.snapshots import bucket_for
+    from markets.pricing import outcome_price
 
     ts = bucket_for(at)
     for entry in Entry.objects.filter(cohort__status__in=["active", "tracking"]):

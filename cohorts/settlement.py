@@ -27,9 +27,9 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from arena.cache import data_changed
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_final_snapshots
+from core.versions import data_changed
 from markets.models import Market
 
 log = logging.getLogger(__name__)
@@ -272,6 +272,17 @@ def markets_needing_settlement() -> list[int]:
     ids |= set(reopened.values_list("pk", flat=True))
     ids |= set(stale.values_list("market_id", flat=True).distinct())
     return sorted(ids)
+
+
+def settle_resolved(market: Market) -> SettleReport:
+    """Settle a market right after its resolution was recorded (markets.signals.market_resolved).
+    A market that cannot be settled as it stands goes on the staff attention list with the
+    reason, and the error propagates so the caller counts it."""
+    try:
+        return settle_market(market)
+    except SettlementError as exc:
+        flag_unsettleable(market.pk, exc)
+        raise
 
 
 def settle_pending(at: datetime | None = None) -> dict:

@@ -24,10 +24,10 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from arena.cache import data_changed
 from cohorts.models import Cohort, Entry, Position, Snapshot
-from cohorts.pricing import outcome_price
+from core.versions import data_changed
 from markets.models import Market
+from markets.pricing import outcome_price
 
 CENT = Decimal("0.01")
 BUCKET_MINUTES = 10

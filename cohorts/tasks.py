@@ -1,19 +1,26 @@
 """Celery tasks of the competition engine: thin wrappers over the services.
 
+`decide` is the beat entry for decisions (a 15-minute catch-up from Sunday 00:05 UTC): it freezes
+the universes and enqueues one `run_decision` per pending entry, so entries run in parallel on the
+workers; each decision is claimed through its unique Decision row.
+
 Each is safe to run twice at once (the services claim their work with unique constraints,
 row locks or conditional UPDATEs) and retries transient database errors with backoff.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
+from functools import partial
 
 from celery import shared_task
-from django.db import OperationalError
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from arena.jobs import job_run
-from cohorts import services, settlement, snapshots
+from agents.models import Decision
+from cohorts import decisions, services, settlement, snapshots
+from core.jobs import job_run
 from markets.models import Market
 
 RETRY = {
@@ -23,6 +30,8 @@ RETRY = {
     "retry_jitter": True,
     "max_retries": 5,
 }
+# A decision also retries a dropped connection (the worker's DB link can die mid-call).
+DECIDE_RETRY = {**RETRY, "autoretry_for": (OperationalError, InterfaceError)}
 
 
 @shared_task(**RETRY)
@@ -73,3 +82,40 @@ def settle(market_id: int | None = None) -> dict:
             paid=str(report.paid),
         )
     return summary
+
+
+@shared_task(name="cohorts.tasks.backfill_held_markets", **RETRY)
+def backfill_held_markets() -> dict:
+    """Daily: fill holes a sync outage left in the price history of held markets."""
+    with job_run("backfill") as summary:
+        summary.update(services.backfill_held_markets())
+        return summary
+
+
+@shared_task(name="cohorts.tasks.decide", **DECIDE_RETRY)
+def decide(cohort_id: int | None = None, week: int | None = None) -> int:
+    """Enqueue this week's decisions for every decision-eligible live cohort."""
+    with job_run("decide") as summary:
+        count = decisions.decide(cohort=cohort_id, week=week, enqueue=enqueue_decisions)
+        summary["entries"] = count
+    return count
+
+
+# acks_late: a worker that dies mid-decision leaves the message to be redelivered.
+@shared_task(name="cohorts.tasks.run_decision", bind=True, acks_late=True, **DECIDE_RETRY)
+def run_decision(self, entry_id: int, week: int, at: str | None = None) -> str:
+    when = datetime.fromisoformat(at) if at else None
+    decision = decisions.run_decision(entry_id, week, when)
+    if decision.status == Decision.Status.CLAIMED:
+        # Another runner holds the claim. Look again once it would be stale: if that runner
+        # died, this retry takes the decision over; if it finished, the retry is a no-op.
+        raise self.retry(countdown=settings.ARENA_CLAIM_TIMEOUT_SECONDS + 60, max_retries=3)
+    return decision.status
+
+
+def enqueue_decisions(entry_ids: list[int], week: int, at: datetime | None) -> None:
+    """One run_decision message per entry, sent after commit: a worker must never look for rows
+    this transaction has not committed."""
+    at_text = at.isoformat() if at is not None else None
+    for entry_id in entry_ids:
+        transaction.on_commit(partial(run_decision.delay, entry_id, week, at_text))

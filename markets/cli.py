@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from arena.progress import Progress
+from core.progress import Progress
 from markets import services
 from markets.gamma import GammaError
 

@@ -26,7 +26,7 @@ from typing import Any
 import requests
 from django.conf import settings
 
-from arena.http import parse_retry_after
+from core.http import parse_retry_after
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,11 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from arena.cache import data_changed
+from core.versions import data_changed
+from markets import signals
 from markets.bulk import insert_rows
 from markets.clob import CLOSED_MARKET_FIDELITY, ClobClient
 from markets.gamma import (
@@ -299,16 +300,12 @@ def _market_url(p: ParsedMarket) -> str:
 # --- price history back-fill ---------------------------------------------------------------
 
 
-def backfill_held_markets(*, days: int = 2, client: ClobClient | None = None) -> dict:
-    """Fill gaps in the price history of the Polymarket markets someone holds (a sync missed
-    during an outage leaves a hole in the chart and can move a market's closing line). Points
-    already stored are kept, so running it daily costs only the missing ones."""
-    from cohorts.models import Position  # cohorts depends on markets, not back
-
-    held = Market.objects.filter(
-        source=POLYMARKET,
-        pk__in=Position.objects.filter(status=Position.Status.OPEN).values("market_id"),
-    ).order_by("pk")
+def backfill_markets(markets: QuerySet, *, days: int = 2, client: ClobClient | None = None) -> dict:
+    """Fill gaps in the price history of the given Polymarket markets (a sync missed during an
+    outage leaves a hole in the chart and can move a market's closing line). Points already
+    stored are kept, so running it daily costs only the missing ones. Which markets deserve it
+    (the ones someone holds) is decided above this package: see cohorts.services."""
+    held = markets.filter(source=POLYMARKET).order_by("pk")
     client = client or ClobClient()
     summary = {"markets": 0, "points": 0, "failed": 0}
     for market in held:
@@ -584,23 +581,14 @@ def _settle_pending(report: ResolveReport) -> None:
 
 
 def _settle(market: Market) -> bool:
-    """Bring settlements in line with the market's resolution; False if the cohorts app's
-    settlement is not available. Once a final market is settled nobody can hold it any
-    more, so it stops being tracked."""
-    try:
-        # Imported here: cohorts depends on markets, not the other way round.
-        from cohorts.settlement import settle_market
-    except ImportError:
-        log.warning("cohorts.settlement.settle_market is not available; settlement skipped")
+    """Ask the packages above (cohorts) to bring settlements in line with the market's
+    resolution; False if nobody is listening (markets used on its own). Once a final market is
+    settled nobody can hold it any more, so it stops being tracked."""
+    if not signals.market_resolved.has_listeners(sender=Market):
+        log.warning("no receiver for market_resolved; settlement skipped")
         return False
-    from cohorts.settlement import SettlementError, flag_unsettleable
-
-    try:
-        settle_market(market)
-    except SettlementError as exc:
-        flag_unsettleable(market.pk, exc)
-        raise
-    # settle_market sets settled_at once no position of the market is left open.
+    signals.market_resolved.send(sender=Market, market=market)
+    # Settlement sets settled_at once no position of the market is left open.
     Market.objects.filter(pk=market.pk, status__in=FINAL, settled_at__isnull=False).update(
         tracked=False
     )
@@ -676,12 +664,8 @@ def set_resolution(
 
 def _request_rescore() -> None:
     """Scores depend on resolutions (Brier needs the outcome even where nobody held a
-    position): ask for a debounced rescore once this transaction commits."""
-    try:
-        from scoring.tasks import request_rescore  # scoring depends on markets, not back
-    except ImportError:
-        return
-    try:
-        request_rescore()
-    except Exception:  # the resolution is committed; the hourly score run catches up anyway
-        log.exception("could not request a rescore")
+    position): tell whoever computes them. The resolution is committed either way; the hourly
+    score run catches up if a receiver fails."""
+    for receiver, result in signals.resolutions_changed.send_robust(sender=Market):
+        if isinstance(result, Exception):
+            log.error("resolutions_changed receiver %r failed: %s", receiver, result)

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from celery import shared_task
 from django.db import OperationalError
 
-from arena.jobs import job_run
+from core.jobs import job_run
 from markets import services
 from markets.gamma import GammaBadResponse, GammaUnavailable
 from markets.models import Market
@@ -48,10 +48,3 @@ def resolve_markets() -> dict:
 @shared_task(name="markets.tasks.backfill_price_history", **RETRY)
 def backfill_price_history(market_id: int, days: int = 30) -> int:
     return services.backfill_price_history(Market.objects.get(pk=market_id), days=days)
-
-
-@shared_task(name="markets.tasks.backfill_held_markets", **RETRY)
-def backfill_held_markets() -> dict:
-    with job_run("backfill") as summary:
-        summary.update(services.backfill_held_markets())
-        return summary

@@ -42,14 +42,14 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from agents.models import Competitor, Decision, Forecast, LLMCall
-from arena.cache import scores_changed
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
-from cohorts.pricing import outcome_price
+from core.methodology import CONSTANTS as C
+from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
+from core.methodology import seed as methodology_seed
+from core.versions import scores_changed
 from markets.models import Market, PricePoint
+from markets.pricing import outcome_price
 from scoring import metrics
-from scoring.methodology import CONSTANTS as C
-from scoring.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
-from scoring.methodology import seed as methodology_seed
 from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
 
 ENGINE_VERSION = "1.0"

@@ -2,7 +2,7 @@
 
 Every formula in SCORING.md lives here under the names promised in CONTRACT.md, so a researcher
 can import this module and check it against other libraries. Defaults come from the sealed
-methodology constants (scoring/methodology_v1.json), never from literals in this file.
+methodology constants (core/methodology_v1.json), never from literals in this file.
 
 Conventions: ``p`` is a probability of YES (or of the outcome), ``o`` an outcome (0/1, or a
 0-based class index for multiclass), ``P`` an (n, K) probability matrix. Losses are "lower is
@@ -22,8 +22,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special, stats
 
-from scoring.methodology import CONSTANTS as C
-from scoring.methodology import seed as methodology_seed
+from core.methodology import CONSTANTS as C
+from core.methodology import seed as methodology_seed
 
 __all__ = [
     "brier_loss",

@@ -11,8 +11,8 @@ from celery import shared_task
 from django.core.cache import cache
 from django.db import OperationalError, transaction
 
-from arena.jobs import job_run
 from cohorts.models import Cohort
+from core.jobs import job_run
 from scoring.leaderboard import compute_scores
 
 

@@ -12,11 +12,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.decisions import decide, run_decision
 from agents.models import Decision, Forecast, LLMCall
 from agents.prompts import PROMPT_SHA256, PROMPT_VERSION
-from agents.universe import freeze_universe
+from cohorts.decisions import decide, run_decision
 from cohorts.models import Entry, LedgerEntry, Position, Trade
+from cohorts.universe import freeze_universe
 from markets.models import Market
 from tests.agents.helpers import (
     AT,
@@ -417,8 +417,10 @@ def test_decide_enqueues_after_commit(server, django_capture_on_commit_callbacks
     make_markets(3)
     cohort = make_cohort([baseline_competitor("cash")])
 
+    from cohorts.tasks import enqueue_decisions
+
     with django_capture_on_commit_callbacks() as callbacks:
-        assert decide(cohort=cohort.pk, at=AT, sync=False) == 1
+        assert decide(cohort=cohort.pk, at=AT, sync=False, enqueue=enqueue_decisions) == 1
 
     assert len(callbacks) == 1
     assert not Decision.objects.exists()  # nothing ran inline
@@ -438,7 +440,7 @@ def test_decision_market_closed_is_not_in_universe(server):
 
 
 def test_run_decision_task_runs_the_service():
-    from agents.tasks import run_decision as task
+    from cohorts.tasks import run_decision as task
 
     make_markets(25)
     cohort = make_cohort([baseline_competitor("favorite")])

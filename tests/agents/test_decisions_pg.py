@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents.decisions import decide, run_decision
 from agents.models import Decision, LLMCall
-from agents.universe import freeze_universe
+from cohorts.decisions import decide, run_decision
 from cohorts.models import Entry, LedgerEntry, Trade
+from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
     KEY_ENV,

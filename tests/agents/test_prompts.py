@@ -9,8 +9,8 @@ import pytest
 
 from agents import prompts
 from agents.parsing import DecisionContext, parse_decision
-from agents.universe import freeze_universe
 from cohorts.models import Position
+from cohorts.universe import freeze_universe
 from markets.models import Market
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_market, make_markets
 

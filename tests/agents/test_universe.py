@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from agents.universe import FORECAST_SAMPLE_SIZE, RULES_CHARS, content_hash, freeze_universe
 from cohorts.models import Cohort, Universe
+from cohorts.universe import FORECAST_SAMPLE_SIZE, RULES_CHARS, content_hash, freeze_universe
 from markets.models import Market
 from tests.agents.helpers import AT, make_cohort, make_market, make_markets
 

@@ -122,7 +122,7 @@ def test_redis_lock_admits_one_beat_and_only_the_owner_refreshes():
 def test_healthz_reports_database_broker_and_jobs(client, db):
     from django.utils import timezone
 
-    from arena.models import JobRun
+    from core.models import JobRun
 
     JobRun.objects.create(
         job="sync", status="ok", started_at=timezone.now(), finished_at=timezone.now()

@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from arena.models import JobRun
 from cohorts.models import Snapshot
 from cohorts.services import BetOrder, execute_orders, week_start_for
+from core.models import JobRun
 from tests.factories import make_cohort_with_entries, make_market
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]

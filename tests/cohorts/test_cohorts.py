@@ -18,8 +18,8 @@ from cohorts.services import (
     week_start_for,
 )
 from cohorts.settlement import settle_market
+from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from markets.models import Market
-from scoring.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 
 pytestmark = pytest.mark.django_db

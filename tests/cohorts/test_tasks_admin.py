@@ -9,11 +9,11 @@ from django.db import OperationalError
 from django.urls import reverse
 from django.utils import timezone
 
-from arena.models import JobRun
 from cohorts import tasks
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
 from cohorts.services import BetOrder, execute_orders, week_start_for
 from cohorts.settlement import settle_market
+from core.models import JobRun
 from markets.models import Market
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 

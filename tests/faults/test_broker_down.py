@@ -20,9 +20,9 @@ from django.utils import timezone
 from agents.models import Decision
 from arena.beat import SingleBeatScheduler
 from arena.celery import BEAT_SCHEDULE
-from arena.models import JobRun
 from cohorts.models import Snapshot
 from cohorts.services import open_cohort, week_start_for
+from core.models import JobRun
 from markets.models import Market
 from tests.agents.helpers import baseline_competitor
 from tests.factories import make_market

@@ -22,7 +22,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from arena.models import JobRun
+from core.models import JobRun
 from markets.gamma import GammaError
 from markets.models import Market, PricePoint
 from markets.tasks import sync_markets

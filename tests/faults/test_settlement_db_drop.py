@@ -19,11 +19,11 @@ from django.db import DatabaseError, connection
 from django.db.models import Sum
 from django.utils import timezone
 
-from arena.models import JobRun
 from cohorts.doctor import check_invariants
 from cohorts.models import Entry, LedgerEntry, Position, Settlement
 from cohorts.services import BetOrder, execute_orders
 from cohorts.settlement import settle_market
+from core.models import JobRun
 from markets.models import Market
 from tests.factories import make_cohort_with_entries, make_market
 from tests.faults.conftest import child_env, wait_until, worker_args

@@ -18,11 +18,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from agents.models import Decision, LLMCall
-from agents.universe import freeze_universe
-from arena.models import JobRun
 from cohorts.doctor import check_invariants
 from cohorts.models import Entry, LedgerEntry, Trade
 from cohorts.services import open_cohort, week_start_for
+from cohorts.universe import freeze_universe
+from core.models import JobRun
 from markets.models import Market
 from tests.agents.helpers import KEY_ENV, answer, baseline_competitor, llm_competitor
 from tests.factories import make_market
@@ -64,7 +64,7 @@ def test_killed_worker_mid_decision_is_reclaimed_and_decides_exactly_once(
         producer = Celery(broker=redis_server.url)
 
         first = procs("worker-1", worker_args("first"), env)
-        producer.send_task("agents.tasks.decide")
+        producer.send_task("cohorts.tasks.decide")
         wait_until(lambda: server.chat_requests, 60, "the model call", procs=(first,))
         first.kill()
 
@@ -83,7 +83,7 @@ def test_killed_worker_mid_decision_is_reclaimed_and_decides_exactly_once(
             lambda: timezone.now() - stuck.claimed_at > timedelta(seconds=CLAIM_TIMEOUT + 1),
             10, "the dead claim to go stale",
         )  # fmt: skip
-        producer.send_task("agents.tasks.decide")
+        producer.send_task("cohorts.tasks.decide")
         done = wait_until(
             lambda: Decision.objects.filter(entry=llm_entry, status=Decision.Status.DONE).first(),
             60, "the reclaimed decision to finish", procs=(second,),
@@ -92,7 +92,7 @@ def test_killed_worker_mid_decision_is_reclaimed_and_decides_exactly_once(
 
         # A third tick finds nothing left to do (no second call to the model, no new trades).
         wait_until(lambda: _decide_runs_finished(2), 30, "the second decide run", procs=(second,))
-        producer.send_task("agents.tasks.decide")
+        producer.send_task("cohorts.tasks.decide")
         wait_until(lambda: _decide_runs_finished(3), 30, "the third decide run", procs=(second,))
         third = JobRun.objects.filter(job="decide").order_by("-started_at").first()
         assert third.summary["entries"] == 0

@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from arena.models import JobRun
+from core.models import JobRun
 from markets import tasks
 from markets.models import Market, PricePoint
 from tests.fakes.gamma_server import bulk_markets, example_resolved_binary

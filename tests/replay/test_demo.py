@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from agents.models import Decision, Forecast
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Position, Snapshot, Trade
-from markets.demo import DemoError, build_plan, price_path, run_demo
 from markets.models import Market, PricePoint
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run
+from simulations.demo import DemoError, build_plan, price_path, run_demo
 from tests.factories import make_market
 
 # A Wednesday noon: two weekly cohorts (Sundays 03-01 and 03-08), clock stopped mid-week.

@@ -24,7 +24,10 @@ from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
 from markets.models import Market, PricePoint, ResolutionChange
-from markets.replay import (
+from scoring.leaderboard import compute_scores
+from scoring.models import LeaderboardRow
+from scoring.selectors import latest_run, leaderboard_rows
+from simulations.replay import (
     CUTOFF_WARNING,
     ReplayError,
     load_sets,
@@ -35,9 +38,6 @@ from markets.replay import (
     timeline,
     upsert_markets,
 )
-from scoring.leaderboard import compute_scores
-from scoring.models import LeaderboardRow
-from scoring.selectors import latest_run, leaderboard_rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DUE = date(2026, 1, 4)

@@ -11,12 +11,12 @@ from django.core.cache import cache
 from django.core.management import call_command
 
 from arena.celery import app as celery_app
-from arena.models import JobRun
 from cohorts.models import Cohort
+from core.methodology import METHODOLOGY_HASH
+from core.models import JobRun
 from markets.models import Market
 from scoring import leaderboard
 from scoring.leaderboard import compute_scores
-from scoring.methodology import METHODOLOGY_HASH
 from scoring.models import ScoreRun
 from scoring.tasks import RESCORE_KEY, ScoringFailed, request_rescore, score
 from tests.factories import make_cohort_with_entries, make_competitor, make_market

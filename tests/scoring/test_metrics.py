@@ -18,8 +18,8 @@ from sklearn.metrics import brier_score_loss
 from sklearn.metrics import log_loss as sk_log_loss
 from statsmodels.stats.proportion import proportion_confint
 
+from core.methodology import CONSTANTS as C
 from scoring import metrics
-from scoring.methodology import CONSTANTS as C
 from tests.scoring.vectors import BRIER_RAIN_EXAMPLES, CONSTANTINOU_FENTON_2012
 
 FAST = settings(max_examples=40, deadline=None)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 from statsmodels.tsa.stattools import diebold_mariano_test
 
+from core.methodology import CONSTANTS as C
 from scoring import metrics
-from scoring.methodology import CONSTANTS as C
 from tests.scoring.vectors import informed_vs_noisy_market
 
 FAST = settings(max_examples=30, deadline=None)

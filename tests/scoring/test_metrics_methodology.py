@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scoring import methodology
+from core import methodology
 
 
 def test_hash_is_the_sha256_of_the_file_bytes():

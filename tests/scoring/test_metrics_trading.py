@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.methodology import CONSTANTS as C
 from scoring import metrics
-from scoring.methodology import CONSTANTS as C
 
 FAST = settings(max_examples=40, deadline=None)
 

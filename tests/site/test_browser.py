@@ -1,6 +1,6 @@
 """Browser tests: Playwright (python) driving Debian's chromium against the live test server.
 
-The data is the offline demo (`markets.demo.run_demo`), the same thing `arena demo` builds.
+The data is the offline demo (`simulations.demo.run_demo`), the same thing `arena demo` builds.
 Each test loads pages, interacts like a visitor (sort, range buttons, <details>), fails on any
 console error (CSP violations included) and saves a screenshot under test-artifacts/.
 """
@@ -54,7 +54,7 @@ def browser():
 
 @pytest.fixture
 def demo_data(transactional_db):
-    from markets.demo import run_demo
+    from simulations.demo import run_demo
 
     run_demo(weeks=2, n_markets=40, now=DEMO_NOW)
     return Cohort.objects.filter(kind=Cohort.Kind.DEMO).order_by("week_start")

@@ -243,7 +243,7 @@ def test_decision_page(client, arena_world):
 
 
 def test_methodology_page_shows_hash_constants_and_rules(client):
-    from scoring.methodology import METHODOLOGY_HASH, describe
+    from core.methodology import METHODOLOGY_HASH, describe
 
     body = text(get(client, "/methodology/"))
     assert METHODOLOGY_HASH in body

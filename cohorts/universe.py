@@ -19,8 +19,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cohorts.models import Cohort, Universe
-from cohorts.pricing import outcome_price
 from markets.models import Market
+from markets.pricing import outcome_price
 
 # Enough of the resolution rules to know what counts, short enough that 500 markets fit a prompt.
 RULES_CHARS = 300

@@ -8,8 +8,8 @@ from datetime import date
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from arena.progress import Progress
-from markets.replay import PUBLIC_BASE_URL, ReplayError, replay
+from core.progress import Progress
+from simulations.replay import PUBLIC_BASE_URL, ReplayError, replay
 
 
 def _due(text: str) -> date:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
@@ -44,8 +44,6 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
-from agents.universe import freeze_universe, price_book
-from arena.cache import data_changed
 from cohorts.models import Cohort, Entry
 from cohorts.services import (
     BetOrder,
@@ -56,6 +54,8 @@ from cohorts.services import (
     decision_eligible_cohorts,
     execute_orders,
 )
+from cohorts.universe import freeze_universe, price_book
+from core.versions import data_changed
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,20 @@ def decide(
     at: datetime | None = None,
     *,
     sync: bool = False,
+    enqueue: Callable[[list[int], int, datetime | None], None] | None = None,
 ) -> int:
     """Run (sync=True) or enqueue one decision per entry; returns the number of entries.
+
+    Enqueueing is the caller's: `enqueue(entry_ids, week, at)` is cohorts.tasks.enqueue_decisions
+    for the workers (passed in, so this service never imports its own tasks module).
 
     Without `cohort`, every live cohort that is decision-eligible at `at`. The universe is
     frozen here, once, before any entry runs, so all entries share it. Replay and demo freeze
     their own universe first (freeze_universe with explicit markets/prices) and then call this
     with sync=True; the existing universe is reused.
     """
+    if not sync and enqueue is None:
+        raise ValueError("decide(sync=False) needs an enqueue function")
     explicit_at = at
     at = at or timezone.now()
     count = 0
@@ -98,7 +104,7 @@ def decide(
             for entry_id in entry_ids:
                 run_decision(entry_id, w, at)
         else:
-            _enqueue(entry_ids, w, explicit_at)
+            enqueue(entry_ids, w, explicit_at)
     return count
 
 
@@ -124,15 +130,6 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
     if isinstance(cohort, Cohort):
         return [cohort]
     return [Cohort.objects.get(pk=cohort)]
-
-
-def _enqueue(entry_ids: list[int], week: int, at: datetime | None) -> None:
-    from agents.tasks import run_decision as task  # tasks import this module
-
-    at_text = at.isoformat() if at is not None else None
-    for entry_id in entry_ids:
-        # After commit: a worker must never look for rows this transaction has not committed.
-        transaction.on_commit(partial(task.delay, entry_id, week, at_text))
 
 
 # --- claiming ---------------------------------------------------------------------------

@@ -17,5 +17,8 @@ class JobRun(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        # The table keeps the name it had when the model lived in the `arena` app (moved here by
+        # state-only migrations, so existing databases keep their rows).
+        db_table = "arena_jobrun"
         indexes = [models.Index(fields=["job", "status", "-finished_at"], name="jobrun_latest_idx")]
         ordering = ["-started_at"]

@@ -7,9 +7,10 @@ from collections import Counter
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from agents import decisions
 from agents.models import Decision
+from cohorts import decisions
 from cohorts.models import Cohort
+from cohorts.tasks import enqueue_decisions
 
 
 def decide_arguments(parser) -> None:
@@ -31,7 +32,9 @@ def decide(cmd, options) -> None:
     if week is not None and cohort_id is None:
         raise CommandError("--week needs --cohort (weeks are counted per cohort)")
     started = timezone.now()
-    count = decisions.decide(cohort=cohort_id, week=week, sync=options.get("sync", False))
+    count = decisions.decide(
+        cohort=cohort_id, week=week, sync=options.get("sync", False), enqueue=enqueue_decisions
+    )
     if count == 0:
         cmd.stdout.write("no entries to decide (no decision-eligible cohort this week)")
     elif options.get("sync"):

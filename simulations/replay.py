@@ -39,15 +39,15 @@ from django.utils import timezone
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from agents.decisions import decide
 from agents.models import Competitor, Decision
-from agents.universe import freeze_universe
+from cohorts.decisions import decide
 from cohorts.models import Cohort, Snapshot
-from cohorts.pricing import PRICE_PLACES, to_price
 from cohorts.services import advance_cohorts, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
+from cohorts.universe import freeze_universe
 from markets.models import Market, PricePoint, ResolutionChange
+from markets.pricing import PRICE_PLACES, to_price
 
 log = logging.getLogger(__name__)
 

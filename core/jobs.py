@@ -4,7 +4,7 @@ from contextlib import contextmanager
 
 from django.utils import timezone
 
-from arena.models import JobRun
+from core.models import JobRun
 
 
 @contextmanager

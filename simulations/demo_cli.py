@@ -7,8 +7,8 @@ import time
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from arena.progress import Progress
-from markets.demo import DEFAULT_MARKETS, DEFAULT_SEED, DEFAULT_WEEKS, DemoError, run_demo
+from core.progress import Progress
+from simulations.demo import DEFAULT_MARKETS, DEFAULT_SEED, DEFAULT_WEEKS, DemoError, run_demo
 
 
 def demo_arguments(parser) -> None:

@@ -38,13 +38,13 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents.decisions import decide
 from agents.models import Competitor, Decision, Forecast
-from agents.universe import freeze_universe
+from cohorts.decisions import decide
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
 from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
+from cohorts.universe import freeze_universe
 from markets.models import Market, PricePoint
 from scoring.models import ScoreRun
 

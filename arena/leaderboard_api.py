@@ -18,7 +18,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from cohorts.models import Cohort
-from scoring.methodology import METHODOLOGY_HASH
+from core.methodology import METHODOLOGY_HASH
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
 

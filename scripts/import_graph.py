@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Print the import graph of the project's packages and modules and fail on a layering breach.
+
+    python3 scripts/import_graph.py            # packages, their imports, and any problem
+    python3 scripts/import_graph.py --modules  # also every module-level edge
+
+Reads imports with `ast` (so nothing is executed and imports inside functions or TYPE_CHECKING
+blocks count too); tests, bench and migrations are left out. Exits 1 when the package graph has a
+cycle, a package imports one above it in LAYERS, or two modules import each other (directly or
+round a longer loop). docs/architecture.md explains the floors.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Bottom-up. A package may import only packages listed before it.
+LAYERS = ["core", "markets", "agents", "cohorts", "scoring", "simulations", "arena"]
+SKIP_DIRS = {"migrations", "tests", "bench", "scripts", ".venv", "var"}
+
+
+def project_packages() -> list[str]:
+    return sorted(
+        p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in SKIP_DIRS
+    )
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Absolute names of what a module imports (relative imports resolved)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            found.add(prefix)
+            # `from pkg import mod` imports the module pkg.mod when it is one.
+            found.update(f"{prefix}.{a.name}" for a in node.names)
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    packages = set(project_packages())
+    files = [
+        f
+        for pkg in packages
+        for f in (ROOT / pkg).rglob("*.py")
+        if not SKIP_DIRS.intersection(f.relative_to(ROOT).parts)
+    ]
+    modules = {_module_name(f): f for f in files}
+    graph: dict[str, set[str]] = {}
+    for name, f in modules.items():
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        edges = set()
+        for target in _imported(tree, name, f.name == "__init__.py"):
+            # The longest known module the import names (pkg.mod.attr -> pkg.mod).
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name and target.split(".")[0] in packages:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def package_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {p: set() for p in project_packages()}
+    for name, edges in modules.items():
+        src = name.split(".")[0]
+        graph[src].update(t.split(".")[0] for t in edges if t.split(".")[0] != src)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def layer_breaches(packages: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for pkg, deps in packages.items():
+        if pkg not in LAYERS:
+            problems.append(f"{pkg} is not in LAYERS: place it on a floor")
+            continue
+        for dep in deps:
+            if dep in LAYERS and LAYERS.index(dep) > LAYERS.index(pkg):
+                problems.append(f"{pkg} imports {dep}, a higher floor")
+    return problems
+
+
+def problems() -> list[str]:
+    modules = module_graph()
+    packages = package_graph(modules)
+    found = layer_breaches(packages)
+    found += [f"package cycle: {' <-> '.join(c)}" for c in cycles(packages)]
+    found += [f"module cycle: {' <-> '.join(c)}" for c in cycles(modules)]
+    return found
+
+
+def main(argv: list[str]) -> int:
+    modules = module_graph()
+    packages = package_graph(modules)
+    for pkg in sorted(packages, key=lambda p: LAYERS.index(p) if p in LAYERS else -1):
+        print(f"{pkg:12} -> {', '.join(sorted(packages[pkg], key=LAYERS.index)) or '(nothing)'}")
+    if "--modules" in argv:
+        print()
+        for name in sorted(modules):
+            print(f"{name} -> {', '.join(sorted(modules[name])) or '(nothing)'}")
+    found = problems()
+    print()
+    print("\n".join(found) if found else "no cycle, no layer breach")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
