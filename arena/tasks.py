@@ -8,7 +8,7 @@ from core.jobs import job_run
 @shared_task(name="arena.tasks.retention")
 def retention() -> int:
     from cohorts.retention import rollup_snapshots
-    from scoring.leaderboard import prune_runs
+    from scoring.services import prune_runs
 
     with job_run("retention") as summary:
         summary["deleted"] = rollup_snapshots()

@@ -227,7 +227,9 @@ def main() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from scoring.leaderboard import build_items, compute_scores, load_scope
+    from scoring.compute import build_items
+    from scoring.load import load_scope
+    from scoring.services import compute_scores
 
     if reuse:
         print(f"reusing {args.db}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from cohorts.models import Cohort
-from scoring.leaderboard import compute_scores
 from scoring.selectors import leaderboard_rows
+from scoring.services import compute_scores
 from scoring.tasks import scopes_with_cohorts
 
 

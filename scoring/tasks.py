@@ -1,5 +1,5 @@
 """Celery task of the scoring engine: recompute every scope's leaderboard (beat hourly, and
-after settlements via request_rescore). Thin: the work is scoring.leaderboard.compute_scores.
+after settlements via request_rescore). Thin: the work is scoring.services.compute_scores.
 
 Two overlapping runs are harmless: each writes its own ScoreRun and readers serve the latest
 finished DONE run, so no lock is needed. A crash marks that run FAILED (never served).
@@ -13,7 +13,7 @@ from django.db import OperationalError, transaction
 
 from cohorts.models import Cohort
 from core.jobs import job_run
-from scoring.leaderboard import compute_scores
+from scoring.services import compute_scores
 
 
 def scopes_with_cohorts() -> list[str]:

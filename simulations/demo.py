@@ -337,7 +337,7 @@ def run_demo(
             progress.advance(len(day))
     with transaction.atomic():
         sim.finish(end)
-    from scoring.leaderboard import compute_scores
+    from scoring.services import compute_scores
 
     report.score_run_id = compute_scores("demo", as_of=end).pk
     if progress is not None:

@@ -796,7 +796,7 @@ def replay(
         progress.close()
     run_id = None
     if score and reports:
-        from scoring.leaderboard import compute_scores
+        from scoring.services import compute_scores
 
         # As of the furthest replay clock of any replay cohort, not just this import's:
         # the run replaces the scope's leaderboard and must not cut off other cohorts' data.

@@ -80,7 +80,7 @@ def test_staff_and_writes_bypass_the_cache(client):
 
 def test_leaderboard_api_survives_snapshot_ticks_but_not_a_new_score_run(client):
     from cohorts.snapshots import take_snapshot
-    from scoring.leaderboard import compute_scores
+    from scoring.services import compute_scores
 
     Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
     open_cohort(SUNDAY, at=SUNDAY)

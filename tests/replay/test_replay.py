@@ -24,9 +24,9 @@ from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
 from markets.models import Market, PricePoint, ResolutionChange
-from scoring.leaderboard import compute_scores
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run, leaderboard_rows
+from scoring.services import compute_scores
 from simulations.replay import (
     CUTOFF_WARNING,
     ReplayError,

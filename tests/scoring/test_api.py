@@ -15,9 +15,9 @@ from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
 from core.models import JobRun
 from markets.models import Market
-from scoring import leaderboard
-from scoring.leaderboard import compute_scores
+from scoring import services
 from scoring.models import ScoreRun
+from scoring.services import compute_scores
 from scoring.tasks import RESCORE_KEY, ScoringFailed, request_rescore, score
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_forecasts, make_decision
@@ -147,14 +147,14 @@ def test_cli_score_prints_table():
 def test_one_failing_scope_does_not_stop_the_others(monkeypatch):
     _cohort()
     _cohort(kind=Cohort.Kind.DEMO, slugs=("dem",))
-    real = leaderboard.build_items
+    real = services.build_items
 
     def broken_for_demo(data):
         if data.scope == "demo":
             raise RuntimeError("demo data is broken")
         return real(data)
 
-    monkeypatch.setattr(leaderboard, "build_items", broken_for_demo)
+    monkeypatch.setattr(services, "build_items", broken_for_demo)
     with pytest.raises(ScoringFailed):
         score.apply(throw=True)
     assert ScoreRun.objects.get(scope="live").status == ScoreRun.Status.DONE

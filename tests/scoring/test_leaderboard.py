@@ -16,9 +16,9 @@ from cohorts.services import BetOrder, execute_orders
 from cohorts.settlement import settle_market
 from markets.models import Market
 from scoring import metrics
-from scoring.leaderboard import compute_scores
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import competitor_rows, latest_run, leaderboard_rows
+from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, add_price, make_decision
 
@@ -279,9 +279,9 @@ def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):
 
     from django.utils import timezone
 
-    from scoring.leaderboard import prune_runs
     from scoring.models import ScoreRun
     from scoring.selectors import latest_run
+    from scoring.services import prune_runs
 
     now = timezone.now()
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring import metrics
-from scoring.leaderboard import cluster_bootstrap_ratio_ci
+from scoring.compute import cluster_bootstrap_ratio_ci
 
 
 @settings(max_examples=25, deadline=None)

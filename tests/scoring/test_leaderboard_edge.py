@@ -11,7 +11,8 @@ import pytest
 from scipy.special import expit, logit
 
 from markets.models import Market, PricePoint
-from scoring.leaderboard import _within_budget, compute_scores
+from scoring.paper import _within_budget
+from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, make_decision
 

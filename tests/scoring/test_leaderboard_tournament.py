@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring import metrics
-from scoring.leaderboard import tournament_pair_scores
+from scoring.tournament import tournament_pair_scores
 
 
 def _random_case(seed: int):

@@ -1,0 +1,192 @@
+"""Scoring's write side: `compute_scores(scope, as_of)` scores one scope and stores it as a ScoreRun
+with its LeaderboardRows; `store_trade_clv` keeps each BUY's closing-line value; `prune_runs`
+deletes old runs. Tasks, the CLI, replays and the demo call these; pages read the stored rows.
+
+A run is a pipeline, one module per step: scoring/load.py reads the scope (a fixed number of
+queries, whatever the number of forecasts), scoring/compute.py scores it as numpy over the whole
+scope (with scoring/paper.py for champion's clothes and scoring/tournament.py for the
+tournament), scoring/present.py shapes and ranks the rows, and this module orchestrates the
+groups and writes. Scopes (live / replay / demo) are never mixed: a run reads only cohorts of its
+own kind, and produces rows per cohort and across all of the scope's cohorts (cohort=None).
+
+Owns every write of the scoring engine and nothing else: no query beyond the run bookkeeping
+(loading is scoring/load.py's) and no scoring math (that is compute's, paper's, tournament's).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
+from core.versions import scores_changed
+from scoring.compute import (
+    Items,
+    build_items,
+    dm_tables,
+    forecast_scores,
+    implied_confidence,
+    information_tests,
+    money_by_comp,
+    rps_by_comp,
+    trade_clv,
+    yes_view,
+)
+from scoring.load import ScopeData, load_scope
+from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
+from scoring.paper import paper_candidates, paper_portfolios
+from scoring.present import ALL, HEADLINE_RULE, NOTES, json_safe, make_row, rank_rows
+from scoring.tournament import tournament_pairs, tournament_table
+
+ENGINE_VERSION = "1.0"
+
+
+def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreRun:
+    """Score one scope (live / replay / demo) as of a time and store it as a DONE ScoreRun.
+
+    The run row is created first (RUNNING) so a crash leaves a FAILED run with the error, which
+    selectors never serve. Two concurrent runs just produce two runs; the latest finished wins.
+    """
+    if scope not in ScoreRun.Scope.values:
+        raise ValueError(f"unknown scope {scope!r}; expected one of {ScoreRun.Scope.values}")
+    as_of = as_of or timezone.now()
+    run = ScoreRun.objects.create(
+        scope=scope,
+        as_of=as_of,
+        started_at=timezone.now(),
+        methodology_version=METHODOLOGY_VERSION,
+        methodology_hash=METHODOLOGY_HASH,
+        engine_version=ENGINE_VERSION,
+    )
+    try:
+        rows, details, n_forecasts, n_resolved, clv = _score(scope, as_of)
+        with transaction.atomic():
+            store_trade_clv(clv)
+            for row in rows:
+                row.run = run
+            LeaderboardRow.objects.bulk_create(rows, batch_size=500)
+            ScoreRun.objects.filter(pk=run.pk).update(
+                status=ScoreRun.Status.DONE,
+                finished_at=timezone.now(),
+                n_forecasts=n_forecasts,
+                n_resolved=n_resolved,
+                details=json_safe(details),
+            )
+            scores_changed()  # a new leaderboard: every cached page is stale
+    except Exception as exc:
+        ScoreRun.objects.filter(pk=run.pk).update(
+            status=ScoreRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def store_trade_clv(clv_rows: list[tuple]) -> int:
+    """Keep each BUY's closing-line value on record (probability and log-odds forms, with the
+    closing price used), so a trade's CLV can be audited and exported, not only averaged."""
+    objs = [
+        TradeCLV(trade_id=r[6], close_price=r[7], clv_prob=r[4], clv_logodds=r[5]) for r in clv_rows
+    ]
+    TradeCLV.objects.bulk_create(
+        objs,
+        batch_size=500,
+        update_conflicts=True,
+        unique_fields=["trade"],
+        update_fields=["close_price", "clv_prob", "clv_logodds", "computed_at"],
+    )
+    return len(objs)
+
+
+def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int, list]:
+    data = load_scope(scope, as_of)
+    items = build_items(data)
+    entry_comp = dict(
+        zip(
+            data.entries["id"].tolist(),
+            zip(data.entries["cohort"].tolist(), data.entries["comp"].tolist()),
+        )
+    )
+    yes = yes_view(items, data)
+    # Computed once for the scope, then sliced per cohort group.
+    shared = {
+        "entry_comp": entry_comp,
+        "yes": yes,
+        "clv": trade_clv(data, entry_comp),
+        "paper": paper_portfolios(paper_candidates(items, yes, data), data),
+        "tournament": tournament_pairs(items, yes, data),
+    }
+    rows: list[LeaderboardRow] = []
+    details: dict[str, Any] = {
+        "headline": {"rule": HEADLINE_RULE, "by_cohort": {}},
+        "notes": NOTES,
+        "dm": {},
+        "tournament": {},
+        "cohorts": [
+            {"id": pk, "week_start": c["week_start"].isoformat(), "label": c["label"]}
+            for pk, c in data.cohorts.items()
+        ],
+    }
+    groups: list[int | str] = [*data.cohorts, ALL] if data.cohorts else []
+    for group in groups:
+        group_rows, tables = _group_rows(data, items, group, shared)
+        rows.extend(group_rows)
+        details["headline"]["by_cohort"][str(group)] = tables["headline"]
+        details["dm"][str(group)] = tables["dm"]
+        details["tournament"][str(group)] = tables["tournament"]
+    return rows, details, int(items.p.size), int(items.scored.sum()), shared["clv"]
+
+
+def _group_rows(
+    data: ScopeData, items: Items, group: int | str, shared: dict
+) -> tuple[list[LeaderboardRow], dict]:
+    """Unsaved rows (one per competitor with an entry in the group) and the group's tables."""
+    n_comp = len(data.competitors)
+    cohort_ids = set(data.cohorts) if group == ALL else {group}
+    f_sel = np.isin(items.cohort, list(cohort_ids))
+    e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+    present = sorted(set(data.entries["comp"][e_sel].tolist()))
+    s = forecast_scores(items, f_sel, n_comp)
+    money = money_by_comp(data, e_sel, n_comp)
+    rps = rps_by_comp(items, f_sel, data)
+    implied = implied_confidence(data, cohort_ids, shared["entry_comp"])
+    info_tests = information_tests(items, f_sel, shared["yes"])
+    clv_rows = [r for r in shared["clv"] if r[2] in cohort_ids]
+    paper = shared["paper"]
+    rows = []
+    for ci in present:
+        rows.append(
+            make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel)
+        )
+    headline = rank_rows(rows)
+    tables = {
+        "dm": dm_tables(items, f_sel, data, [ci for ci in present if s["n_resolved"][ci] > 0]),
+        "tournament": tournament_table(shared["tournament"], cohort_ids, data, present),
+        "headline": headline,
+    }
+    take = {r["competitor"]: r for r in tables["tournament"]["rows"]}
+    for row in rows:
+        row.details["tournament"] = take.get(row.details["slug"])
+    return rows, tables
+
+
+def prune_runs(keep: int = 48, at: datetime | None = None) -> int:
+    """Delete all but the latest `keep` finished runs per scope, and failed runs older than two
+    days (kept that long so staff can read their errors). Pages only ever read the latest run."""
+    at = at or timezone.now()
+    deleted = 0
+    for scope in ScoreRun.Scope.values:
+        done = ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
+        keep_ids = list(done.order_by("-finished_at", "-pk").values_list("pk", flat=True)[:keep])
+        deleted += done.exclude(pk__in=keep_ids).delete()[1].get("scoring.ScoreRun", 0)
+    stale_failed = ScoreRun.objects.filter(
+        status=ScoreRun.Status.FAILED, started_at__lt=at - timedelta(days=2)
+    )
+    deleted += stale_failed.delete()[1].get("scoring.ScoreRun", 0)
+    return deleted
