@@ -2,7 +2,8 @@
 
 Every formula in SCORING.md lives here under the names promised in CONTRACT.md, so a researcher
 can import this module and check it against other libraries. Defaults come from the sealed
-methodology constants (core/methodology_v1.json), never from literals in this file.
+methodology constants (core/methodology_v<N>.json, the current version), never from literals
+in this file.
 
 Conventions: ``p`` is a probability of YES (or of the outcome), ``o`` an outcome (0/1, or a
 0-based class index for multiclass), ``P`` an (n, K) probability matrix. Losses are "lower is
@@ -30,6 +31,8 @@ __all__ = [
     "brier",
     "brier_multiclass_loss",
     "brier_multiclass",
+    "question_brier_loss",
+    "complete_forecast",
     "log_loss",
     "log_score",
     "rps_loss",
@@ -46,6 +49,7 @@ __all__ = [
     "paired_bootstrap_diff_ci",
     "paired_bootstrap_skill_ci",
     "required_n_for_brier_edge",
+    "provisional_threshold",
     "nw_bandwidth",
     "long_run_variance",
     "diebold_mariano",
@@ -146,6 +150,55 @@ def brier_multiclass_loss(P: ArrayLike, o: ArrayLike) -> np.ndarray:
 def brier_multiclass(P: ArrayLike, o: ArrayLike) -> float:
     """Multiclass Brier score, summed convention (range 0..2); equals 2 * brier for K = 2."""
     return _mean(brier_multiclass_loss(P, o))
+
+
+def question_brier_loss(P: ArrayLike, o: ArrayLike) -> np.ndarray:
+    """Per-question leaderboard Brier: half the Brier (1950) sum over the K outcomes.
+
+    For K = 2 this is exactly the binary Brier (p_yes - o_yes)^2, range 0..1, and a market with
+    more outcomes counts once on the same scale (sealed brier_question_convention).
+    """
+    return 0.5 * brier_multiclass_loss(P, o)
+
+
+def complete_forecast(stated: ArrayLike, shown: ArrayLike | None = None) -> np.ndarray:
+    """Full probability vectors from the outcomes a decision stated (sealed forecast_completion).
+
+    stated is (n, K) with NaN for the outcomes not stated; shown (same shape, optional) holds the
+    prices shown at the decision, NaN where unknown. Per row: stated values are kept; the
+    outcomes not stated share r = max(0, 1 - sum(stated)) in proportion to their shown prices
+    (evenly when none is known); then the row is divided by its sum, which changes it only when
+    the stated values add up to more than 1 (or, every outcome stated, to less than 1). A row
+    that is all zeros becomes uniform. Examples, K = 3: stated (0.5, -, -) with shown prices
+    (0.5, 0.3, 0.1) gives (0.5, 0.375, 0.125); stated (0.6, 0.6, -) gives (0.5, 0.5, 0).
+
+    Applied to the shown prices of the stated outcomes (stated = shown where stated), it gives
+    the market's reference vector, so a forecaster that states the shown price matches it
+    exactly.
+    """
+    P = np.array(stated, dtype=float, ndmin=2)
+    if P.ndim != 2 or P.shape[1] < 2:
+        raise ValueError("stated must be an (n, K) matrix with K >= 2")
+    missing = np.isnan(P)
+    if shown is None:
+        weights = np.zeros_like(P)
+    else:
+        weights = np.nan_to_num(np.array(shown, dtype=float, ndmin=2), nan=0.0)
+        if weights.shape != P.shape:
+            raise ValueError("shown must have the shape of stated")
+        weights = np.clip(weights, 0.0, None)
+    weights = np.where(missing, weights, 0.0)
+    total_w = weights.sum(axis=1, keepdims=True)
+    n_missing = missing.sum(axis=1, keepdims=True)
+    even = np.where(missing, 1.0, 0.0) / np.maximum(n_missing, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total_w > 0, weights / np.where(total_w > 0, total_w, 1.0), even)
+    rest = np.clip(1.0 - np.nansum(P, axis=1, keepdims=True), 0.0, None)
+    P = np.where(missing, rest * share, np.clip(P, 0.0, 1.0))
+    total = P.sum(axis=1, keepdims=True)
+    uniform = np.full_like(P, 1.0 / P.shape[1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, P / np.where(total > 0, total, 1.0), uniform)
 
 
 def log_loss(p: ArrayLike, o: ArrayLike, eps: float | None = None) -> np.ndarray:
@@ -507,6 +560,18 @@ def required_n_for_brier_edge(
     return float(max(2, math.ceil(z * z * var / (delta * delta))))
 
 
+def provisional_threshold() -> int:
+    """Resolved questions a competitor needs before it is no longer provisional.
+
+    One number for everybody, from sealed constants only (SCORING.md: enough to detect a 0.02
+    Brier edge, about 350 at 80% power): required_n_for_brier_edge with the variance
+    provisional_reference_sd^2. Estimating the variance from each competitor's own differences
+    to the market, as v1 did, let a competitor that stays near the market leave the badge after
+    two resolutions while a clearly worse one kept it for thousands.
+    """
+    return int(required_n_for_brier_edge(C.provisional_reference_sd**2))
+
+
 # ---------------------------------------------------------------------------------------------
 # Diebold-Mariano
 # ---------------------------------------------------------------------------------------------
@@ -765,13 +830,16 @@ def devig(quotes: ArrayLike, method: str | None = None) -> np.ndarray:
 
 
 def clv_mean_ztest(clv: ArrayLike) -> tuple[float, float]:
-    """Naive one-sided z test of mean CLV > 0 (ignores autocorrelation): (z, p)."""
+    """Naive one-sided z test of mean CLV > 0 (ignores autocorrelation): (z, p).
+
+    No test (NaN, 1.0) without real variance: sd at most sb_min_sd, like the edge label.
+    """
     x = _vec(clv)
     x = x[np.isfinite(x)]
     if x.size < 2:
         return NAN, 1.0
     sd = float(x.std(ddof=1))
-    if not sd > 0:
+    if not sd > C.sb_min_sd:
         return NAN, 1.0
     z = float(x.mean() / (sd / math.sqrt(x.size)))
     return z, float(stats.norm.sf(z))
@@ -884,12 +952,18 @@ def stationary_bootstrap_sharpe(
     """Edge label from a stationary bootstrap of the Sharpe ratio mean / sd of a CLV series.
 
     The series keeps its time order (e.g. trades by entry time). Block length is automatic
-    (optimal_block_length) unless given. Bias correction, precisely: b = mean(S*) - S over the
-    finite replicates S*; the reported `sharpe_bc` is S - b, and each percentile interval
-    [q_lo(S*), q_hi(S*)] is shifted by -2b so it is centred on S - b (the bootstrap puts S* about
-    S + b while S itself sits about true + b). Label: GENUINE_EDGE if the corrected 95% lower
-    bound is above 0, WEAK_EDGE if only the 90% one is, else NO_EDGE (also for fewer than
-    sb_min_n values or zero variance, with a flag).
+    (optimal_block_length) unless given. Bias correction (sealed sb_bias_correction), precisely:
+    b = mean(S*) - S over the finite replicates S*; every replicate is corrected to S* - b, so
+    the reported `sharpe_bc` is S - b and each percentile interval is [q_lo(S*) - b,
+    q_hi(S*) - b]. (Shifting by -2b, as v1 did, doubled the Monte Carlo noise of b in the
+    bounds, enough to flip a label from one seed to the next.)
+
+    Label: GENUINE_EDGE if the corrected 95% lower bound is above 0, WEAK_EDGE if only the 90%
+    one is, else NO_EDGE; NO_EDGE with a flag for fewer than sb_min_n values ("too_few") and for
+    a series without real variance ("zero_variance"): sample sd at most sb_min_sd, an absolute
+    tolerance in the series' own unit. A series of equal prices' differences is exact zeros
+    plus float noise of about 1e-16; compared with its mean (itself noise) that looked like
+    variance, and zeros plus six 1-ulp values came out GENUINE_EDGE.
     """
     n_boot = C.sb_resamples if B is None else B
     levels = tuple(C.sb_levels if levels is None else levels)
@@ -898,7 +972,7 @@ def stationary_bootstrap_sharpe(
     x = x[np.isfinite(x)]
     n = int(x.size)
     sd = float(x.std(ddof=1)) if n >= 2 else NAN
-    sharpe = float(x.mean() / sd) if sd > 0 else NAN
+    sharpe = float(x.mean() / sd) if sd > C.sb_min_sd else NAN
     result: dict[str, Any] = {
         "n": n,
         "mean": float(x.mean()) if n else NAN,
@@ -912,7 +986,7 @@ def stationary_bootstrap_sharpe(
     }
     if n < max(C.sb_min_n, 3):
         return result | {"flag": "too_few"}
-    if not sd > 1e-12 * max(abs(float(x.mean())), 1e-300):
+    if not sd > C.sb_min_sd:
         return result | {"flag": "zero_variance"}
     b_len = optimal_block_length(x) if block_length is None else float(block_length)
     rng = np.random.default_rng(seed)
@@ -929,7 +1003,7 @@ def stationary_bootstrap_sharpe(
     ci = {}
     for level in levels:
         lo, hi = _percentile_interval(reps, level)
-        ci[level] = (lo - 2.0 * bias, hi - 2.0 * bias)
+        ci[level] = (lo - bias, hi - bias)
     return result | {
         "sharpe_bc": sharpe - bias,
         "bias": bias,
@@ -977,8 +1051,11 @@ def tournament_question_score(
     question pass the probability of the outcome that happened with outcome=1). Both are carried
     forward between change points. The integrand ln(p_outcome / m_outcome) is zero before the
     competitor's first forecast and after an early resolution, and is averaged over the scheduled
-    life [open_time, close_time]. Coverage is the share of the actual life [open, min(resolve,
-    close)] with an active forecast.
+    life [open_time, close_time]. Coverage is the share of the scheduled life with an active
+    forecast, (min(resolve, close) - first forecast) / (close - open): time after an early
+    resolution is not covered, as in Metaculus tournaments (v1 divided by the actual life, which
+    gave 0.667 where Metaculus says 0.50 for a forecast a quarter into a question that resolves
+    three quarters into its scheduled life).
     """
     eps = C.log_eps if eps is None else eps
     start, scheduled_end = float(open_time), float(close_time)
@@ -1003,7 +1080,7 @@ def tournament_question_score(
     integrand = relative_log_loss(p_now, m_now, o, eps)
     return {
         "score": float(np.sum(integrand * width) / (scheduled_end - start)),
-        "coverage": float((end - first) / (end - start)),
+        "coverage": float((end - first) / (scheduled_end - start)),
     }
 
 

@@ -100,6 +100,53 @@ def test_multiclass_brier_worst_case_is_two():
     assert metrics.brier_multiclass([[1.0, 0.0, 0.0]], [2]) == pytest.approx(2.0)
 
 
+def test_three_outcome_market_question_brier_by_hand():
+    # One market with three outcomes (A, B, C), B happened, the forecast says (0.5, 0.3, 0.2):
+    # Brier (1950) = 0.5^2 + 0.7^2 + 0.2^2 = 0.78 (range 0..2); the leaderboard's question
+    # Brier is half of it, 0.39, and the market counts once (one-vs-rest counted it three
+    # times, with items 0.25, 0.49 and 0.04).
+    P, o = [[0.5, 0.3, 0.2]], [1]
+    assert metrics.brier_multiclass(P, o) == pytest.approx(0.78)
+    assert metrics.question_brier_loss(P, o).tolist() == pytest.approx([0.39])
+    assert metrics.log_score(P, o) == pytest.approx(-math.log(0.3))
+
+
+@FAST
+@given(binary_forecasts())
+def test_question_brier_of_a_binary_market_is_the_binary_brier(data):
+    p, o = data
+    P = np.column_stack([p, 1.0 - p])  # (Yes, No), o = 1 means Yes -> class 0
+    np.testing.assert_allclose(
+        metrics.question_brier_loss(P, (1 - o).astype(int)), metrics.brier_loss(p, o), atol=1e-12
+    )
+
+
+def test_complete_forecast_by_hand():
+    nan = math.nan
+    out = metrics.complete_forecast(
+        [
+            [0.5, nan, nan],  # the rest 0.5 split 3 : 1 like the shown prices
+            [0.6, 0.6, nan],  # stated too much: normalised, the unstated gets nothing
+            [0.2, nan, nan],  # no prices shown: the rest split evenly
+        ],
+        [[0.5, 0.3, 0.1], [0.5, 0.3, 0.1], [nan, nan, nan]],
+    )
+    np.testing.assert_allclose(out, [[0.5, 0.375, 0.125], [0.5, 0.5, 0.0], [0.2, 0.4, 0.4]])
+    # Binary: one side stated -> its complement; both -> normalised; nothing -> uniform.
+    binary = metrics.complete_forecast([[0.3, nan], [0.6, 0.3], [0.0, 0.0]])
+    np.testing.assert_allclose(binary, [[0.3, 0.7], [2 / 3, 1 / 3], [0.5, 0.5]])
+
+
+def test_stating_the_shown_price_is_the_market_reference_exactly():
+    nan = math.nan
+    shown = np.array([[0.52, 0.30, 0.21]])  # overround quotes
+    stated = np.array([[0.52, nan, nan]])
+    model = metrics.complete_forecast(stated, shown)
+    market = metrics.complete_forecast(np.where(np.isnan(stated), nan, shown), shown)
+    np.testing.assert_array_equal(model, market)
+    assert model.sum() == pytest.approx(1.0)
+
+
 def test_bad_class_index_is_refused():
     with pytest.raises(ValueError):
         metrics.brier_multiclass([[0.5, 0.5]], [2])
@@ -392,6 +439,19 @@ def test_required_n_follows_the_power_formula():
     )
     assert metrics.required_n_for_brier_edge([0.1]) == math.inf
     assert metrics.required_n_for_brier_edge(np.zeros(10)) == 2
+
+
+def test_provisional_threshold_is_the_specs_350_for_everybody():
+    # SCORING.md: enough resolved forecasts to detect a 0.02 Brier edge, about 350 at 80% power.
+    # ((1.959964 + 0.841621) * 0.1335 / 0.02)^2 = 349.7 -> 350, from sealed constants alone.
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert (C.provisional_brier_delta, C.provisional_power, C.provisional_alpha) == (
+        0.02,
+        0.8,
+        0.05,
+    )
+    assert (z * C.provisional_reference_sd / 0.02) ** 2 == pytest.approx(349.71, abs=0.01)
+    assert metrics.provisional_threshold() == 350
 
 
 def test_required_n_gives_the_promised_power():

@@ -315,6 +315,44 @@ def test_sharpe_bootstrap_degenerate_series():
     assert metrics.stationary_bootstrap_sharpe([])["n"] == 0
 
 
+def test_clv_of_zeros_plus_one_ulp_noise_is_no_edge():
+    # Issue 18: in the replay every trade's CLV was exactly 0 apart from float noise of one unit
+    # in the last place of 0.5 (1.1e-16). v1 compared the spread with the mean (itself noise) and
+    # called zeros plus six such values GENUINE_EDGE.
+    ulp = float(np.nextafter(0.5, 1.0) - 0.5)
+    assert ulp == pytest.approx(1.1102230246251565e-16)
+    x = np.zeros(60)
+    x[[3, 11, 19, 30, 42, 55]] = ulp
+    sd = x.std(ddof=1)
+    assert sd > 1e-12 * abs(x.mean())  # v1's relative guard lets this through
+    res = metrics.stationary_bootstrap_sharpe(x)
+    assert (res["label"], res["flag"]) == ("NO_EDGE", "zero_variance")
+    assert math.isnan(res["sharpe"])
+    z, p = metrics.clv_mean_ztest(x)
+    assert math.isnan(z) and p == 1.0
+    # Real variance just above the absolute tolerance is judged, not waved through.
+    judged = metrics.stationary_bootstrap_sharpe(np.tile([0.0, 0.001], 30), B=200)
+    assert judged["flag"] is None
+
+
+def test_bias_correction_shifts_every_replicate_by_b():
+    # The interval is the percentile interval of the corrected replicates S* - b, i.e. shifted
+    # by -b (v1: -2b). Recompute the replicates from the same seeded draws and compare.
+    x = np.random.default_rng(21).normal(0.01, 0.05, 300)
+    res = metrics.stationary_bootstrap_sharpe(x, B=400, seed=7, block_length=3.0)
+    rng = np.random.default_rng(7)
+    idx = metrics.stationary_bootstrap_indices(x.size, 400, 3.0, rng)
+    draws = x[idx]
+    reps = draws.mean(axis=1) / draws.std(axis=1, ddof=1)
+    sharpe = x.mean() / x.std(ddof=1)
+    bias = reps.mean() - sharpe
+    assert res["bias"] == pytest.approx(bias, rel=1e-9)
+    assert res["sharpe_bc"] == pytest.approx(sharpe - bias, rel=1e-9)
+    for level in (0.9, 0.95):
+        lo, hi = np.percentile(reps, [50 * (1 - level), 50 * (1 + level)])
+        assert res["ci"][level] == pytest.approx((lo - bias, hi - bias), rel=1e-9)
+
+
 # --- The seeded scenario: real information versus copying the market ---------------------------
 
 

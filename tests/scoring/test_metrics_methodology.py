@@ -1,4 +1,4 @@
-"""The sealed methodology file: hash, seed, describe(), and refusal of an incomplete file."""
+"""The sealed methodology files: pinned hashes, seed, describe(), history, refusal of a bad file."""
 
 import dataclasses
 import hashlib
@@ -7,6 +7,46 @@ import json
 import pytest
 
 from core import methodology
+
+# A sealed file never changes: these are the SHA-256 of its bytes as published. v1 is the file
+# as it was sealed before commit 2c88d7d edited it in place (restored byte for byte in v2's
+# change); a change to either means a new version, never an edit.
+SEALED = {
+    "1": "ab09ba3a8b59bb8cffe5644c81ff52299b864b920e91e053ae2cf736ec098167",
+    "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
+}
+
+
+@pytest.mark.parametrize("version", sorted(SEALED))
+def test_sealed_files_are_pinned(version):
+    raw = methodology.path_for(version).read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == SEALED[version]
+    assert methodology.sealed(version).sha256 == SEALED[version]
+    assert set(methodology.VERSIONS) == set(SEALED)
+
+
+def test_v1_is_the_file_sealed_before_the_in_place_edit():
+    v1 = methodology.sealed("1")
+    assert v1.meanings["max_bet_fraction"].startswith("No single bet may exceed")
+    # The edited copy's hash is known, labelled, and maps to v1.
+    edited = "c5333b9b25373a6ef89fb7de82501a55ba2add6f0637f331b26f7d5a398353e3"
+    version, label = methodology.version_of_hash(edited)
+    assert version == "1" and "2c88d7d" in label
+    assert methodology.version_of_hash(SEALED["1"]) == ("1", "v1")
+    assert methodology.version_of_hash("0" * 64) == (None, "unknown")
+
+
+def test_history_lists_every_version_with_its_changes():
+    history = methodology.history()
+    assert [h["version"] for h in history] == ["2", "1"]
+    v2 = history[0]
+    assert v2["current"] and v2["sha256"] == methodology.METHODOLOGY_HASH
+    assert len(v2["changelog"]) >= 8
+    changed = {name: (old, new) for name, old, new in v2["changed"]}
+    assert changed["sb_bias_correction"] == ("shift_by_bootstrap_bias", "shift_replicates_by_bias")
+    assert changed["sb_min_sd"] == (None, 1e-9)
+    assert changed["provisional_reference_sd"] == (None, 0.1335)
+    assert "log_eps" not in changed  # unchanged values are not listed
 
 
 def test_hash_is_the_sha256_of_the_file_bytes():
@@ -37,14 +77,17 @@ def test_describe_lists_every_constant_with_a_meaning():
 
 
 def test_a_file_with_a_missing_or_unknown_constant_is_refused(tmp_path):
-    doc = json.loads(methodology.path_for("1").read_text())
+    doc = json.loads(methodology.path_for("2").read_text())
     del doc["constants"]["log_eps"]
     doc["constants"]["surprise"] = {"value": 1, "meaning": "not a known constant"}
-    bad = tmp_path / "methodology_v1.json"
+    bad = tmp_path / "methodology_v2.json"
     bad.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="log_eps"):
-        methodology.load("1", path=bad)
-    doc["version"] = "2"
+        methodology.load("2", path=bad)
+    doc["version"] = "3"
     bad.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="version"):
-        methodology.load("1", path=bad)
+        methodology.load("2", path=bad)
+    # v1 is readable for the changelog but is not what the code computes with.
+    with pytest.raises(ValueError, match="keys differ"):
+        methodology.load("1")

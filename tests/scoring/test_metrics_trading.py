@@ -37,7 +37,18 @@ def test_late_forecast_scores_zero_before_it_and_loses_coverage():
 def test_early_resolution_counts_as_zero_for_the_rest_of_the_scheduled_life():
     r = _score(forecast_times=[0.0], forecast_p=[0.8], close_time=100.0, resolve_time=40.0)
     assert r["score"] == pytest.approx(0.4 * math.log(0.8 / 0.5))
-    assert r["coverage"] == pytest.approx(1.0)  # active for the whole actual life
+    # Active for the whole actual life, but that is 40% of the scheduled life (Metaculus).
+    assert r["coverage"] == pytest.approx(0.4)
+
+
+def test_coverage_is_over_the_scheduled_life_metaculus_q3():
+    # Issue 18, the Q3 case: the first forecast comes a quarter into the question's scheduled
+    # life and the question resolves early, three quarters in. Metaculus counts the share of the
+    # scheduled life with a standing forecast, (75 - 25) / 100 = 0.50; v1 divided by the actual
+    # life, (75 - 25) / 75 = 0.667.
+    r = _score(forecast_times=[25.0], forecast_p=[0.8], close_time=100.0, resolve_time=75.0)
+    assert r["coverage"] == pytest.approx(0.50)
+    assert r["score"] == pytest.approx(0.50 * math.log(0.8 / 0.5))
 
 
 def test_forecast_and_market_changes_are_carried_forward():
@@ -100,8 +111,7 @@ def test_tournament_score_matches_brute_force_integration(history):
     integrand = np.log(np.clip(p_out, eps, 1 - eps)) - np.log(np.clip(m_out, eps, 1 - eps))
     total, active = np.sum(np.where(active, integrand, 0.0)), active.sum()
     assert r["score"] == pytest.approx(total / grid.size, abs=1e-9)
-    in_life = (grid < end).sum()
-    assert r["coverage"] == pytest.approx(active / in_life, abs=1e-9)
+    assert r["coverage"] == pytest.approx(active / grid.size, abs=1e-9)  # scheduled life
 
 
 def test_takes_and_prize_shares():
