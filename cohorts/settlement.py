@@ -1,8 +1,13 @@
 """Settling positions when a market resolves, voids, or has its resolution changed by staff.
 
 settle_market makes the live settlements of a market match the market's current status:
-- resolved: every position on the winning outcome is paid $1 per share (rounded down to cents),
-  the others 0;
+- resolved: every position on the winning outcome is paid $1 per share, the others 0. Money is
+  exact to the cent per entry (sealed payout_rounding): an entry's live payouts add up to the
+  dollar value of its live winning shares rounded half to even, so each payout is that rounded
+  running total minus what the entry was already paid. A fraction of a cent carries over to the
+  entry's next payout instead of being dropped per position (v1 rounded every payout down, and
+  an entry with 58 winning positions ended 29 cents short). A staff reversal takes back exactly
+  what its settlement paid; the entry's running total is trued again at its next payout;
 - void: every position is refunded the cost basis it still holds;
 - open/closed (staff reopened it): earlier settlements are reversed and the positions reopen.
 A live settlement that disagrees with the status is reversed first (a REVERSAL ledger row takes
@@ -21,7 +26,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -71,12 +76,30 @@ def _target(market: Market, position: Position) -> tuple[str, str] | None:
     return None
 
 
-def _payout(kind: str, shares: Decimal, cost_basis: Decimal) -> Decimal:
+def _payout(kind: str, shares: Decimal, cost_basis: Decimal, won: list[Decimal]) -> Decimal:
+    """What one settlement pays. won = [exact dollars of the entry's live winning shares, dollars
+    already paid for them], updated in place for a WON settlement (see the module docstring)."""
     if kind == Settlement.Kind.WON:
-        return shares.quantize(CENT, rounding=ROUND_DOWN)  # $1 per share, never over-paying
+        exact, paid = won[0] + shares, won[1]
+        payout = exact.quantize(CENT, rounding=ROUND_HALF_EVEN) - paid
+        won[0], won[1] = exact, paid + payout
+        return payout
     if kind == Settlement.Kind.VOID:
         return cost_basis
     return Decimal("0.00")
+
+
+def _won_totals(entry_ids: set[int]) -> dict[int, list[Decimal]]:
+    """Per entry, [shares, payouts] summed over its live WON settlements, in Decimal (read under
+    the entries' row locks, which every settlement of those entries takes first)."""
+    totals: dict[int, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    live_won = Settlement.objects.filter(
+        position__entry_id__in=entry_ids, kind=Settlement.Kind.WON, reversed_at__isnull=True
+    ).values_list("position__entry_id", "shares", "payout")
+    for entry_id, shares, payout in live_won:
+        totals[entry_id][0] += shares
+        totals[entry_id][1] += payout
+    return totals
 
 
 def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
@@ -170,9 +193,10 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
         .order_by("pk")
     )
     settlements = []
+    won = _won_totals({p.entry_id for p in positions})
     for position in positions:
         kind, outcome = _target(market, position)
-        payout = _payout(kind, position.shares, position.cost_basis)
+        payout = _payout(kind, position.shares, position.cost_basis, won[position.entry_id])
         settlements.append(
             Settlement(
                 position=position,

@@ -64,6 +64,33 @@ def test_winner_paid_a_dollar_a_share_loser_nothing(two_entries):
     assert check_invariants() == []
 
 
+def test_payouts_are_exact_to_the_cent_per_entry(two_entries):
+    # $100 at 0.30 buys 333.333333 shares (rounded down to 6 places) in each of three markets,
+    # all won: $999.999999 of winning shares, which rounds to $1000.00. v1 paid each position
+    # rounded down (333.33 x 3 = 999.99, a cent lost); now each payout is the rounded running
+    # total minus what was paid: 333.33, 666.67 - 333.33 = 333.34, 1000.00 - 666.67 = 333.33.
+    a, _ = two_entries
+    markets = [make_market(prices={"Yes": "0.30", "No": "0.70"}) for _ in range(3)]
+    for m in markets:
+        bet(a, m, "Yes", "100")
+    assert {p.shares for p in Position.objects.filter(entry=a)} == {D("333.333333")}
+    paid = []
+    for i, m in enumerate(markets):
+        set_status(m, "resolved", "Yes")
+        paid.append(settle_market(m, at=T0 + timedelta(days=1, hours=i)).paid)
+    assert paid == [D("333.33"), D("333.34"), D("333.33")]
+    assert cash(a) == D("10000") - 300 + D("1000.00")
+    assert ledger_sum(a) == cash(a)
+    # A staff reversal takes back exactly what was paid; the next payout trues the total again.
+    set_status(markets[0], "resolved", "No")
+    settle_market(markets[0], at=T0 + timedelta(days=2))
+    assert cash(a) == D("10000") - 300 + D("666.67")
+    set_status(markets[0], "resolved", "Yes")
+    assert settle_market(markets[0], at=T0 + timedelta(days=3)).paid == D("333.33")
+    assert cash(a) == D("10000") - 300 + D("1000.00")
+    assert check_invariants() == []
+
+
 def test_settling_twice_pays_once(two_entries):
     a, _ = two_entries
     m = make_market()
