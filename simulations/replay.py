@@ -588,6 +588,8 @@ class SetReport:
     steps: int
     decisions: Counter
     clock: datetime | None
+    held: int = 0  # steps dated after the import's today, left for a later import
+    held_until: datetime | None = None  # the latest of them
 
 
 def decision_time(due: date) -> datetime:
@@ -620,15 +622,24 @@ def replay_set(
     *,
     competitors=None,
     on_step: Callable[[], None] | None = None,
+    now: datetime | None = None,
 ) -> SetReport:
     """Run one set end to end (idempotent: a rerun continues where the clock stopped).
 
     The cohort's latest snapshot is the replay clock: steps at or before it are done and are
     not replayed (a replayed step would rewrite old snapshots with today's state). Rows a newer
     resolution set adds before the clock are applied at the next step.
+
+    The clock never passes today (`now`, the wall clock by default): a row dated in the future
+    (ForecastBench dates some early-resolved market questions at their scheduled end) is held
+    back, counted in the report, and applied by an import run on or after its date. Scores are
+    computed as of the replay clock, so they never show a date after today either.
     """
+    now = now or timezone.now()
     start = week_start_for(_midnight(rs.due))
     decide_at = decision_time(rs.due)
+    if decide_at > now:
+        raise ReplayError(f"{rs.label}: its decision time {decide_at:%Y-%m-%d %H:%M} is after now")
     cohort, created = open_cohort(
         start, kind=Cohort.Kind.REPLAY, label=rs.label, competitors=competitors, at=start
     )
@@ -643,6 +654,8 @@ def replay_set(
         clock = replay_clock(cohort) or decide_at
     _write_notes(cohort, rs)
     steps = _pending(timeline(rs, markets), clock)
+    held = [step for step in steps if step.at > now]
+    steps = [step for step in steps if step.at <= now]
     resolved = 0
     for step in steps:
         # All or nothing per step: an interrupted step leaves no half-moved clock behind.
@@ -664,6 +677,8 @@ def replay_set(
         steps=len(steps),
         decisions=decisions,
         clock=replay_clock(cohort),
+        held=len(held),
+        held_until=max((step.at for step in held), default=None),
     )
 
 
@@ -781,15 +796,20 @@ def replay(
     competitors=None,
     score: bool = True,
     progress_factory: Callable[[int], object] | None = None,
+    now: datetime | None = None,
 ) -> ReplayResult:
-    """Read, validate and replay every set at `location`; score the replay scope once at the end."""
+    """Read, validate and replay every set at `location`; score the replay scope once at the end.
+
+    Nothing dated after `now` (default: the wall clock) is applied; see replay_set.
+    """
+    now = now or timezone.now()
     files = load_sets(location, dues)
     sets = [parse_set(f) for f in files]
     total = sum(len({r.on for q in s.questions for r in q.resolutions}) + 1 for s in sets)
     progress = progress_factory(total) if progress_factory else None
     reports = []
     for rs in sets:
-        reports.append(replay_set(rs, competitors=competitors, on_step=_advance(progress)))
+        reports.append(replay_set(rs, competitors=competitors, on_step=_advance(progress), now=now))
         if progress is not None:
             progress.advance()
     if progress is not None:

@@ -68,6 +68,11 @@ def replay_forecastbench(cmd, options) -> None:
                 "  skipped decisions are LLM entries without an API key "
                 "(set OPENROUTER_API_KEY to include them)"
             )
+        if report.held:
+            cmd.stdout.write(
+                f"  {report.held} clock steps dated after today (up to "
+                f"{report.held_until:%Y-%m-%d}) held back: rerun the import on or after that date"
+            )
         if rs.has_resolution_set and rs.without_resolution:
             cmd.stdout.write(f"  {rs.without_resolution} questions have no resolution row")
         if skipped:
