@@ -20,7 +20,16 @@ from django.db.models import FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
 
 from agents.models import Competitor, Decision, Forecast, LLMCall
-from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
+from cohorts.models import (
+    Cohort,
+    Entry,
+    LedgerEntry,
+    Position,
+    Settlement,
+    Snapshot,
+    Trade,
+    Universe,
+)
 from markets.models import Market, PricePoint
 from markets.pricing import outcome_price
 
@@ -60,7 +69,14 @@ class ScopeData:
     settlements: dict[int, list[int]]  # entry id -> [won, lost]
     usage: dict[int, tuple[int, Decimal]]  # entry id -> (tokens, cost)
     prices: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    closes: dict[tuple[int, str], float] = field(default_factory=dict)  # closing_price cache
+    # (cohort, week) -> market id -> outcome -> price shown, for markets with more than two
+    # outcomes only (what the outcomes a decision did not state were priced at).
+    shown: dict[tuple[int, int], dict[int, dict[str, float]]] = field(default_factory=dict)
+    closes: dict[tuple[int, str], tuple[float, float]] = field(default_factory=dict)  # cache
+
+    @property
+    def as_of_t(self) -> float:
+        return self.as_of.timestamp()
 
 
 def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
@@ -221,9 +237,9 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
     """
     cohort_qs = Cohort.objects.filter(kind=scope, week_start__lte=as_of)
     cohorts = {
-        pk: {"week_start": ws, "label": label, "initial": ib}
-        for pk, ws, label, ib in cohort_qs.order_by("week_start").values_list(
-            "pk", "week_start", "label", "initial_balance"
+        pk: {"week_start": ws, "label": label, "initial": ib, "methodology_version": version}
+        for pk, ws, label, ib, version in cohort_qs.order_by("week_start", "pk").values_list(
+            "pk", "week_start", "label", "initial_balance", "methodology_version"
         )
     }
     entry_qs = Entry.objects.filter(cohort__in=cohort_qs.values("pk"))
@@ -298,7 +314,36 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         settlements=dict(settled),
         usage=_load_usage(decision_q),
         prices=_load_prices(market_q, as_of),
+        shown=_load_shown_prices(cohort_qs, forecasts, markets),
     )
+
+
+def _load_shown_prices(cohort_qs, forecasts: dict, markets: dict) -> dict:
+    """Prices of every outcome of the multi-outcome markets forecast in the scope, as the frozen
+    universes showed them. One query, and none at all for a scope of binary markets only."""
+    multi = {
+        int(m)
+        for m in np.unique(forecasts["market"]).tolist()
+        if m in markets and len(markets[m].outcomes) > 2
+    }
+    if not multi:
+        return {}
+    shown: dict[tuple[int, int], dict[int, dict[str, float]]] = {}
+    rows = Universe.objects.filter(cohort__in=cohort_qs.values("pk")).values_list(
+        "cohort_id", "week", "markets"
+    )
+    for cohort_id, week, items in rows:
+        for item in items or []:
+            market_id = item.get("market_id")
+            if market_id in multi:
+                prices = {}
+                for name, price in (item.get("prices") or {}).items():
+                    try:
+                        prices[name] = float(price)
+                    except (TypeError, ValueError):
+                        continue
+                shown.setdefault((cohort_id, week), {})[market_id] = prices
+    return shown
 
 
 def _load_usage(decisions: Q) -> dict[int, tuple[int, Decimal]]:

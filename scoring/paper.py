@@ -126,8 +126,8 @@ def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.n
         value += bet["stake"] if price is None else bet["shares"] * float(price)
     clv = []
     for bet in done + open_bets:
-        c = closing_price(data, bet["market"], bet["outcome"])
-        if math.isfinite(c):
+        c, stamp = closing_price(data, bet["market"], bet["outcome"])
+        if stamp > bet["t"]:  # a closing line later than the bet, else none (see closing_price)
             clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
     return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
 

@@ -4,7 +4,11 @@ rules behind the numbers; json_safe makes any of it storable as JSON.
 
 Owns what a row says and in which order rows stand. It never queries or saves (rows are built
 unsaved; scoring/services.py stores them) and does no scoring math of its own beyond finishing a
-row (return interval, required n, CLV summary) with the helpers of scoring/compute.py.
+row (return interval, provisional badge, CLV summary) with the helpers of scoring/compute.py.
+
+Every row records the methodology version that scored it (details["methodology"]) next to the
+versions its cohorts were opened under: scores are always recomputed with the current sealed
+version, while a cohort keeps the version its trading rules were sealed under.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from scoring import metrics
-from scoring.compute import calibration_extras, clv_summary, required_n
+from scoring.compute import calibration_extras, clv_summary
 from scoring.load import CENT
 from scoring.models import LeaderboardRow
 
@@ -26,16 +31,28 @@ HEADLINE_RULE = (
     "higher is better) when the group has resolved forecasts with prices; otherwise by return %. "
     "Competitors without the headline number rank last, ordered by return %."
 )
+BRIER_CONVENTION = (
+    "question Brier: half the Brier (1950) sum over the market's outcomes, one per decision and "
+    "market (binary markets: (p - o)^2), range 0..1"
+)
+MULTICLASS_CONVENTION = "Brier (1950), summed over the K outcomes, range 0..2"
 NOTES = [
     "Replicates of a competitor are pooled into one row; return_ci bootstraps over its entries.",
-    "Multi-outcome markets: each stated outcome is a one-vs-rest binary item for Brier and log.",
+    "A question is one decision's forecast of one market: the stated outcomes completed to a full "
+    "vector (the rest shared like the shown prices), scored once; n_forecasts and n_resolved "
+    "count questions.",
     "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
     "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
-    "Diebold-Mariano: common forecasts are (cohort, week, market, outcome), replicates averaged.",
-    "CLV: BUY trades on closed, non-void markets; close = last price point strictly before it.",
+    "Diebold-Mariano: common questions are (cohort, week, market), replicates averaged.",
+    "CLV: BUY trades on closed, non-void markets; the closing line is the last price a sealed "
+    "horizon before the close or resolution, and only when it is later than the trade (else "
+    "n/a).",
     "Champion's clothes: kelly_stake sides and fractions; the largest stakes are funded first "
     "within 25% of the paper cash per decision, bets under min_bet skipped.",
-    "Tournament: questions are (cohort, market), the market price history as the community.",
+    "Tournament: questions are (cohort, market); the reference is the price shown at each "
+    "decision, carried forward like the forecast; coverage over the scheduled life.",
+    "Provisional: fewer resolved questions than the sealed threshold (350), the same for all.",
+    "Win rate: share of BUY trades on resolved markets whose outcome won (one per bet).",
     "Money: the latest snapshot at or before as_of, else ledger cash plus positions at last prices.",
 ]
 
@@ -69,12 +86,13 @@ def json_safe(value: Any) -> Any:
 
 def make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel):
     n_res = int(s["n_resolved"][ci])
-    required = required_n(s, ci) if n_res else math.inf
+    required = metrics.provisional_threshold()  # one threshold for everybody (sealed)
     initial = money["initial"][ci]
     pnl = money["pnl"][ci]
     returns = [r for r in money["returns"][ci] if math.isfinite(r)]
     return_ci = metrics.bootstrap_ci(np.asarray(returns)) if len(returns) >= 2 else (None, None)
     won, lost = money["won"][ci], money["lost"][ci]
+    bets_won, bets_lost = money["bets"].get(ci, (0, 0))
     cost = money["cost"][ci]
     ic = implied.get(ci)
     comp_entries = set(data.entries["id"][e_sel & (data.entries["comp"] == ci)].tolist())
@@ -87,12 +105,29 @@ def make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, pape
         "entries": int(money["entries"][ci]),
         "n_with_price": int(s["n_with_price"][ci]),
         "bss_vs_market": s["bss_market"][ci],
-        "brier_convention": "binary one-vs-rest per stated outcome, range 0..1",
+        "bss_vs_base_rate": s["bss_base"][ci],
+        "base_rate": s["base_rate"][ci],
+        "n_binary": int(s["n_binary"][ci]),
+        "brier_convention": BRIER_CONVENTION,
+        "brier_multiclass": {
+            "value": s["brier_multi"][ci],
+            "n": int(s["n_multi"][ci]),
+            "convention": MULTICLASS_CONVENTION,
+        }
+        if s["n_multi"][ci]
+        else None,
         "rps": rps.get(ci),
         **calibration_extras(s, ci),
         "money_source": sorted(money["sources"][ci]),
         "settled_won": int(won),
         "settled_lost": int(lost),
+        "bets_won": int(bets_won),
+        "bets_lost": int(bets_lost),
+        "methodology": {
+            "version": METHODOLOGY_VERSION,
+            "hash": METHODOLOGY_HASH,
+            "cohort_versions": money["cohort_versions"],
+        },
         "implied_confidence_n": ic[1] if ic else 0,
         "information_test": info_tests.get(ci),
         "clv": clv,
@@ -125,13 +160,13 @@ def make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, pape
         pnl=pnl.quantize(CENT),
         realized_pnl=money["realized"][ci].quantize(CENT),
         unrealized_pnl=money["unrealized"][ci].quantize(CENT),
-        win_rate=_f(won / (won + lost)) if won + lost else None,
+        win_rate=_f(bets_won / (bets_won + bets_lost)) if bets_won + bets_lost else None,
         implied_confidence_brier=_f(ic[0]) if ic else None,
         tokens=int(money["tokens"][ci]),
         cost_usd=cost.quantize(Decimal("0.0001")),
         cost_per_resolved=_f(float(cost) / n_res) if n_res else None,
-        provisional=not (n_res >= required),
-        required_n=int(required) if math.isfinite(required) else None,
+        provisional=n_res < required,
+        required_n=required,
         details=json_safe(details),
     )
 

@@ -10,7 +10,14 @@ groups and writes. Scopes (live / replay / demo) are never mixed: a run reads on
 own kind, and produces rows per cohort and across all of the scope's cohorts (cohort=None).
 
 Owns every write of the scoring engine and nothing else: no query beyond the run bookkeeping
-(loading is scoring/load.py's) and no scoring math (that is compute's, paper's, tournament's).
+and the scope's clock (loading is scoring/load.py's) and no scoring math (that is compute's,
+paper's, tournament's).
+
+Scores of a scope are a pure function of its data and its own clock (issue 18): live runs as of
+now; replay and demo runs as of their simulated clock (the latest snapshot of their cohorts,
+which their importers never move past today). So `arena score`, the hourly job, the replay
+import and the demo all score a replay or demo scope as of the same instant, and re-scoring
+gives identical numbers by any path (the bootstraps are seeded by the methodology hash).
 """
 
 from __future__ import annotations
@@ -20,13 +27,17 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
+from cohorts.models import Snapshot, Trade
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.versions import scores_changed
 from scoring.compute import (
-    Items,
+    Questions,
+    bets_won_lost,
     build_items,
+    build_questions,
     dm_tables,
     forecast_scores,
     implied_confidence,
@@ -42,18 +53,29 @@ from scoring.paper import paper_candidates, paper_portfolios
 from scoring.present import ALL, HEADLINE_RULE, NOTES, json_safe, make_row, rank_rows
 from scoring.tournament import tournament_pairs, tournament_table
 
-ENGINE_VERSION = "1.0"
+ENGINE_VERSION = "2.0"
+
+
+def scope_clock(scope: str) -> datetime:
+    """The instant a scope is scored as of: now for live; for replay and demo their simulated
+    clock, the latest snapshot of the scope's cohorts (never after now; now if none yet)."""
+    now = timezone.now()
+    if scope == ScoreRun.Scope.LIVE:
+        return now
+    clock = Snapshot.objects.filter(entry__cohort__kind=scope).aggregate(ts=Max("ts"))["ts"]
+    return now if clock is None else min(clock, now)
 
 
 def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreRun:
     """Score one scope (live / replay / demo) as of a time and store it as a DONE ScoreRun.
 
-    The run row is created first (RUNNING) so a crash leaves a FAILED run with the error, which
-    selectors never serve. Two concurrent runs just produce two runs; the latest finished wins.
+    as_of defaults to the scope's own clock (scope_clock). The run row is created first
+    (RUNNING) so a crash leaves a FAILED run with the error, which selectors never serve. Two
+    concurrent runs just produce two runs; the latest finished wins.
     """
     if scope not in ScoreRun.Scope.values:
         raise ValueError(f"unknown scope {scope!r}; expected one of {ScoreRun.Scope.values}")
-    as_of = as_of or timezone.now()
+    as_of = as_of or scope_clock(scope)
     run = ScoreRun.objects.create(
         scope=scope,
         as_of=as_of,
@@ -63,9 +85,9 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
         engine_version=ENGINE_VERSION,
     )
     try:
-        rows, details, n_forecasts, n_resolved, clv = _score(scope, as_of)
+        rows, details, n_forecasts, n_resolved, clv, buys = _score(scope, as_of)
         with transaction.atomic():
-            store_trade_clv(clv)
+            store_trade_clv(clv, buys)
             for row in rows:
                 row.run = run
             LeaderboardRow.objects.bulk_create(rows, batch_size=500)
@@ -88,9 +110,17 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     return run
 
 
-def store_trade_clv(clv_rows: list[tuple]) -> int:
+def store_trade_clv(clv_rows: list[tuple], buys: list[int] | None = None) -> int:
     """Keep each BUY's closing-line value on record (probability and log-odds forms, with the
-    closing price used), so a trade's CLV can be audited and exported, not only averaged."""
+    closing price used), so a trade's CLV can be audited and exported, not only averaged.
+
+    buys: every BUY of the scope scored; those without a closing line lose any earlier record
+    (a trade with no closing line has no CLV, never a stale or zero one)."""
+    if buys:
+        with_line = {r[6] for r in clv_rows}
+        stale = [pk for pk in buys if pk not in with_line]
+        for start in range(0, len(stale), 500):
+            TradeCLV.objects.filter(trade_id__in=stale[start : start + 500]).delete()
     objs = [
         TradeCLV(trade_id=r[6], close_price=r[7], clv_prob=r[4], clv_logodds=r[5]) for r in clv_rows
     ]
@@ -104,9 +134,10 @@ def store_trade_clv(clv_rows: list[tuple]) -> int:
     return len(objs)
 
 
-def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int, list]:
+def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int, list, list]:
     data = load_scope(scope, as_of)
     items = build_items(data)
+    questions = build_questions(items, data)
     entry_comp = dict(
         zip(
             data.entries["id"].tolist(),
@@ -120,7 +151,7 @@ def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int
         "yes": yes,
         "clv": trade_clv(data, entry_comp),
         "paper": paper_portfolios(paper_candidates(items, yes, data), data),
-        "tournament": tournament_pairs(items, yes, data),
+        "tournament": tournament_pairs(questions, data),
     }
     rows: list[LeaderboardRow] = []
     details: dict[str, Any] = {
@@ -129,34 +160,45 @@ def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int
         "dm": {},
         "tournament": {},
         "cohorts": [
-            {"id": pk, "week_start": c["week_start"].isoformat(), "label": c["label"]}
+            {
+                "id": pk,
+                "week_start": c["week_start"].isoformat(),
+                "label": c["label"],
+                "methodology_version": c["methodology_version"],
+            }
             for pk, c in data.cohorts.items()
         ],
+        "methodology": {"version": METHODOLOGY_VERSION, "hash": METHODOLOGY_HASH},
     }
     groups: list[int | str] = [*data.cohorts, ALL] if data.cohorts else []
     for group in groups:
-        group_rows, tables = _group_rows(data, items, group, shared)
+        group_rows, tables = _group_rows(data, questions, group, shared)
         rows.extend(group_rows)
         details["headline"]["by_cohort"][str(group)] = tables["headline"]
         details["dm"][str(group)] = tables["dm"]
         details["tournament"][str(group)] = tables["tournament"]
-    return rows, details, int(items.p.size), int(items.scored.sum()), shared["clv"]
+    buys = [t[8] for t in data.trades if t[2] == Trade.Side.BUY]
+    return rows, details, int(questions.t.size), int(questions.scored.sum()), shared["clv"], buys
 
 
 def _group_rows(
-    data: ScopeData, items: Items, group: int | str, shared: dict
+    data: ScopeData, q: Questions, group: int | str, shared: dict
 ) -> tuple[list[LeaderboardRow], dict]:
     """Unsaved rows (one per competitor with an entry in the group) and the group's tables."""
     n_comp = len(data.competitors)
     cohort_ids = set(data.cohorts) if group == ALL else {group}
-    f_sel = np.isin(items.cohort, list(cohort_ids))
+    f_sel = np.isin(q.cohort, list(cohort_ids))
     e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
     present = sorted(set(data.entries["comp"][e_sel].tolist()))
-    s = forecast_scores(items, f_sel, n_comp)
+    s = forecast_scores(q, f_sel, n_comp)
     money = money_by_comp(data, e_sel, n_comp)
-    rps = rps_by_comp(items, f_sel, data)
+    money["bets"] = bets_won_lost(data, cohort_ids, shared["entry_comp"])
+    money["cohort_versions"] = sorted(
+        {str(data.cohorts[c]["methodology_version"] or "?") for c in cohort_ids}
+    )
+    rps = rps_by_comp(q, f_sel)
     implied = implied_confidence(data, cohort_ids, shared["entry_comp"])
-    info_tests = information_tests(items, f_sel, shared["yes"])
+    info_tests = information_tests(q, f_sel, data)
     clv_rows = [r for r in shared["clv"] if r[2] in cohort_ids]
     paper = shared["paper"]
     rows = []
@@ -166,7 +208,7 @@ def _group_rows(
         )
     headline = rank_rows(rows)
     tables = {
-        "dm": dm_tables(items, f_sel, data, [ci for ci in present if s["n_resolved"][ci] > 0]),
+        "dm": dm_tables(q, f_sel, data, [ci for ci in present if s["n_resolved"][ci] > 0]),
         "tournament": tournament_table(shared["tournament"], cohort_ids, data, present),
         "headline": headline,
     }
