@@ -1,4 +1,9 @@
-"""Leaderboard rows for a small scripted cohort, checked against numbers computed by hand here."""
+"""Leaderboard rows for a small scripted cohort, checked against numbers computed by hand here.
+
+The scored unit is the question (one decision's forecast of one market, methodology v2): the
+hand computations below complete each question's stated outcomes to a full vector and take the
+question Brier, half the Brier (1950) sum, which for a binary market is (p_yes - o_yes)^2.
+"""
 
 from __future__ import annotations
 
@@ -84,20 +89,42 @@ def _row(run, competitor, cohort=None) -> LeaderboardRow:
 def test_scripted_cohort_matches_hand_computation(scripted):
     run = compute_scores("live", as_of=END + timedelta(hours=1))
     assert run.status == ScoreRun.Status.DONE
-    for name, n_forecasts, pnl in (("alice", 7, Decimal("500.00")), ("bob", 5, Decimal("-500.00"))):
-        competitor, rows = scripted[name]
-        brier = sum((p - o) ** 2 for _, _, p, _, o in rows) / len(rows)
-        log = sum(-math.log(p if o else 1 - p) for _, _, p, _, o in rows) / len(rows)
-        priced = [(p, m, o) for _, _, p, m, o in rows if m is not None]
-        skill = sum((m - o) ** 2 - (p - o) ** 2 for p, m, o in priced) / len(priced)
+    # Per question: (question Brier, log score, market's question Brier or None, uniform Brier).
+    # Alice's m5 (Red, Green, Blue -> Green) states Green 0.6 and Red 0.2: Blue gets the rest,
+    # 0.2, so P = (0.2, 0.6, 0.2) and the Brier is (0.2^2 + 0.4^2 + 0.2^2) / 2 = 0.12; the
+    # market's shown Red 0.4 and Green 0.3 complete to (0.4, 0.3, 0.3): 0.37. One question,
+    # where v1 counted two binary items. Her m3 "No" at 0.7 is the binary question P(Yes) = 0.3.
+    questions = {
+        "alice": [
+            (0.2**2, -math.log(0.8), 0.25, 0.25),
+            (0.3**2, -math.log(0.7), 0.25, 0.25),
+            (0.3**2, -math.log(0.7), 0.8**2, 0.25),
+            (0.5**2, -math.log(0.5), 0.25, 0.25),
+            (0.12, -math.log(0.6), 0.37, 1 / 3),
+        ],
+        "bob": [
+            (0.6**2, -math.log(0.4), 0.25, 0.25),
+            (0.6**2, -math.log(0.4), None, 0.25),  # no price shown: not in the skill
+            (0.9**2, -math.log(0.1), 0.8**2, 0.25),
+            (0.3**2, -math.log(0.7), 0.25, 0.25),
+        ],
+    }
+    for name, n_forecasts, pnl in (("alice", 6, Decimal("500.00")), ("bob", 5, Decimal("-500.00"))):
+        competitor, _ = scripted[name]
+        qs = questions[name]
+        brier = sum(b for b, _, _, _ in qs) / len(qs)
+        log = sum(lg for _, lg, _, _ in qs) / len(qs)
+        priced = [(b, m) for b, _, m, _ in qs if m is not None]
+        skill = sum(m - b for b, m in priced) / len(priced)
+        uniform = sum(u for _, _, _, u in qs)
         for cohort in (scripted["cohort"], None):  # one cohort: its row equals the all-cohorts row
             row = _row(run, competitor, cohort)
-            assert row.n_forecasts == n_forecasts  # the void-market forecast is counted ...
-            assert row.n_resolved == len(rows)  # ... but not scored
+            assert row.n_forecasts == n_forecasts  # the void-market question is counted ...
+            assert row.n_resolved == len(qs)  # ... but not scored
             assert row.brier == pytest.approx(brier, abs=1e-12)
             assert row.log_score == pytest.approx(log, abs=1e-12)
             assert row.skill_vs_market == pytest.approx(skill, abs=1e-12)
-            assert row.bss_vs_half == pytest.approx(1 - brier / 0.25, abs=1e-12)
+            assert row.bss_vs_half == pytest.approx(1 - brier * len(qs) / uniform, abs=1e-12)
             assert row.pnl == pnl
             assert row.return_pct == pytest.approx(float(pnl) / 100)
             assert row.win_rate == pytest.approx(0.5)
@@ -105,6 +132,19 @@ def test_scripted_cohort_matches_hand_computation(scripted):
             assert row.return_lo is None  # one entry: no interval over entries
     alice_row = _row(run, scripted["alice"][0])
     assert alice_row.rank == 1 and _row(run, scripted["bob"][0]).rank == 2
+    # The spec's summed multiclass Brier is published beside it, with its convention.
+    multi = alice_row.details["brier_multiclass"]
+    assert (
+        multi["value"] == pytest.approx(0.24) and multi["n"] == 1 and "0..2" in multi["convention"]
+    )
+    assert _row(run, scripted["bob"][0]).details["brier_multiclass"] is None
+    # BSS vs the base rate over binary questions: Alice's four say Yes happened 2 of 4 times.
+    assert alice_row.details["base_rate"] == pytest.approx(0.5)
+    bin_brier = (0.2**2 + 0.3**2 + 0.3**2 + 0.5**2) / 4
+    assert alice_row.details["bss_vs_base_rate"] == pytest.approx(1 - bin_brier / 0.25)
+    # Every row says which methodology scored it, and which its cohort started under.
+    assert alice_row.details["methodology"]["version"] == run.methodology_version == "2"
+    assert alice_row.details["methodology"]["cohort_versions"] == ["2"]
     assert run.details["headline"]["by_cohort"]["all"] == "brier_skill_vs_market"
 
 
@@ -112,8 +152,12 @@ def test_murphy_and_calibration_details_add_up(scripted):
     run = compute_scores("live", as_of=END + timedelta(hours=1))
     row = _row(run, scripted["alice"][0])
     m = row.details["murphy"]
-    assert m["rel"] - m["res"] + m["unc"] + m["wbv"] - m["wbc"] == pytest.approx(row.brier)
-    assert sum(b["n"] for b in row.details["calibration"]) == row.n_resolved
+    # Murphy and calibration are over the binary questions (P of Yes); Alice's fifth question is
+    # a three-outcome market.
+    bin_brier = (0.2**2 + 0.3**2 + 0.3**2 + 0.5**2) / 4
+    assert m["brier"] == pytest.approx(bin_brier)
+    assert m["rel"] - m["res"] + m["unc"] + m["wbv"] - m["wbc"] == pytest.approx(bin_brier)
+    assert sum(b["n"] for b in row.details["calibration"]) == row.details["n_binary"] == 4
 
 
 def test_implied_confidence_brier_from_buy_trades(scripted):
@@ -134,7 +178,7 @@ def test_replay_and_demo_never_mixed_into_live(scripted):
     replay = compute_scores("replay", as_of=END + timedelta(hours=1))
     assert not live.rows.filter(competitor=intruder).exists()
     assert set(replay.rows.values_list("competitor__slug", flat=True)) == {"replayer"}
-    assert live.n_forecasts == 12 and replay.n_forecasts == 1
+    assert live.n_forecasts == 11 and replay.n_forecasts == 1  # questions
     assert latest_run("live") == live and latest_run("replay") == replay
     assert latest_run("demo") is None
 
@@ -147,31 +191,37 @@ def test_before_resolution_nothing_is_scored_and_return_ranks(scripted):
     assert run.details["headline"]["by_cohort"]["all"] == "return_pct"
 
 
-def test_provisional_uses_required_n_from_the_data(week_start):
+def test_provisional_is_one_threshold_for_everybody(week_start):
+    # Issue 18: v1 derived the threshold from each competitor's own differences to the market,
+    # so one staying near the market left the badge after 2 resolutions. Now 350 for all.
     rng = np.random.default_rng(5)
-    steady, noisy = make_competitor("steady"), make_competitor("noisy")
-    _, (es, en) = make_cohort_with_entries(
-        week_start=week_start, competitors=[steady, noisy], at=week_start
+    steady, noisy, few = (make_competitor(s) for s in ("steady", "noisy", "few"))
+    _, (es, en, ef) = make_cohort_with_entries(
+        week_start=week_start, competitors=[steady, noisy, few], at=week_start
     )
-    markets = [_binary("0.5") for _ in range(40)]
-    outcomes = rng.integers(0, 2, size=40)
-    ds, dn = make_decision(es, at=AT), make_decision(en, at=AT)
-    # steady: 0.52 on everything -> per-forecast skill barely varies -> few forecasts suffice.
-    add_forecasts(ds, [(m, "Yes", 0.52, 0.5) for m in markets])
-    add_forecasts(dn, [(m, "Yes", float(p), 0.5) for m, p in zip(markets, rng.uniform(0, 1, 40))])
-    for m, o in zip(markets, outcomes):
-        _resolve(m, "Yes" if o else "No")
+    markets = [_binary("0.5") for _ in range(350)]
+    outcomes = rng.integers(0, 2, size=350)
+    # steady: 0.52 on everything (near the market); noisy: anything; few: 4 questions only.
+    add_forecasts(make_decision(es, at=AT), [(m, "Yes", 0.52, 0.5) for m in markets])
+    add_forecasts(
+        make_decision(en, at=AT),
+        [(m, "Yes", float(p), 0.5) for m, p in zip(markets, rng.random(350))],
+    )
+    add_forecasts(make_decision(ef, at=AT), [(m, "Yes", 0.52, 0.5) for m in markets[:4]])
+    for outcome in ("Yes", "No"):
+        Market.objects.filter(
+            pk__in=[m.pk for m, o in zip(markets, outcomes) if (o == 1) == (outcome == "Yes")]
+        ).update(  # fmt: skip
+            status=Market.Status.RESOLVED,
+            resolved_outcome=outcome,
+            resolved_at=END,
+            closed_time=END,
+        )
     run = compute_scores("live", as_of=END + timedelta(hours=1))
-    for competitor in (steady, noisy):
+    for competitor, n, provisional in ((steady, 350, False), (noisy, 350, False), (few, 4, True)):
         row = _row(run, competitor)
-        fc = list(competitor.entries.get().forecasts.values_list("probability", "market_price"))
-        o = np.array([1.0 if m.resolved_outcome == "Yes" else 0.0 for m in markets])
-        p, price = np.array([f[0] for f in fc]), np.array([f[1] for f in fc])
-        expected = metrics.required_n_for_brier_edge((price - o) ** 2 - (p - o) ** 2)
-        assert row.required_n == int(expected)
-        assert row.provisional == (expected > 40)
-    assert _row(run, steady).provisional is False
-    assert _row(run, noisy).provisional is True
+        assert (row.n_resolved, row.required_n, row.provisional) == (n, 350, provisional)
+    assert metrics.provisional_threshold() == 350
 
 
 def _scenario(n_markets: int):
@@ -242,8 +292,10 @@ def test_ordered_multi_outcome_market_gets_rps(week_start):
     row = _row(compute_scores("live", as_of=END + timedelta(hours=1)), carol)
     # Cumulative forecast (0.2, 0.7) against observed (0, 1): ((0.2)^2 + (0.3)^2) / (3 - 1).
     assert row.details["rps"] == {"rps": pytest.approx(0.065), "n": 1}
-    assert row.n_resolved == 3  # and one-vs-rest Brier over the three stated outcomes
-    assert row.brier == pytest.approx((0.2**2 + 0.5**2 + 0.3**2) / 3)
+    # One question, not three one-vs-rest items: half of 0.2^2 + 0.5^2 + 0.3^2 = 0.38.
+    assert row.n_resolved == 1
+    assert row.brier == pytest.approx(0.19)
+    assert row.details["brier_multiclass"]["value"] == pytest.approx(0.38)
 
 
 def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
@@ -306,3 +358,19 @@ def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):
     assert left == {live[-1].pk, live[-2].pk, demo.pk, new_failed.pk}
     assert old_failed.pk not in left
     assert latest_run("live") == live[-1]
+
+
+def test_win_rate_counts_bets_not_positions(week_start):
+    # Two bets average into one winning position, a third loses: 2 of 3 bets won (v1 counted
+    # the two settled positions: 1 of 2).
+    dave = make_competitor("dave")
+    _, (entry,) = make_cohort_with_entries(week_start=week_start, competitors=[dave], at=week_start)
+    win, lose = _binary("0.5"), _binary("0.5")
+    for hours, market in ((1, win), (2, win), (3, lose)):
+        execute_orders(entry, [BetOrder(market.pk, "Yes", Decimal(100))], [], None, at=week_start + timedelta(hours=hours))  # fmt: skip
+    _resolve(win, "Yes")
+    _resolve(lose, "No")
+    row = _row(compute_scores("live", as_of=END + timedelta(hours=1)), dave)
+    assert (row.details["bets_won"], row.details["bets_lost"]) == (2, 1)
+    assert (row.details["settled_won"], row.details["settled_lost"]) == (1, 1)
+    assert row.win_rate == pytest.approx(2 / 3)

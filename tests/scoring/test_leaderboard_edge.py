@@ -20,6 +20,9 @@ pytestmark = pytest.mark.django_db
 
 AT = WEEK_START + timedelta(hours=1)
 CLOSE = WEEK_START + timedelta(days=5)
+# The closing line is read a sealed horizon (24 h) before the close: a day and a half before it
+# the market has (almost) caught up with the truth, and the outcome is not public yet.
+LINE = CLOSE - timedelta(hours=36)
 N = 300
 
 
@@ -50,8 +53,8 @@ def scenario():
     ]
     PricePoint.objects.bulk_create(
         PricePoint(market=m, outcome="Yes", ts=ts, price=Decimal(str(price)))
-        for m, s, c in zip(markets, shown, closing)
-        for ts, price in ((AT, s), (CLOSE - timedelta(hours=1), c))
+        for m, s, c, o in zip(markets, shown, closing, outcomes)
+        for ts, price in ((AT, s), (LINE, c), (CLOSE - timedelta(hours=1), 0.99 if o else 0.01))
     )
     do, dc = make_decision(eo, at=AT), make_decision(ec, at=AT)
     add_forecasts(do, [(m, "Yes", float(q), float(s)) for m, q, s in zip(markets, truth, shown)])
@@ -69,7 +72,8 @@ def test_oracle_has_genuine_edge_and_wins_dm(scenario):
     copier = run.rows.get(competitor=scenario["copier"], cohort=None)
     assert oracle.details["edge_label"] == "GENUINE_EDGE"
     assert oracle.details["clv"]["mean_prob"] > 0
-    assert copier.details["edge_label"] == "NO_EDGE"
+    assert copier.details["edge_label"] is None  # it made no trade: n/a, not "no edge"
+    assert copier.details["clv"] == {"n": 0, "label": None, "flag": "no_closing_line"}
     assert copier.skill_vs_market == pytest.approx(0.0, abs=1e-12)  # copying scores exactly 0
     assert oracle.skill_vs_market > 0 and oracle.skill_lo > 0  # CI excludes zero
     assert oracle.rank == 1
@@ -86,6 +90,9 @@ def test_tournament_and_champions_clothes(scenario):
     run = compute_scores("live", as_of=CLOSE + timedelta(days=1))
     table = {r["competitor"]: r for r in run.details["tournament"]["all"]["rows"]}
     assert table["oracle"]["take"] > table["copier"]["take"]
+    # Against the price it was shown the copier scores exactly 0: its take is its coverage.
+    assert table["copier"]["score"] == pytest.approx(0.0, abs=1e-12)
+    assert table["copier"]["take"] == pytest.approx(table["copier"]["coverage"])
     assert table["oracle"]["prize_share"] + table["copier"]["prize_share"] == pytest.approx(1.0)
     assert table["oracle"]["coverage"] == pytest.approx(table["copier"]["coverage"])
     oracle = run.rows.get(competitor=scenario["oracle"], cohort=None).details
@@ -96,29 +103,35 @@ def test_tournament_and_champions_clothes(scenario):
     assert oracle["champions_clothes"]["paper_clv_mean"] > 0
 
 
-def test_clv_uses_last_price_before_close_complement_and_devig():
-    dana, eve, finn = (make_competitor(s) for s in ("dana", "eve", "finn"))
-    _, (ed, ee, ef) = make_cohort_with_entries(
-        week_start=WEEK_START, competitors=[dana, eve, finn], at=WEEK_START
+def test_clv_uses_the_line_a_horizon_before_close_complement_and_devig():
+    dana, eve, finn, gil = (make_competitor(s) for s in ("dana", "eve", "finn", "gil"))
+    _, (ed, ee, ef, eg) = make_cohort_with_entries(
+        week_start=WEEK_START, competitors=[dana, eve, finn, gil], at=WEEK_START
     )
-    yes_no = make_market(closed_time=CLOSE, status=Market.Status.CLOSED)
-    for ts, price in ((CLOSE - timedelta(hours=2), 0.6), (CLOSE - timedelta(hours=1), 0.7),
-                      (CLOSE, 0.95), (CLOSE + timedelta(hours=1), 0.99)):  # fmt: skip
+    yes_no = make_market(closed_time=CLOSE, close_time=CLOSE, status=Market.Status.CLOSED)
+    # The anchor is the close; the line is the last point at or before CLOSE - 24 h: 0.7.
+    # Later points (0.9 a few hours before the close, 0.95 at it) are when the outcome was
+    # becoming public, which v1's "last point before the close" took as the line.
+    for ts, price in ((AT, 0.5), (CLOSE - timedelta(hours=30), 0.6), (CLOSE - timedelta(hours=24), 0.7),
+                      (CLOSE - timedelta(hours=3), 0.9), (CLOSE, 0.95)):  # fmt: skip
         PricePoint.objects.create(market=yes_no, outcome="Yes", ts=ts, price=Decimal(str(price)))
     abc = make_market(outcomes=["A", "B", "C"], closed_time=CLOSE, status=Market.Status.CLOSED)
     for outcome, price in (("A", "0.5"), ("B", "0.4"), ("C", "0.3")):  # quotes sum to 1.2
-        PricePoint.objects.create(market=abc, outcome=outcome, ts=AT, price=Decimal(price))
+        PricePoint.objects.create(market=abc, outcome=outcome, ts=AT + timedelta(hours=1), price=Decimal(price))  # fmt: skip
     add_buy(ed, make_decision(ed, at=AT), yes_no, "Yes", 50, "0.5", AT)
     add_buy(ee, make_decision(ee, at=AT), yes_no, "No", 50, "0.4", AT)
     add_buy(ef, make_decision(ef, at=AT), abc, "A", 50, "0.25", AT)
+    # Gil buys after the line was drawn: no closing line for him (n/a, never 0).
+    late = CLOSE - timedelta(hours=20)
+    add_buy(eg, make_decision(eg, at=late), yes_no, "Yes", 50, "0.8", late)
     run = compute_scores("live", as_of=CLOSE + timedelta(days=1))
     clv = {r.competitor.slug: r.details["clv"] for r in run.rows.filter(cohort=None)}
-    # The last point strictly before the close is 0.7 (the 0.95 at the close does not count).
     assert clv["dana"]["mean_prob"] == pytest.approx(0.7 - 0.5)
     assert clv["dana"]["mean_logodds"] == pytest.approx(logit(0.7) - logit(0.5))
     assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
     assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
     assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
+    assert clv["gil"] == {"n": 0, "label": None, "flag": "no_closing_line"}
     # Each BUY's CLV is kept on record in both forms, with the closing price used.
     from scoring.models import TradeCLV
 
@@ -127,7 +140,11 @@ def test_clv_uses_last_price_before_close_complement_and_devig():
     assert stored[ed.pk].clv_logodds == pytest.approx(logit(0.7) - logit(0.5))
     assert stored[ee.pk].clv_prob == pytest.approx((1 - 0.7) - 0.4)
     assert stored[ef.pk].close_price == pytest.approx(0.5 / 1.2)
-    # A second run rewrites the same rows rather than adding more.
+    assert not TradeCLV.objects.filter(trade__entry=eg).exists()
+    # A second run rewrites the same rows rather than adding more; a stale record of a trade
+    # that has no closing line any more is removed.
+    gil_trade = eg.trades.get()
+    TradeCLV.objects.create(trade=gil_trade, close_price=0.8, clv_prob=0.0, clv_logodds=0.0)
     compute_scores("live", as_of=CLOSE + timedelta(days=2))
     assert TradeCLV.objects.count() == 3
 
