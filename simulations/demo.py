@@ -339,7 +339,8 @@ def run_demo(
         sim.finish(end)
     from scoring.services import compute_scores
 
-    report.score_run_id = compute_scores("demo", as_of=end).pk
+    # As of the demo's clock (its latest snapshot, `end`), like `arena score` and the hourly job.
+    report.score_run_id = compute_scores("demo").pk
     if progress is not None:
         progress.advance()
         progress.close()

@@ -818,12 +818,9 @@ def replay(
     if score and reports:
         from scoring.services import compute_scores
 
-        # As of the furthest replay clock of any replay cohort, not just this import's:
-        # the run replaces the scope's leaderboard and must not cut off other cohorts' data.
-        as_of = Snapshot.objects.filter(entry__cohort__kind=Cohort.Kind.REPLAY).aggregate(
-            ts=Max("ts")
-        )["ts"]
-        run_id = compute_scores("replay", as_of=as_of).pk
+        # As of the scope's own clock (the furthest replay clock of any replay cohort, not just
+        # this import's), the instant `arena score` and the hourly job use too.
+        run_id = compute_scores("replay").pk
     return ReplayResult(sets=sets, reports=reports, score_run_id=run_id)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import numpy as np
 import pytest
@@ -82,6 +83,21 @@ def test_small_demo_builds_a_consistent_history(small_demo):
     assert len(last_day) == 24 * 6
     assert {b - a for a, b in zip(last_day, last_day[1:])} == {timedelta(minutes=10)}
     assert max(b - a for a, b in zip(earlier, earlier[1:])) == timedelta(hours=1)
+
+
+def test_demo_rescored_by_the_cli_gives_identical_numbers(small_demo):
+    # Scored as of the demo's clock by every path (the import, `arena score`), never as of the
+    # wall clock, so re-scoring changes nothing.
+    first = ScoreRun.objects.get(pk=small_demo.score_run_id)
+    call_command("arena", "score", "--scope", "demo", stdout=StringIO())
+    second = latest_run("demo")
+    assert second.pk != first.pk and first.as_of == second.as_of == NOW
+    fields = [f.name for f in LeaderboardRow._meta.fields if f.name not in ("id", "run")]
+    rows = [
+        list(run.rows.order_by("cohort_id", "competitor_id").values_list(*fields))
+        for run in (first, second)
+    ]
+    assert rows[0] == rows[1] and first.details == second.details
 
 
 def test_rerun_with_the_same_seed_adds_nothing(small_demo):

@@ -14,17 +14,19 @@ import threading
 from collections import Counter
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from agents.models import Competitor, Decision, Forecast
 from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
 from markets.models import Market, PricePoint, ResolutionChange
-from scoring.models import LeaderboardRow
+from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
 from scoring.services import compute_scores
 from simulations.replay import (
@@ -214,6 +216,52 @@ def test_reimport_is_idempotent(lineup):
     replay(str(FIXTURES), [DUE])
     assert _counts() == first
     assert dict(_replay_cohort().entries.values_list("pk", "cash")) == cash
+
+
+def _scores(run) -> list[tuple]:
+    fields = [f.name for f in LeaderboardRow._meta.fields if f.name not in ("id", "run")]
+    return list(run.rows.order_by("cohort_id", "competitor_id").values_list(*fields))
+
+
+def test_replay_rescored_twice_by_any_path_gives_identical_numbers(lineup):
+    # Issue 18: the import scored as of its clock end, `arena score` and the hourly job as of
+    # now; a resolution between the two flipped the market baseline's Brier with whichever ran
+    # last. Every path now scores the scope as of its own clock.
+    from scoring.tasks import score_all
+
+    result = replay(str(FIXTURES), [DUE])
+    imported = ScoreRun.objects.get(pk=result.score_run_id)
+    call_command("arena", "score", "--scope", "replay", stdout=StringIO())
+    by_cli = latest_run("replay")
+    score_all()
+    by_job = latest_run("replay")
+    assert len({imported.pk, by_cli.pk, by_job.pk}) == 3
+    clock = replay_clock(_replay_cohort())
+    assert imported.as_of == by_cli.as_of == by_job.as_of == clock <= timezone.now()
+    assert _scores(imported) == _scores(by_cli) == _scores(by_job)
+    assert imported.details == by_cli.details == by_job.details
+    market = leaderboard_rows(by_job, _replay_cohort()).get(competitor__slug="market")
+    assert market.brier == pytest.approx(_expected_market_brier()[0], abs=1e-12)
+
+
+def test_rows_dated_after_today_wait_for_their_date(lineup):
+    # "Today" is 2026-02-01 for the first import: the resolution on 2026-01-20 is applied, the
+    # price of 2026-03-01 is not, and nothing (clock, snapshots, scores) is dated after today.
+    today = datetime(2026, 2, 1, tzinfo=UTC)
+    result = replay(str(FIXTURES), [DUE], now=today)
+    (report,) = result.reports
+    assert report.held >= 1 and report.held_until == datetime(2026, 3, 1, tzinfo=UTC)
+    assert report.clock <= today
+    assert not Snapshot.objects.filter(ts__gt=today).exists()
+    assert not PricePoint.objects.filter(ts__gt=today).exists()
+    assert ScoreRun.objects.get(pk=result.score_run_id).as_of <= today
+    p3 = Market.objects.get(external_id=f"{DUE}:polymarket:0xaaa3")
+    assert p3.last_prices["Yes"] != "0.55"
+    # Imported again once the date has come, the held rows are applied.
+    later = replay(str(FIXTURES), [DUE], now=datetime(2026, 3, 2, tzinfo=UTC))
+    assert later.reports[0].held == 0
+    p3.refresh_from_db()
+    assert Decimal(p3.last_prices["Yes"]) == Decimal("0.55")
 
 
 def test_replay_cohorts_stay_out_of_live_scores(lineup):
