@@ -40,8 +40,10 @@ def _num(value) -> float | None:
 
 
 def row_payload(row: LeaderboardRow) -> dict[str, Any]:
-    """One leaderboard row as the API (and exports) publish it."""
+    """One leaderboard row as the API (and exports) publish it, with the methodology version
+    that scored it and the versions its cohorts started under."""
     details = row.details or {}
+    method = details.get("methodology") or {}
     return {
         "rank": row.rank,
         "competitor": row.competitor.slug,
@@ -54,6 +56,9 @@ def row_payload(row: LeaderboardRow) -> dict[str, Any]:
         "brier_skill_vs_market": row.skill_vs_market,
         "brier_skill_vs_market_ci": [row.skill_lo, row.skill_hi],
         "bss_vs_half": row.bss_vs_half,
+        "bss_vs_market": details.get("bss_vs_market"),
+        "bss_vs_base_rate": details.get("bss_vs_base_rate"),
+        "brier_multiclass": details.get("brier_multiclass"),
         "return_pct": row.return_pct,
         "return_ci": [row.return_lo, row.return_hi],
         "pnl": _num(row.pnl),
@@ -67,6 +72,8 @@ def row_payload(row: LeaderboardRow) -> dict[str, Any]:
         "provisional": row.provisional,
         "required_n": row.required_n,
         "edge_label": details.get("edge_label"),
+        "methodology_version": method.get("version"),
+        "cohort_methodology_versions": method.get("cohort_versions"),
         "details": details,
     }
 

@@ -15,6 +15,7 @@ from agents.models import Competitor
 from arena import charts, selectors
 from cohorts.models import Cohort
 from markets.models import Market
+from scoring.metrics import provisional_threshold
 
 TRADING_RULES = [
     "Every entry starts a cohort with $10,000 of paper cash; every cash movement is a ledger row.",
@@ -175,6 +176,8 @@ def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "murphy": _dict(details.get("murphy")),
         "clv": _dict(details.get("clv")),
         "edge_label": details.get("edge_label") or _dict(details.get("clv")).get("label"),
+        "method": _dict(details.get("methodology")),
+        "multiclass": _dict(details.get("brier_multiclass")),
         "tournament": _dict(details.get("tournament")),
         "dm_row": dm_row,
         "extra_details": _scalar_extras(details),
@@ -196,15 +199,21 @@ KNOWN_DETAIL_KEYS = {
     "slug",
     "display_name",
     "champions_clothes",
+    "methodology",
+    "brier_multiclass",
+    "bss_vs_base_rate",
 }
 DETAIL_LABELS = {
-    "base_rate": "Base rate of resolved outcomes",
     "ece": "Expected calibration error (ECE)",
     "bss_vs_market": "Brier skill vs market (ratio of means)",
     "n_with_price": "Forecasts with a market price",
     "entries": "Entries",
     "settled_won": "Positions won",
     "settled_lost": "Positions lost",
+    "bets_won": "Bets won (resolved markets)",
+    "bets_lost": "Bets lost (resolved markets)",
+    "n_binary": "Resolved binary questions (calibration, Murphy, base rate)",
+    "base_rate": "Base rate of YES in resolved binary questions",
     "implied_confidence_n": "Bets in the implied-confidence diagnostic",
     "brier_convention": "Brier convention",
 }
@@ -337,5 +346,9 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "hash": m.METHODOLOGY_HASH,
         "constants": m.describe(),
         "rules": rules,  # the amounts come from the sealed constants
+        "provisional_n": provisional_threshold(),
+        "horizon_hours": m.CONSTANTS.clv_close_horizon_hours,
+        "history": m.history(),
+        "unsealed": sorted(m.UNSEALED_HASHES.items()),
     }
     return render(request, "arena/methodology.html", context)

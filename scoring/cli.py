@@ -45,6 +45,6 @@ def score(cmd, options) -> None:
                 f"  {_fmt(row.rank, '>3')} {row.competitor.slug[:28]:<28} {row.n_resolved:>6} "
                 f"{_fmt(row.brier, '>7.4f')} {_fmt(row.skill_vs_market, '>+8.4f')} "
                 f"{_fmt(row.return_pct, '>+8.2f')} {row.pnl:>10} "
-                f"{(row.details or {}).get('edge_label') or '-':<12} "
+                f"{(row.details or {}).get('edge_label') or 'n/a':<12} "
                 f"{'yes' if row.provisional else 'no'}"
             )

@@ -68,6 +68,12 @@ def test_contract_shape_with_json_numbers(client):
         assert isinstance(row["pnl"], float) and isinstance(row["brier"], float)
         assert len(row["brier_ci"]) == 2 and len(row["return_ci"]) == 2
     assert body["rows"][0]["brier"] == pytest.approx((0.7 - 1) ** 2)
+    # Each row says which methodology scored it and which its cohorts started under.
+    assert body["methodology_version"] == "2"
+    for row in body["rows"]:
+        assert row["methodology_version"] == "2"
+        assert row["cohort_methodology_versions"] == [cohort.methodology_version] == ["2"]
+        assert "bss_vs_base_rate" in row
     _, by_cohort = _get(client, cohort=cohort.pk)
     assert by_cohort["cohort"]["id"] == cohort.pk
     assert [r["competitor"] for r in by_cohort["rows"]] == ["ben", "ann"]

@@ -249,6 +249,14 @@ def test_methodology_page_shows_hash_constants_and_rules(client):
     assert METHODOLOGY_HASH in body
     assert describe()[0][0] in body
     assert "Minimum bet $50" in body
+    # The changelog: every sealed version with its hash, what v2 changed and why.
+    from core.methodology import history
+
+    for version in history():
+        assert version["sha256"] in body
+    assert "Version 1" in body and "Version 2 (current)" in body
+    assert "shift_replicates_by_bias" in body and "350 resolved questions" in body
+    assert "2c88d7d" in body  # the in-place edit of v1 is named, not hidden
 
 
 @pytest.mark.parametrize(
