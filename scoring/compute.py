@@ -254,6 +254,8 @@ def build_questions(items: Items, data: ScopeData) -> Questions:
                      "m_log", "brier_multi", "rps")
     }  # fmt: skip
     has_m = np.zeros(nq, dtype=bool)
+    # A question counts only if one of its rows names an outcome the market lists.
+    o_idx[np.bincount(code, weights=(col >= 0), minlength=nq) == 0] = -1
     with np.errstate(invalid="ignore", divide="ignore"):
         out["uniform_brier"] = np.where(k >= 2, 0.5 * (1.0 - 1.0 / np.maximum(k, 1)), np.nan)
     cohort = items.cohort[first]
