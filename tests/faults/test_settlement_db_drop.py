@@ -105,8 +105,9 @@ def _assert_settled_once(market: Market, entries: list[Entry]) -> None:
     assert sorted(payouts.values_list("entry_id", flat=True)) == sorted(
         e.pk for e, won in zip(entries, [1, 1, 0, 1], strict=True) if won
     )
-    # 100 / 0.60 = 166.67 shares (rounded down to the cent as a payout), once per winner.
-    assert set(payouts.values_list("amount", flat=True)) == {Decimal("166.66")}
+    # 100 / 0.60 = 166.666666 shares: $166.67 to the nearest cent (each winner is a separate
+    # entry, so no fraction carries over), once per winner.
+    assert set(payouts.values_list("amount", flat=True)) == {Decimal("166.67")}
     market.refresh_from_db()
     assert market.settled_at is not None
     _assert_books_consistent(entries)
@@ -141,7 +142,7 @@ def test_a_fault_mid_settlement_leaves_nothing_half_settled_and_a_rerun_settles_
 
     # The fault was one-shot (the row counter has moved past it): a rerun settles everything...
     report = settle_market(market)
-    assert report.settled == 4 and report.paid == Decimal("166.66") * 3
+    assert report.settled == 4 and report.paid == Decimal("166.67") * 3
     _assert_settled_once(market, entries)
     # ...and another rerun finds nothing left to do.
     assert settle_market(market).settled == 0
