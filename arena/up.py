@@ -6,12 +6,16 @@ and waits for them to exit, so nothing is left running.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
+
+LISTEN_TIMEOUT = 60  # seconds the web server may take to start listening
 
 
 def up_arguments(parser) -> None:
@@ -73,7 +77,41 @@ def _commands(options) -> list[tuple[str, list[str]]]:
     return cmds
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be listened on, or None when it is free.
+
+    Binds the way gunicorn will (SO_REUSEADDR, so a port left in TIME_WAIT counts as free) and
+    lets go at once; only another listener or a bad address makes it fail.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        return f"{host} is not an address here ({exc})"
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _listening(host: str, port: int) -> bool:
+    target = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    try:
+        with socket.create_connection((target, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def up(cmd, options) -> None:
+    host, port = options["host"], options["port"]
+    problem = port_problem(host, port)
+    if problem:
+        raise CommandError(
+            f"cannot serve on {host}:{port}: {problem} (stop what uses it, or pass --port N)"
+        )
     call_command("migrate", interactive=False, verbosity=0)
     try:
         from agents.services import ensure_default_lineup
@@ -91,6 +129,11 @@ def up(cmd, options) -> None:
     children: list[tuple[str, subprocess.Popen]] = []
     for name, argv in _commands(options):
         children.append((name, subprocess.Popen(argv, env=env)))
+    try:
+        _wait_until_listening(children, host, port)
+    except BaseException:
+        _shutdown(children)
+        raise
     cmd.stdout.write(
         f"arena is up on http://{options['host']}:{options['port']}/ "
         f"({', '.join(n for n, _ in children)}); Ctrl-C stops everything"
@@ -98,6 +141,7 @@ def up(cmd, options) -> None:
     cmd.stdout.flush()
 
     stopping = False
+    failed: str | None = None
 
     def _stop(signum, frame):
         nonlocal stopping
@@ -108,7 +152,7 @@ def up(cmd, options) -> None:
         while not stopping:
             for name, proc in children:
                 if proc.poll() is not None:
-                    cmd.stderr.write(f"{name} exited with {proc.returncode}; stopping the rest")
+                    failed = f"{name} exited with {proc.returncode}; stopped the rest"
                     stopping = True
                     break
             time.sleep(0.5)
@@ -116,6 +160,22 @@ def up(cmd, options) -> None:
         pass
     finally:
         _shutdown(children)
+    if failed:
+        raise CommandError(failed)
+
+
+def _wait_until_listening(children, host: str, port: int) -> None:
+    """Return once the web server accepts connections; fail if a child dies first."""
+    deadline = time.monotonic() + LISTEN_TIMEOUT
+    while not _listening(host, port):
+        for name, proc in children:
+            if proc.poll() is not None:
+                raise CommandError(f"{name} exited with {proc.returncode} while starting")
+        if time.monotonic() > deadline:
+            raise CommandError(
+                f"the web server did not listen on {host}:{port} within {LISTEN_TIMEOUT} s"
+            )
+        time.sleep(0.2)
 
 
 def _shutdown(children) -> None:

@@ -41,3 +41,18 @@ class Progress:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Notes:
+    """Remarks a verb would otherwise repeat for every item it handles: each is said once at
+    the end, with how many items it applied to."""
+
+    def __init__(self, unit: str = "times") -> None:
+        self.unit = unit
+        self.counts: dict[str, int] = {}
+
+    def add(self, text: str) -> None:
+        self.counts[text] = self.counts.get(text, 0) + 1
+
+    def lines(self) -> list[str]:
+        return [text if n == 1 else f"{n} {self.unit}: {text}" for text, n in self.counts.items()]

@@ -8,7 +8,7 @@ from datetime import date
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from core.progress import Progress
+from core.progress import Notes, Progress
 from simulations.replay import PUBLIC_BASE_URL, ReplayError, replay
 
 
@@ -53,19 +53,20 @@ def replay_forecastbench(cmd, options) -> None:
         )
     except ReplayError as exc:
         raise CommandError(str(exc)) from exc
+    notes = Notes(unit="sets")
     for rs, report in zip(result.sets, result.reports):
         skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(report.skipped.items()))
         decisions = ", ".join(f"{n} {s}" for s, n in sorted(report.decisions.items())) or "none"
         cmd.stdout.write(
             f"{rs.label}: cohort {report.cohort_id} ({'new' if report.created else 'existing'}), "
             f"{report.markets} markets, {report.resolved} resolved now, {report.steps} clock steps, "
-            f"decisions: {decisions}"
+            f"decisions: {decisions}" + ("" if rs.has_resolution_set else "; no resolution set yet")
         )
         if not rs.has_resolution_set:
-            cmd.stdout.write("  no resolution set published yet: positions stay open")
+            notes.add("no resolution set published yet: positions stay open")
         if report.decisions.get("skipped"):
-            cmd.stdout.write(
-                "  skipped decisions are LLM entries without an API key "
+            notes.add(
+                "skipped decisions are LLM entries without an API key "
                 "(set OPENROUTER_API_KEY to include them)"
             )
         if report.held:
@@ -83,5 +84,7 @@ def replay_forecastbench(cmd, options) -> None:
             cmd.stdout.write(f"  warning: {warning}")
         if len(rs.warnings) > 10:
             cmd.stdout.write(f"  ... and {len(rs.warnings) - 10} more warnings")
+    for line in notes.lines():
+        cmd.stdout.write(line)
     if result.score_run_id:
         cmd.stdout.write(f"scored the replay scope (score run {result.score_run_id})")

@@ -97,3 +97,16 @@ def test_task_does_not_retry_our_own_mistakes(gamma, gamma_settings):
     result = tasks.sync_markets.apply(kwargs={"limit": 4})
     assert result.state == "FAILURE"
     assert len(gamma.requests_to("/markets/keyset")) == 1
+
+
+def test_a_warning_repeated_per_market_is_said_once_with_a_count(gamma, gamma_settings, caplog):
+    gamma.add(*bulk_markets(6))
+    for market in gamma.markets[:4]:
+        gamma.update(market["id"], outcomePrices='["NaN", "NaN"]')
+    err = StringIO()
+    call_command("arena", "sync-markets", "--limit", "6", stdout=StringIO(), stderr=err)
+    rejected = [r for r in caplog.records if "prices rejected" in r.getMessage()]
+    assert len(rejected) == 1  # the first of the four, in full
+    summary = err.getvalue().strip().splitlines()
+    assert len(summary) == 1 and summary[0].startswith("4 warnings in all like: market ")
+    assert "prices rejected" in summary[0]

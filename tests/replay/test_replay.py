@@ -392,3 +392,13 @@ def test_file_mode_pairs_a_question_set_with_its_resolution_set(tmp_path):
     no_due.write_text('{"questions": []}')
     with pytest.raises(ReplayError, match="forecast_due_date"):
         load_sets(str(no_due))
+
+
+def test_cli_says_a_warning_shared_by_sets_once_with_a_count(lineup, capsys):
+    # Both fixture sets have LLM entries without a key; the second has no resolution set yet.
+    call_command("arena", "replay-forecastbench", str(FIXTURES))
+    out = capsys.readouterr().out
+    assert out.count("without an API key") == 1, out
+    assert "2 sets: skipped decisions are LLM entries without an API key" in out
+    assert out.count("no resolution set published yet") == 1
+    assert "ForecastBench 2026-01-18: cohort" in out and "; no resolution set yet" in out
