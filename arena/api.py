@@ -10,6 +10,7 @@ Conventions, for every endpoint here:
 - Lists are bounded: `limit` defaults to 50 and is capped at 200; `offset` pages.
 - Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
   mistaken for live results.
+- Errors are JSON `{"error": "..."}` with the status (400, 404, 405; arena/api_errors.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_GET
 
 from arena import charts, selectors
+from arena.api_errors import api_view
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 
@@ -84,7 +85,7 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
     }
 
 
-@require_GET
+@api_view
 def cohorts(request: HttpRequest) -> JsonResponse:
     """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
     limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
@@ -97,7 +98,7 @@ def cohorts(request: HttpRequest) -> JsonResponse:
     return _json({"limit": limit, "offset": offset, "cohorts": rows})
 
 
-@require_GET
+@api_view
 def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """One cohort with every entry's cash, invested, value and counts (money as strings)."""
     c = get_object_or_404(Cohort, pk=cohort_id)
@@ -105,7 +106,7 @@ def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
 
 
-@require_GET
+@api_view
 def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """Per-entry value series, `?range=10M|1H|1D|1W|1M|ALL` (default ALL), `?entry=<id>` for one.
 
@@ -121,7 +122,7 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json(charts.cohort_series(c, request.GET.get("range"), entries=list(entries)))
 
 
-@require_GET
+@api_view
 def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
     """The full audit record of one decision: prompts, every LLM call, parsed result, trades."""
     d = selectors.get_decision(decision_id)
@@ -236,7 +237,7 @@ def _is_number(v: Any) -> bool:
     return True
 
 
-@require_GET
+@api_view
 def markets(request: HttpRequest) -> JsonResponse:
     """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
     (default 50, max 200), `offset`."""
@@ -247,7 +248,7 @@ def markets(request: HttpRequest) -> JsonResponse:
     return _json({"limit": limit, "offset": offset, "markets": rows})
 
 
-@require_GET
+@api_view
 def market(request: HttpRequest, market_id: int) -> JsonResponse:
     """One market with its rules, open positions (money as strings) and resolution trail."""
     m = get_object_or_404(Market, pk=market_id)

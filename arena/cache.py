@@ -9,8 +9,8 @@ How it is invalidated: every write that changes what a page shows calls `data_ch
 token that the cache keys contain. A reader takes the token *before* it renders, so a page is
 stored under a token at least as old as the data in it, and nobody reads under that token once a
 newer write has committed. Random tokens (not counters) mean two concurrent bumps can't collapse
-into one. Two tokens: `/api/leaderboard` shows only the latest score run, so it keys on the
-scores token alone and a snapshot tick every 10 minutes doesn't throw it away; everything else
+into one. Two tokens: `/api/leaderboard?scope=` shows only the latest score run, so it keys on
+the scores token alone and a snapshot tick every 10 minutes doesn't throw it away; everything else
 keys on the data token, which every write (score runs included) replaces.
 
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
@@ -81,7 +81,11 @@ class PublicPageCacheMiddleware:
                 scores_changed()
             return response
         page = _page_id(request)
-        scores_only = request.path.startswith(SCORES_ONLY_PREFIXES)
+        # Without scope or cohort the leaderboard API picks the scope that has cohorts, which a
+        # new cohort can change before any score run: that answer keys on the data token.
+        scores_only = request.path.startswith(SCORES_ONLY_PREFIXES) and bool(
+            request.GET.get("scope") or request.GET.get("cohort")
+        )
         token = _version(SCORES_KEY if scores_only else DATA_KEY)
         key = f"arena:page:{token}:{page}"
         stored = cache.get(key)

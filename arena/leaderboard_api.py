@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
 
+from arena.api_errors import api_view, json_error
+from arena.selectors import scope_or_default
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
 from scoring.models import LeaderboardRow, ScoreRun
@@ -29,10 +30,6 @@ def _json(data: dict[str, Any], status: int = 200) -> JsonResponse:
     response = JsonResponse(data, status=status)
     response["Cache-Control"] = f"public, max-age={CACHE_SECONDS}"
     return response
-
-
-def _error(message: str, status: int) -> JsonResponse:
-    return _json({"error": message}, status=status)
 
 
 def _num(value) -> float | None:
@@ -89,27 +86,33 @@ def _cohort_payload(cohort: Cohort | None) -> dict[str, Any] | None:
     }
 
 
-@require_GET
+@api_view
 def leaderboard_api(request: HttpRequest) -> JsonResponse:
-    """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo (default live).
+    """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo.
 
-    A replay or demo cohort is served from its own scope's run and labelled with that scope;
-    a bad cohort id is 400, an unknown one 404; before any run: rows [] with a note.
+    Without scope (or cohort): the site's default, the first of live / replay / demo that has
+    cohorts, named in `scope_note`. A replay or demo cohort is served from its own scope's run
+    and labelled with that scope; a bad cohort id is 400, an unknown one 404; before any run:
+    rows [] with a note.
     """
     raw_cohort = request.GET.get("cohort")
-    scope = request.GET.get("scope") or ScoreRun.Scope.LIVE
-    if scope not in ScoreRun.Scope.values:
-        return _error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
+    scope = request.GET.get("scope") or None
+    if scope is not None and scope not in ScoreRun.Scope.values:
+        return json_error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
     cohort = None
+    scope_note = None
     if raw_cohort not in (None, ""):
         try:
             cohort_id = int(raw_cohort)
         except ValueError:
-            return _error("cohort must be an integer id", 400)
+            return json_error("cohort must be an integer id", 400)
         cohort = Cohort.objects.filter(pk=cohort_id).first()
         if cohort is None:
-            return _error(f"no cohort {cohort_id}", 404)
+            return json_error(f"no cohort {cohort_id}", 404)
         scope = cohort.kind  # a cohort is only ever scored within its own kind
+    elif scope is None:
+        scope = scope_or_default(None)  # what the site's home page shows
+        scope_note = f"no scope given: {scope}, the first of live, replay, demo that has cohorts"
     run = latest_run(scope)
     payload: dict[str, Any] = {
         "as_of": None,
@@ -118,6 +121,8 @@ def leaderboard_api(request: HttpRequest) -> JsonResponse:
         "cohort": _cohort_payload(cohort),
         "rows": [],
     }
+    if scope_note:
+        payload["scope_note"] = scope_note
     if run is None:
         return _json(payload | {"note": "no score run yet"})
     key = "all" if cohort is None else str(cohort.pk)

@@ -75,6 +75,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every /api/ error as JSON, whichever layer below produced it.
+    "arena.api_errors.ApiErrorMiddleware",
     # Serves anonymous readers from the page cache; inner middleware (CSP, ...) headers are
     # stored with the page.
     "arena.cache.PublicPageCacheMiddleware",

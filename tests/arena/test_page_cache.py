@@ -84,15 +84,24 @@ def test_leaderboard_api_survives_snapshot_ticks_but_not_a_new_score_run(client)
 
     Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
     open_cohort(SUNDAY, at=SUNDAY)
-    client.get("/api/leaderboard")
+    client.get("/api/leaderboard?scope=live")
     take_snapshot(at=SUNDAY)  # values changed, scores did not
-    assert client.get("/api/leaderboard")["X-Cache"] == "hit"
+    assert client.get("/api/leaderboard?scope=live")["X-Cache"] == "hit"
     assert client.get("/")["X-Cache"] == "miss"  # the home page shows values: re-rendered
-    before = client.get("/api/leaderboard").json()
+    before = client.get("/api/leaderboard?scope=live").json()
     compute_scores("live", as_of=SUNDAY)
-    resp = client.get("/api/leaderboard")
+    resp = client.get("/api/leaderboard?scope=live")
     assert resp["X-Cache"] == "miss"
     assert before["as_of"] is None and resp.json()["as_of"] is not None
+
+
+def test_leaderboard_api_default_scope_follows_new_cohorts(client):
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    open_cohort(SUNDAY, kind="demo", at=SUNDAY)
+    assert client.get("/api/leaderboard").json()["scope"] == "demo"
+    open_cohort(SUNDAY, at=SUNDAY)  # the first live cohort: the site now shows live, so must this
+    resp = client.get("/api/leaderboard")
+    assert resp["X-Cache"] == "miss" and resp.json()["scope"] == "live"
 
 
 def test_while_one_request_renders_a_new_version_others_get_the_previous_page(client):
