@@ -1,10 +1,18 @@
 """Bounded, streamed exports of decisions, trades, snapshots, forecasts and scores.
 
-The same generator feeds `/exports/<what>.<csv|json>` and `arena export`. Rows stream from the
-database with `.iterator()` (constant memory) and every export is bounded twice: by a date range
-(default: the last DEFAULT_DAYS days) and by a row cap (default DEFAULT_LIMIT, at most
-MAX_LIMIT). Every row carries its cohort's kind, so replay and demo rows can never pass for
-live ones. Money columns are strings with two decimals, as in the JSON API.
+The same generator feeds `/exports/<what>.<csv|json>` and `arena export`; `/exports/` lists them.
+Rows stream from the database with `.iterator()` (constant memory), oldest first, and every
+export is bounded by a row cap (default DEFAULT_LIMIT, at most MAX_LIMIT) and, unless it is a
+replay or demo scope or one cohort, by a date window. `since`/`until` filter the date column the
+export shows (decided_at, executed_at, ts, created_at, as_of).
+
+Default window: live data (or all kinds together) runs on the wall clock, so the last
+DEFAULT_DAYS days up to today. A replay or demo scope, and a single cohort, run on their own
+simulated clock, which has nothing to do with today's date: all of their time, under the row cap.
+A window that holds no rows says so (`empty_note`), naming where the rows are.
+
+Every row carries its cohort's kind, so replay and demo rows can never pass for live ones.
+Money columns are strings with two decimals, as in the JSON API.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Max, Min, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -28,7 +36,7 @@ from django.http import (
 from django.utils import timezone
 
 from agents.models import Decision, Forecast
-from cohorts.models import Snapshot, Trade
+from cohorts.models import Cohort, Snapshot, Trade
 from scoring.models import LeaderboardRow, ScoreRun
 
 DEFAULT_DAYS = 90
@@ -36,6 +44,9 @@ DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 100_000
 CHUNK = 2_000
 FORMATS = ("csv", "json")
+SCOPES = tuple(Cohort.Kind.values)
+# Scopes whose rows are dated by a simulated clock: a window counted back from today means nothing.
+OWN_CLOCK = (Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
 
 
 class ExportError(ValueError):
@@ -44,12 +55,22 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Spec:
-    """One export: its rows (queryset builder), its date field, and the columns it emits."""
+    """One export: its rows (queryset builder), its date field, and the columns it emits.
 
+    `date_field` is the lookup of one of the emitted columns: dates filter what is shown.
+    """
+
+    title: str
+    description: str
     base: Callable[[], QuerySet]
     date_field: str
     cohort_field: str
+    kind_field: str
     columns: tuple[tuple[str, str], ...]  # (output column, queryset lookup)
+
+    @property
+    def date_column(self) -> str:
+        return next(name for name, lookup in self.columns if lookup == self.date_field)
 
 
 def _entry_cols(prefix: str) -> tuple[tuple[str, str], ...]:
@@ -63,9 +84,12 @@ def _entry_cols(prefix: str) -> tuple[tuple[str, str], ...]:
 
 SPECS: dict[str, Spec] = {
     "decisions": Spec(
+        title="Decisions",
+        description="every weekly decision with its prompts, parsed answer, tokens and cost",
         base=lambda: Decision.objects.all(),
-        date_field="claimed_at",
+        date_field="decided_at",
         cohort_field="entry__cohort_id",
+        kind_field="entry__cohort__kind",
         columns=(
             ("decision_id", "id"),
             *_entry_cols("entry__"),
@@ -90,9 +114,12 @@ SPECS: dict[str, Spec] = {
         ),
     ),
     "trades": Spec(
+        title="Trades",
+        description="every paper buy and sell with its price, shares and realized P/L",
         base=lambda: Trade.objects.all(),
         date_field="executed_at",
         cohort_field="entry__cohort_id",
+        kind_field="entry__cohort__kind",
         columns=(
             ("trade_id", "id"),
             *_entry_cols("entry__"),
@@ -109,9 +136,12 @@ SPECS: dict[str, Spec] = {
         ),
     ),
     "snapshots": Spec(
+        title="Snapshots",
+        description="each entry's cash and positions marked to market, every 10 minutes",
         base=lambda: Snapshot.objects.all(),
         date_field="ts",
         cohort_field="entry__cohort_id",
+        kind_field="entry__cohort__kind",
         columns=(
             ("entry_id", "entry_id"),
             *_entry_cols("entry__"),
@@ -124,9 +154,12 @@ SPECS: dict[str, Spec] = {
         ),
     ),
     "forecasts": Spec(
+        title="Forecasts",
+        description="every stated probability next to the market price seen, with the outcome",
         base=lambda: Forecast.objects.all(),
         date_field="created_at",
         cohort_field="entry__cohort_id",
+        kind_field="entry__cohort__kind",
         columns=(
             ("forecast_id", "id"),
             *_entry_cols("entry__"),
@@ -143,9 +176,12 @@ SPECS: dict[str, Spec] = {
         ),
     ),
     "scores": Spec(
+        title="Scores",
+        description="leaderboard rows of every finished score run, with intervals",
         base=lambda: LeaderboardRow.objects.filter(run__status=ScoreRun.Status.DONE),
         date_field="run__as_of",
         cohort_field="cohort_id",
+        kind_field="run__scope",
         columns=(
             ("run_id", "run_id"),
             # The run's scope is the kind of every cohort it covers.
@@ -178,10 +214,12 @@ SPECS: dict[str, Spec] = {
 
 @dataclass(frozen=True)
 class Bounds:
-    since: datetime
-    until: datetime  # exclusive
+    since: datetime | None  # None: from the first row
+    until: datetime | None  # exclusive; None: to the last row
     limit: int
     cohort: int | None
+    scope: str | None = None  # live / replay / demo; None: every kind
+    window: str = ""  # how the window was chosen, in words
 
 
 def _parse_day(raw: str | date | None, name: str) -> date | None:
@@ -201,13 +239,16 @@ def bounds(
     limit: int | str | None = None,
     cohort: int | str | None = None,
     today: date | None = None,
+    scope: str | None = None,
 ) -> Bounds:
-    """Validate export bounds. `until` is inclusive (a whole day); the row cap is clamped."""
-    today = today or timezone.now().date()
-    until_day = _parse_day(until, "until") or today
-    since_day = _parse_day(since, "since") or until_day - timedelta(days=DEFAULT_DAYS)
-    if since_day > until_day:
-        raise ExportError("since must not be after until")
+    """Validate export bounds. `until` is inclusive (a whole day); the row cap is clamped.
+
+    Missing dates follow the data's clock: the last DEFAULT_DAYS days up to today for live data
+    (or all kinds), everything for a replay or demo scope or a single cohort.
+    """
+    scope = scope or None
+    if scope is not None and scope not in SCOPES:
+        raise ExportError(f"scope must be one of {', '.join(SCOPES)}")
     try:
         n = DEFAULT_LIMIT if limit in (None, "") else int(limit)
         cohort_id = None if cohort in (None, "") else int(cohort)
@@ -215,29 +256,100 @@ def bounds(
         raise ExportError("limit and cohort must be integers") from exc
     if n < 1:
         raise ExportError("limit must be at least 1")
+    until_day = _parse_day(until, "until")
+    since_day = _parse_day(since, "since")
+    own_clock = cohort_id is not None or scope in OWN_CLOCK
+    if own_clock:
+        whose = f"cohort {cohort_id}" if cohort_id is not None else f"the {scope} scope"
+        window = f"{whose} runs on its own clock: all of its time unless since/until say otherwise"
+    else:
+        today = today or timezone.now().date()
+        until_day = until_day or today
+        since_day = since_day or until_day - timedelta(days=DEFAULT_DAYS)
+        window = f"the last {DEFAULT_DAYS} days up to today unless since/until say otherwise"
+    if since_day and until_day and since_day > until_day:
+        raise ExportError("since must not be after until")
     return Bounds(
-        since=datetime.combine(since_day, time.min, tzinfo=UTC),
-        until=datetime.combine(until_day + timedelta(days=1), time.min, tzinfo=UTC),
+        since=datetime.combine(since_day, time.min, tzinfo=UTC) if since_day else None,
+        until=(
+            datetime.combine(until_day + timedelta(days=1), time.min, tzinfo=UTC)
+            if until_day
+            else None
+        ),
         limit=min(n, MAX_LIMIT),
         cohort=cohort_id,
+        scope=scope,
+        window=window,
     )
+
+
+def _spec(what: str) -> Spec:
+    spec = SPECS.get(what)
+    if spec is None:
+        raise ExportError(f"unknown export {what!r}; choose from {', '.join(SPECS)}")
+    return spec
+
+
+def _scoped(spec: Spec, b: Bounds) -> QuerySet:
+    """The export's rows within its scope and cohort, before the date window."""
+    qs = spec.base()
+    if b.scope is not None:
+        qs = qs.filter(**{spec.kind_field: b.scope})
+    if b.cohort is not None:
+        qs = qs.filter(**{spec.cohort_field: b.cohort})
+    return qs
+
+
+def _windowed(spec: Spec, b: Bounds) -> QuerySet:
+    qs = _scoped(spec, b)
+    if b.since is not None:
+        qs = qs.filter(**{f"{spec.date_field}__gte": b.since})
+    if b.until is not None:
+        qs = qs.filter(**{f"{spec.date_field}__lt": b.until})
+    return qs
 
 
 def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
     """The export's rows as dicts (column -> JSON-ready value), oldest first, streamed."""
-    spec = SPECS.get(what)
-    if spec is None:
-        raise ExportError(f"unknown export {what!r}; choose from {', '.join(SPECS)}")
-    qs = spec.base().filter(
-        **{f"{spec.date_field}__gte": b.since, f"{spec.date_field}__lt": b.until}
-    )
-    if b.cohort is not None:
-        qs = qs.filter(**{spec.cohort_field: b.cohort})
+    spec = _spec(what)
     names = [c for c, _ in spec.columns]
     lookups = [lookup for _, lookup in spec.columns]
-    qs = qs.order_by(F(spec.date_field).asc(), "pk").values_list(*lookups)[: b.limit]
+    qs = (
+        _windowed(spec, b)
+        .order_by(F(spec.date_field).asc(nulls_last=True), "pk")
+        .values_list(*lookups)[: b.limit]
+    )
     for values in qs.iterator(chunk_size=CHUNK):
         yield {name: _plain(v) for name, v in zip(names, values)}
+
+
+def _describe(b: Bounds) -> str:
+    parts = []
+    if b.scope is not None:
+        parts.append(f"scope {b.scope}")
+    if b.cohort is not None:
+        parts.append(f"cohort {b.cohort}")
+    return " in " + ", ".join(parts) if parts else ""
+
+
+def empty_note(what: str, b: Bounds) -> str | None:
+    """None when the export has rows; otherwise one line saying why it has none.
+
+    Costs one LIMIT 1 query when there are rows, two more (the span outside the window) when not.
+    """
+    spec = _spec(what)
+    if _windowed(spec, b).exists():
+        return None
+    where = _describe(b)
+    span = _scoped(spec, b).aggregate(first=Min(spec.date_field), last=Max(spec.date_field))
+    if span["first"] is None:
+        return f"no {what}{where} yet"
+    since = f"{b.since:%Y-%m-%d}" if b.since else "the start"
+    until = f"{b.until - timedelta(days=1):%Y-%m-%d}" if b.until else "the end"
+    return (
+        f"no {what}{where} from {since} to {until} ({spec.date_column}); there are some from "
+        f"{span['first']:%Y-%m-%d} to {span['last']:%Y-%m-%d}: choose since/until to reach them"
+    )
 
 
 def _plain(v: Any) -> Any:
@@ -256,14 +368,17 @@ class _Line:
         return value
 
 
-def stream(what: str, fmt: str, b: Bounds) -> Iterator[str]:
-    """The export serialised as text chunks (CSV with a header row, or one JSON document)."""
+def stream(what: str, fmt: str, b: Bounds, note: str | None = None) -> Iterator[str]:
+    """The export serialised as text chunks (CSV with a header row, or one JSON document).
+
+    `note` (from `empty_note`) goes into the JSON head; CSV callers carry it beside the body.
+    """
     if fmt not in FORMATS:
         raise ExportError(f"format must be one of {', '.join(FORMATS)}")
     source = rows(what, b)  # validates `what` before the first chunk is produced
     if fmt == "csv":
         return _csv(what, source)
-    return _json(what, b, source)
+    return _json(what, b, source, note)
 
 
 def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
@@ -275,25 +390,31 @@ def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
         )
 
 
-def _json(what: str, b: Bounds, source: Iterator[dict]) -> Iterator[str]:
+def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Iterator[str]:
     head = {
         "export": what,
-        "since": b.since.isoformat(),
-        "until_exclusive": b.until.isoformat(),
-        "limit": b.limit,
+        "scope": b.scope,
         "cohort": b.cohort,
+        "date_column": SPECS[what].date_column,
+        "since": b.since.isoformat() if b.since else None,
+        "until_exclusive": b.until.isoformat() if b.until else None,
+        "window": b.window,
+        "limit": b.limit,
         "money": "strings with two decimals",
     }
+    if note:
+        head["note"] = note
     yield json.dumps(head)[:-1] + ', "rows": ['
-    first = True
+    n = 0
     for row in source:
-        yield ("\n" if first else ",\n") + json.dumps(row, separators=(",", ":"))
-        first = False
-    yield "\n]}\n"
+        yield ("\n" if n == 0 else ",\n") + json.dumps(row, separators=(",", ":"))
+        n += 1
+    # Known only at the end: whether the cap cut the export short.
+    yield f'\n], "row_cap_reached": {json.dumps(n >= b.limit)}}}\n'
 
 
 def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
-    """`/exports/<what>.<csv|json>?since=YYYY-MM-DD&until=YYYY-MM-DD&cohort=ID&limit=N`."""
+    """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
     if what not in SPECS or fmt not in FORMATS:
         raise Http404("no such export")
     try:
@@ -302,12 +423,17 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
             request.GET.get("until"),
             request.GET.get("limit"),
             request.GET.get("cohort"),
+            scope=request.GET.get("scope"),
         )
-        body = stream(what, fmt, b)
+        note = empty_note(what, b)
+        body = stream(what, fmt, b, note)
     except ExportError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain")
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/json"
     response = StreamingHttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="arena-{what}.{fmt}"'
     response["X-Export-Limit"] = str(b.limit)
+    response["X-Export-Window"] = b.window
+    if note:
+        response["X-Export-Note"] = note
     return response

@@ -10,11 +10,17 @@ from arena import exports
 def export_arguments(parser) -> None:
     parser.add_argument("--what", required=True, choices=list(exports.SPECS))
     parser.add_argument("--format", default="csv", choices=list(exports.FORMATS))
+    parser.add_argument(
+        "--scope", default=None, choices=exports.SCOPES, help="only this kind (default: all)"
+    )
     parser.add_argument("--cohort", type=int, default=None, help="only this cohort id")
     parser.add_argument(
         "--since",
         default=None,
-        help=f"YYYY-MM-DD (default: {exports.DEFAULT_DAYS} days before --until)",
+        help=(
+            f"YYYY-MM-DD, on the date column the export shows (default: {exports.DEFAULT_DAYS} "
+            "days before --until; all time for --scope replay/demo or --cohort)"
+        ),
     )
     parser.add_argument("--until", default=None, help="YYYY-MM-DD, inclusive (default: today)")
     parser.add_argument(
@@ -28,10 +34,17 @@ def export_arguments(parser) -> None:
 def export(cmd, options) -> None:
     try:
         b = exports.bounds(
-            options.get("since"), options.get("until"), options.get("limit"), options.get("cohort")
+            options.get("since"),
+            options.get("until"),
+            options.get("limit"),
+            options.get("cohort"),
+            scope=options.get("scope"),
         )
-        chunks = exports.stream(options["what"], options["format"], b)
-        for chunk in chunks:
+        note = exports.empty_note(options["what"], b)
+        for chunk in exports.stream(options["what"], options["format"], b, note):
             cmd.stdout.write(chunk, ending="")
     except exports.ExportError as exc:
         raise CommandError(str(exc)) from exc
+    if note:
+        # stdout is the data; the reason it is empty goes beside it.
+        cmd.stderr.write(note)

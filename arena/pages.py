@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
 from agents.models import Competitor
-from arena import charts, selectors
+from arena import charts, exports, selectors
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -352,3 +352,38 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "unsealed": sorted(m.UNSEALED_HASHES.items()),
     }
     return render(request, "arena/methodology.html", context)
+
+
+def exports_page(request: HttpRequest) -> HttpResponse:
+    """What can be downloaded, with every filter, cap and default window (arena/exports.py)."""
+    kinds = selectors.scopes_with_cohorts()
+    own_clock = [k for k in kinds if k in exports.OWN_CLOCK]
+    items = []
+    for name, spec in exports.SPECS.items():
+        links = [(f"all kinds, last {exports.DEFAULT_DAYS} days", "")]
+        if own_clock and "live" in kinds:
+            links.append((f"live only, last {exports.DEFAULT_DAYS} days", "?scope=live"))
+        links += [(f"{kind} only, all of its time", f"?scope={kind}") for kind in own_clock]
+        items.append(
+            {
+                "name": name,
+                "spec": spec,
+                "columns": [column for column, _ in spec.columns],
+                "links": [
+                    {
+                        "label": label,
+                        "csv": reverse("export", args=[name, "csv"]) + query,
+                        "json": reverse("export", args=[name, "json"]) + query,
+                    }
+                    for label, query in links
+                ],
+            }
+        )
+    context = {
+        "items": items,
+        "scopes": exports.SCOPES,
+        "default_days": exports.DEFAULT_DAYS,
+        "default_limit": exports.DEFAULT_LIMIT,
+        "max_limit": exports.MAX_LIMIT,
+    }
+    return render(request, "arena/exports.html", context)

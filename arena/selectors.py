@@ -66,6 +66,12 @@ def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> s
     return next((k for k in SCOPES if k in kinds), Cohort.Kind.LIVE)
 
 
+def scopes_with_cohorts() -> list[str]:
+    """live / replay / demo, in that order, that have at least one cohort."""
+    kinds = set(Cohort.objects.values_list("kind", flat=True).distinct())
+    return [k for k in SCOPES if k in kinds]
+
+
 # --- score runs and leaderboard rows -------------------------------------------------------
 
 

@@ -26,5 +26,6 @@ urlpatterns = [
     path("api/leaderboard", leaderboard_api.leaderboard_api, name="api-leaderboard"),
     path("api/markets", api.markets, name="api-markets"),
     path("api/markets/<int:market_id>", api.market, name="api-market"),
+    path("exports/", pages.exports_page, name="exports"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
 ]

@@ -7,6 +7,7 @@ console error (CSP violations included) and saves a screenshot under test-artifa
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,6 +179,22 @@ def test_entry_competitor_market_pages(visitor, demo_data):
 
     for path in ("/cohorts/", "/competitors/", "/methodology/"):
         visitor.go(path)
+    assert visitor.errors == []
+
+
+def test_exports_page_from_the_footer_downloads_the_demo(visitor, demo_data):
+    page = visitor.go("/")
+    page.locator("footer a", has_text="Exports").click()
+    page.wait_for_url("**/exports/")
+    assert page.locator("h1").inner_text() == "Exports"
+    visitor.shot("exports")
+    item = page.locator("section[aria-labelledby=export-trades-h]")
+    link = item.locator("li", has_text="demo only").locator("a", has_text="JSON")
+    with page.expect_download() as download:
+        link.click()
+    doc = json.loads(Path(download.value.path()).read_text())
+    assert doc["scope"] == "demo" and doc["rows"] and "note" not in doc
+    assert {row["cohort_kind"] for row in doc["rows"]} == {"demo"}
     assert visitor.errors == []
 
 

@@ -3,15 +3,17 @@
 import csv
 import io
 import json
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import F
 from django.http import StreamingHttpResponse
 
+from agents.models import Decision, Forecast
 from arena import exports
-from cohorts.models import Cohort
+from cohorts.models import Cohort, Snapshot, Trade
 from tests.site.conftest import build_arena
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +122,88 @@ def test_export_rows_stream_in_chunks(arena_world, django_assert_max_num_queries
     with django_assert_max_num_queries(2):
         chunks = list(stream)
     assert len(chunks) == 1 + 36  # header + 3 entries x 12 snapshots
+
+
+# --- the /exports/ page, default windows, empty windows, date columns --------------------
+
+
+def test_exports_page_lists_every_export_with_filters_and_caps(client, arena_world):
+    build_arena(arena_world, kind=Cohort.Kind.REPLAY)
+    html = client.get("/exports/").content.decode()
+    for name, spec in exports.SPECS.items():
+        assert f'href="/exports/{name}.csv"' in html and f'href="/exports/{name}.json"' in html
+        assert f"/exports/{name}.csv?scope=replay" in html  # the replay scope, all of its time
+        assert f"Dates filter <code>{spec.date_column}</code>" in html
+    assert "/exports/trades.csv?scope=demo" not in html  # no demo data, no demo link
+    for cap in (exports.DEFAULT_LIMIT, exports.MAX_LIMIT, exports.DEFAULT_DAYS):
+        assert str(cap) in html
+    # The footer leads to this page, not straight into a download.
+    home = client.get("/").content.decode()
+    assert '<a href="/exports/">Exports</a>' in home and "/exports/decisions.csv" not in home
+
+
+def _old_cohort(world, kind: str) -> Cohort:
+    """A cohort whose rows are a year older than T0: outside any 90-day window of today."""
+    cohort = build_arena(world, kind=kind)
+    year = cohort.week_start.replace(year=cohort.week_start.year - 1)
+    shift = cohort.week_start - year
+    Cohort.objects.filter(pk=cohort.pk).update(week_start=year)
+    for model, field in [
+        (Trade, "executed_at"),
+        (Snapshot, "ts"),
+        (Forecast, "created_at"),
+        (Decision, "decided_at"),
+    ]:
+        model.objects.filter(entry__cohort=cohort).update(**{field: F(field) - shift})
+    return cohort
+
+
+@pytest.mark.parametrize("kind", [Cohort.Kind.REPLAY, Cohort.Kind.DEMO])
+def test_replay_and_demo_exports_default_to_all_of_their_time(client, world, kind):
+    cohort = _old_cohort(world, kind)
+    doc = json.loads(body(client.get(f"/exports/trades.json?scope={kind}")))
+    assert doc["since"] is None and doc["until_exclusive"] is None
+    assert "own clock" in doc["window"] and "note" not in doc
+    assert len(doc["rows"]) == Trade.objects.filter(entry__cohort=cohort).count() > 0
+    by_cohort = json.loads(body(client.get(f"/exports/snapshots.json?cohort={cohort.pk}")))
+    assert len(by_cohort["rows"]) == Snapshot.objects.filter(entry__cohort=cohort).count()
+    assert not by_cohort["row_cap_reached"]
+
+
+def test_a_window_that_excludes_everything_says_so_and_where_the_rows_are(client, world):
+    _old_cohort(world, Cohort.Kind.REPLAY)
+    first = Trade.objects.order_by("executed_at").first().executed_at
+    response = client.get("/exports/trades.csv")  # the wall-clock default: the last 90 days
+    assert body(response).count("\n") == 1  # the header only
+    note = response["X-Export-Note"]
+    assert note.startswith("no trades from ") and "(executed_at)" in note
+    assert f"there are some from {first:%Y-%m-%d}" in note
+    doc = json.loads(body(client.get("/exports/trades.json?scope=live")))
+    assert doc["rows"] == [] and doc["note"] == "no trades in scope live yet"
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("arena", "export", "--what", "trades", stdout=out, stderr=err)
+    assert err.getvalue().strip() == note  # the CLI says it beside the (empty) data
+    assert "executed_at" in out.getvalue()
+
+
+def test_decisions_dates_filter_decided_at_the_column_shown(client, world):
+    build_arena(world, kind=Cohort.Kind.REPLAY)
+    decision = world.decisions[0]
+    # A replay decides on its simulated clock: claimed today, decided at the question's due date.
+    Decision.objects.filter(pk=decision.pk).update(decided_at=datetime(2025, 3, 2, tzinfo=UTC))
+    rows = json.loads(body(client.get("/exports/decisions.json?since=2025-03-02&until=2025-03-02")))
+    assert [r["decision_id"] for r in rows["rows"]] == [decision.pk]
+    assert rows["rows"][0]["decided_at"].startswith("2025-03-02")
+    claimed = f"{decision.claimed_at:%Y-%m-%d}"
+    around_claim = client.get(f"/exports/decisions.json?since={claimed}&until={claimed}")
+    assert decision.pk not in [r["decision_id"] for r in json.loads(body(around_claim))["rows"]]
+
+
+def test_the_row_cap_is_reported(client, arena_world):
+    doc = json.loads(body(client.get(f"/exports/snapshots.json?{WIDE}&limit=5")))
+    assert doc["row_cap_reached"] is True and doc["limit"] == 5
+
+
+def test_bad_scope_is_400(client, db):
+    assert client.get("/exports/trades.csv?scope=moon").status_code == 400
