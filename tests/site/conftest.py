@@ -8,6 +8,7 @@ more rows to check that a page's query count does not grow with them.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -357,3 +358,46 @@ def arena_world(world) -> World:
     world.score_run("live")
     world.cohort_main = cohort
     return world
+
+
+# --- the browser for tests/site/test_browser.py ----------------------------------------------
+
+SYSTEM_CHROMIUM = "/usr/bin/chromium"  # Debian's package
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+NO_BROWSER = (
+    "browser tests need chromium: `./run test` installs it (Debian's chromium via apt-get as root, "
+    "else `uv run playwright install chromium`); or set ARENA_CHROMIUM to a chromium binary"
+)
+
+
+def chromium_executable() -> str | None:
+    """ARENA_CHROMIUM, else Debian's chromium, else None: Playwright's own downloaded build."""
+    for candidate in (os.environ.get("ARENA_CHROMIUM"), SYSTEM_CHROMIUM):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import Error, sync_playwright
+
+    with sync_playwright() as p:
+        try:
+            b = p.chromium.launch(
+                executable_path=chromium_executable(), args=CHROMIUM_ARGS, headless=True
+            )
+        except Error as exc:
+            b, reason = None, (str(exc).strip().splitlines() or [""])[0]
+        if b is None:
+            # Never a skip: a missing browser is a broken test setup, said in one line.
+            pytest.fail(f"{NO_BROWSER} ({reason})", pytrace=False)
+        yield b
+        b.close()

@@ -1,4 +1,7 @@
-"""Browser tests: Playwright (python) driving Debian's chromium against the live test server.
+"""Browser tests: Playwright (python) driving chromium against the live test server.
+
+The browser is Debian's chromium, or Playwright's own download where there is none (the
+`browser` fixture in conftest.py finds it; `./run test` installs one of them).
 
 The data is the offline demo (`simulations.demo.run_demo`), the same thing `arena demo` builds.
 Each test loads pages, interacts like a visitor (sort, range buttons, <details>), fails on any
@@ -18,15 +21,6 @@ from agents.models import Decision
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # A Wednesday noon: the demo clock stops here, so the current week has 2.5 days of snapshots.
 DEMO_NOW = datetime(2026, 11, 11, 12, 0, tzinfo=UTC)
@@ -36,21 +30,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 # Playwright's sync API runs an event loop in this thread; the ORM calls made by fixtures here
 # are ordinary synchronous calls, so Django's async-safety guard does not apply.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"browser tests need Debian's chromium at {CHROMIUM}: apt-get install -y chromium",
-            pytrace=False,
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture
