@@ -259,14 +259,17 @@ def bounds(
     until_day = _parse_day(until, "until")
     since_day = _parse_day(since, "since")
     own_clock = cohort_id is not None or scope in OWN_CLOCK
+    asked = since_day is not None or until_day is not None
     if own_clock:
         whose = f"cohort {cohort_id}" if cohort_id is not None else f"the {scope} scope"
-        window = f"{whose} runs on its own clock: all of its time unless since/until say otherwise"
+        window = f"all of {whose}'s time: it runs on its own clock"
     else:
         today = today or timezone.now().date()
         until_day = until_day or today
         since_day = since_day or until_day - timedelta(days=DEFAULT_DAYS)
-        window = f"the last {DEFAULT_DAYS} days up to today unless since/until say otherwise"
+        window = f"the last {DEFAULT_DAYS} days up to today: live data runs on the wall clock"
+    if asked:
+        window = f"as asked: {since_day or 'the start'} to {until_day or 'the end'}, both included"
     if since_day and until_day and since_day > until_day:
         raise ExportError("since must not be after until")
     return Bounds(
