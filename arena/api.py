@@ -108,18 +108,47 @@ def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
 
 @api_view
 def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
-    """Per-entry value series, `?range=10M|1H|1D|1W|1M|ALL` (default ALL), `?entry=<id>` for one.
+    """Per-entry value series, `?range=` one of charts.RANGES (default ALL), `?entry=<id>` for one.
 
     Downsampled by sampling: at most 400 evenly spaced sample times (`step_seconds` apart,
-    always ending on the latest snapshot), each entry's snapshot value at each of them. `x` is
-    shared by all entries; `y` holds null where an entry has no snapshot at that time.
+    always ending on the latest snapshot), each entry's value at each of them (its latest
+    snapshot at or before the time). `x` is shared by all entries; `y` holds null outside an
+    entry's life. Each entry has its competitor's fixed `color` and a `dash`; `annotations`
+    ({x, kind: cohort|correction, label, detail}) mark weekly decisions, the cohort's lifecycle
+    and staff corrections of markets its entries held.
     """
     c = get_object_or_404(Cohort, pk=cohort_id)
     entries = Entry.objects.filter(cohort=c).select_related("competitor")
     entry_id = request.GET.get("entry")
+    only = None
     if entry_id:
         entries = entries.filter(pk=_int(entry_id, 0, 0, 2**62))
-    return _json(charts.cohort_series(c, request.GET.get("range"), entries=list(entries)))
+        only = [e.pk for e in entries]
+    payload = charts.cohort_series(c, request.GET.get("range"), entries=list(entries))
+    return _json(selectors.decorate_series(payload, c, only))
+
+
+@require_GET
+def overview_series(request: HttpRequest) -> JsonResponse:
+    """The home chart: each competitor's mean return (%) over its entries of a scope.
+    `?scope=live|replay|demo` (default live), `?range=` as for cohort series. Each series has its
+    competitor's fixed `color`; `annotations` mark cohorts opening and staff corrections."""
+    scope = request.GET.get("scope") or Cohort.Kind.LIVE
+    if scope not in selectors.SCOPES:
+        return _json({"error": f"scope must be one of {', '.join(selectors.SCOPES)}"}, 400)
+    range_key = charts.range_or_default(request.GET.get("range"))
+    payload = charts.scope_return_series(scope, range_key=range_key)
+    return _json(selectors.decorate_overview(payload, scope))
+
+
+@require_GET
+def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
+    """A market's price history per outcome, `?range=` as for cohort series (anchored at the
+    market's latest price). Each line holds its price until the next point (draw it as a step)
+    and runs to the resolution (or the latest quote); `annotations` mark the resolution and
+    staff changes."""
+    m = get_object_or_404(Market, pk=market_id)
+    return _json(selectors.market_price_chart(m, request.GET.get("range")))
 
 
 @api_view

@@ -79,20 +79,31 @@ def sample_times(first: datetime, last: datetime, max_points: int = MAX_POINTS) 
 
 
 def _probe_totals(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime, Decimal]]:
-    """(entry id, ts, total) for the snapshots at exactly these (entry id, ts) pairs."""
+    """(entry id, sample time, total) with each entry's last snapshot at or before each sample
+    time (pairs are already inside the entry's life). A sparse history (a replay steps days at
+    a time, retention rolls old snapshots up to hours) still has a value at every sample time.
+    One backward index probe on Snapshot(entry, ts) per pair, in one query per batch."""
+    out: list[tuple[int, datetime, Decimal]] = []
+    for i in range(0, len(pairs), PROBE_BATCH):
+        out.extend(_probe_batch(pairs[i : i + PROBE_BATCH]))
+    return out
+
+
+PROBE_BATCH = 4000  # pairs per statement (SQLite allows 32766 parameters)
+
+
+def _probe_batch(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime, Decimal]]:
     if not pairs:
         return []
     table = connection.ops.quote_name(Snapshot._meta.db_table)
     if connection.vendor == "postgresql":
-        # Unnested pairs joined on the (entry, ts) unique index: the planner runs one index
-        # probe per pair, where `entry IN (...) AND ts IN (...)` would scan every row of the
-        # entries.
         # Arrays go as array literals (epoch seconds for times): adapting thousands of Python
         # datetimes one by one costs more than the probes themselves.
         sql = (
-            f"SELECT s.entry_id, s.ts, s.total FROM unnest(%s::bigint[], %s::bigint[]) "
-            f"AS p(entry_id, epoch) JOIN {table} s "
-            "ON s.entry_id = p.entry_id AND s.ts = to_timestamp(p.epoch)"
+            "SELECT p.entry_id, p.epoch, s.total FROM unnest(%s::bigint[], %s::bigint[]) "
+            f"AS p(entry_id, epoch) CROSS JOIN LATERAL (SELECT total FROM {table} "
+            "WHERE entry_id = p.entry_id AND ts <= to_timestamp(p.epoch) "
+            "ORDER BY ts DESC LIMIT 1) s"
         )
         params = [
             "{" + ",".join(str(e) for e, _ in pairs) + "}",
@@ -100,15 +111,23 @@ def _probe_totals(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime
         ]
         with connection.cursor() as cur:
             cur.execute(sql, params)
-            return cur.fetchall()
-    # SQLite (and others): both IN lists are used on the composite index.
-    ids = sorted({e for e, _ in pairs})
-    stamps = sorted({t for _, t in pairs})
-    wanted = set(pairs)
-    rows = Snapshot.objects.filter(entry_id__in=ids, ts__in=stamps).values_list(
-        "entry_id", "ts", "total"
+            return [
+                (e, datetime.fromtimestamp(epoch, UTC), total) for e, epoch, total in cur.fetchall()
+            ]
+    # SQLite (and others): the pairs as a VALUES list, a correlated LIMIT 1 probe per pair.
+    stamps = {connection.ops.adapt_datetimefield_value(t): t for _, t in pairs}
+    values = ", ".join(["(%s, %s)"] * len(pairs))
+    sql = (
+        f"WITH p(entry_id, ts) AS (VALUES {values}) SELECT p.entry_id, p.ts, "
+        f"(SELECT s.total FROM {table} s WHERE s.entry_id = p.entry_id AND s.ts <= p.ts "
+        "ORDER BY s.ts DESC LIMIT 1) FROM p"
     )
-    return [r for r in rows if (r[0], r[1]) in wanted]
+    params = [x for e, t in pairs for x in (e, connection.ops.adapt_datetimefield_value(t))]
+    field = Snapshot._meta.get_field("total")
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    return [(e, stamps[ts], field.to_python(total)) for e, ts, total in rows if total is not None]
 
 
 def _edge_ts(descending: bool) -> Subquery:
@@ -184,7 +203,9 @@ def entry_series(entry: Entry, range_key: str = DEFAULT_RANGE) -> dict[str, Any]
     return cohort_series(entry.cohort, range_key, entries=[entry])
 
 
-def scope_return_series(scope: str, max_points: int = LEADERBOARD_POINTS) -> dict[str, Any]:
+def scope_return_series(
+    scope: str, max_points: int = LEADERBOARD_POINTS, range_key: str = DEFAULT_RANGE
+) -> dict[str, Any]:
     """Each competitor's mean return (%) across its entries in a scope, over time.
 
     At each sample time, the mean over the competitor's entries that have a snapshot then of
@@ -199,24 +220,30 @@ def scope_return_series(scope: str, max_points: int = LEADERBOARD_POINTS) -> dic
         )
     )
     live = [e for e in entries if e[4] is not None]
+    range_key = range_or_default(range_key)
     if not live:
-        return {"scope": scope, "x": [], "series": []}
+        return {"scope": scope, "range": range_key, "x": [], "series": []}
     fingerprint = hashlib.sha256(
         repr(sorted((e[0], e[5].isoformat(), str(e[3])) for e in live)).encode()
     ).hexdigest()[:32]
     # The data version changes on every write (a settlement's final snapshot overwrites its
     # bucket's row without moving the latest time, so the fingerprint alone can go stale).
-    key = f"arena:overview:{scope}:{max_points}:{fingerprint}:{data_version()}"
+    key = f"arena:overview:{scope}:{range_key}:{max_points}:{fingerprint}:{data_version()}"
     payload = cache.get(key)
     if payload is None:
-        payload = _scope_return_series(scope, live, max_points)
+        payload = _scope_return_series(scope, live, max_points, RANGES[range_key])
+        payload["range"] = range_key
         cache.set(key, payload, OVERVIEW_CACHE_SECONDS)
     return payload
 
 
-def _scope_return_series(scope: str, entries: list[tuple], max_points: int) -> dict[str, Any]:
+def _scope_return_series(
+    scope: str, entries: list[tuple], max_points: int, window: timedelta | None = None
+) -> dict[str, Any]:
     first = min(e[4] for e in entries)
     last = max(e[5] for e in entries)
+    if window is not None:
+        first = max(first, last - window)
     times = sample_times(first, last, max_points)
     info = {e[0]: e for e in entries}
     pairs = [(e[0], t) for e in entries for t in times if e[4] <= t <= e[5]]
@@ -246,14 +273,23 @@ def _scope_return_series(scope: str, entries: list[tuple], max_points: int) -> d
     }
 
 
-def price_history(points, outcomes: list[str], max_points: int = MAX_POINTS) -> dict[str, Any]:
-    """Price lines per outcome from PricePoint rows (oldest first), thinned to max_points each."""
+def price_history(
+    points, outcomes: list[str], max_points: int = MAX_POINTS, until: datetime | None = None
+) -> dict[str, Any]:
+    """Price lines per outcome from PricePoint rows (oldest first), thinned to max_points each.
+
+    A price holds until the next one (the page draws steps), so with `until` (the resolution,
+    or the latest quote) each line is carried on to that time: a market quoted once still
+    draws a line over the real span of its life instead of a single point on an axis of
+    milliseconds.
+    """
     per: dict[str, tuple[list[str], list[float]]] = {}
     for p in points:
         xs, ys = per.setdefault(p.outcome, ([], []))
         xs.append(fmt_ts(p.ts))
         ys.append(float(p.price))
     order = [o for o in outcomes if o in per] + [o for o in per if o not in outcomes]
+    end = fmt_ts(until) if until is not None else None
     lines = []
     for outcome in order:
         xs, ys = per[outcome]
@@ -261,7 +297,11 @@ def price_history(points, outcomes: list[str], max_points: int = MAX_POINTS) -> 
         keep = list(range(0, len(xs), stride))
         if keep and keep[-1] != len(xs) - 1:
             keep.append(len(xs) - 1)  # always end on the latest quote
-        lines.append({"label": outcome, "x": [xs[i] for i in keep], "y": [ys[i] for i in keep]})
+        x, y = [xs[i] for i in keep], [ys[i] for i in keep]
+        if end is not None and x and end > x[-1]:
+            x.append(end)
+            y.append(y[-1])
+        lines.append({"label": outcome, "x": x, "y": y})
     return {"lines": lines}
 
 

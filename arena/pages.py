@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
 from agents.models import Competitor
-from arena import charts, exports, selectors
+from arena import charts, colours, exports, glossary, selectors, standings
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -52,49 +52,81 @@ def home(request: HttpRequest) -> HttpResponse:
     direction = request.GET.get("dir")
     descending = {"asc": False, "desc": True}.get(direction or "")
     rows, sort, descending = selectors.leaderboard_rows(run, None, sort, descending)
+    board = standings.build(run, rows)
     context = {
         "scope": scope,
         "scopes": selectors.SCOPES,
         "run": run,
-        "rows": rows,
+        "board": board,
+        "rows": board.scored,
         "sort": sort,
         "descending": descending,
-        "columns": _leaderboard_columns(scope, sort, descending),
+        "columns": _leaderboard_columns(scope, sort, descending, board.headline),
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
+    range_key = charts.range_or_default(request.GET.get("range"))
     context["state"] = selectors.site_state(scope)
-    context["chart"] = charts.scope_return_series(scope)
+    context["chart"] = overview_payload(scope, range_key)
+    context["range"] = range_key
+    context["ranges"] = list(charts.RANGES)
+    context["series_url"] = reverse("api-overview") + f"?scope={scope}"
     return render(request, "arena/home.html", context)
 
 
-def _leaderboard_columns(scope: str, sort: str, descending: bool) -> list[dict]:
-    labels = [
-        ("rank", "Rank"),
-        ("competitor", "Competitor"),
-        ("brier", "Brier (95% CI)"),
-        ("skill", "Skill vs market"),
-        ("log_score", "Log score"),
-        ("return", "Return % (95% CI)"),
-        ("pnl", "P/L"),
-        ("win_rate", "Win rate"),
-        ("n_resolved", "Resolved"),
-        ("cost", "Cost"),
-    ]
+def overview_payload(scope: str, range_key: str) -> dict:
+    """The home chart: each competitor's mean return over time, with its colour and the events
+    that moved it (cohorts opening, staff corrections) as annotations."""
+    payload = charts.scope_return_series(scope, range_key=range_key)
+    return selectors.decorate_overview(payload, scope)
+
+
+# (key, label, glossary term, class): "key" columns stay in view on a phone.
+LEADERBOARD_COLUMNS = [
+    ("rank", "Rank", "rank", "key"),
+    ("competitor", "Competitor", None, "key"),
+    ("skill", "Skill vs market", "skill", "key"),
+    ("brier", "Brier", "brier", ""),
+    ("log_score", "Log score", "log_score", ""),
+    ("return", "Return", "return", "key"),
+    ("pnl", "P/L", "pnl", ""),
+    ("win_rate", "Win rate", "win_rate", ""),
+    ("n_resolved", "Resolved", "resolved", ""),
+    ("cost", "Cost", "cost", ""),
+]
+
+
+def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str) -> list[dict]:
     out = []
-    for key, label in labels:
+    for key, label, term, css in LEADERBOARD_COLUMNS:
         active = key == sort
         # Clicking the active column flips it; another column starts at its best-first order.
         next_dir = ("asc" if descending else "desc") if active else ""
         query = f"?scope={scope}&sort={key}" + (f"&dir={next_dir}" if next_dir else "")
         aria = ("descending" if descending else "ascending") if active else None
-        out.append({"key": key, "label": label, "href": query, "active": active, "aria": aria})
+        out.append(
+            {
+                "key": key,
+                "label": label,
+                "term": term,
+                "css": css,
+                "num": key not in ("competitor",),
+                "href": query,
+                "active": active,
+                "aria": aria,
+                "headline": (key == "skill" and headline == "brier_skill_vs_market")
+                or (key == "return" and headline == "return_pct"),
+            }
+        )
     return out
 
 
 def cohort_list(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("kind") or ""
     cohorts = list(selectors.cohorts_overview(kind or None)[:200])
+    leaders = selectors.cohort_leaders(cohorts)
+    for c in cohorts:
+        c.lead = leaders.get(c.pk)
     return render(
         request,
         "arena/cohort_list.html",
@@ -108,10 +140,21 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
     range_key = charts.range_or_default(request.GET.get("range"))
     week, universe = selectors.cohort_universe(cohort)
     decisions = selectors.recent_decisions(cohort)
+    corrections = selectors.staff_corrections(cohort)
+    names = {e.pk: entry_name(e) for e in entries}
+    moved = set()
+    for rc in corrections:
+        moved |= rc.entry_ids
+        rc.entry_names = sorted(names[i] for i in rc.entry_ids if i in names)
+    for e in entries:
+        e.corrected = e.pk in moved
     context = {
         "cohort": cohort,
         "entries": entries,
-        "series": charts.cohort_series(cohort, range_key, entries=entries),
+        "corrections": corrections,
+        "series": selectors.decorate_series(
+            charts.cohort_series(cohort, range_key, entries=entries), cohort
+        ),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[cohort.pk]),
@@ -125,6 +168,11 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
     return render(request, "arena/cohort_detail.html", context)
 
 
+def entry_name(e) -> str:
+    rep = f" #{e.replicate}" if e.replicate > 1 else ""
+    return f"{e.competitor.display_name}{rep}"
+
+
 def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
     entry = selectors.get_entry(cohort_id, slug, _replicate(request))
     open_positions, closed_positions = selectors.entry_positions(entry)
@@ -135,11 +183,15 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
         "cohort": entry.cohort,
         "competitor": entry.competitor,
         "replicates": selectors.entry_replicates(entry),
-        "series": charts.entry_series(entry, range_key),
+        "series": selectors.decorate_series(
+            charts.entry_series(entry, range_key), entry.cohort, [entry.pk]
+        ),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
+        "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
         "decisions": decisions,
+        "corrections": selectors.staff_corrections(entry.cohort, entry),
         "open_positions": open_positions,
         "closed_positions": closed_positions,
         "trades": selectors.entry_trades(entry),
@@ -149,9 +201,11 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
 
 
 def competitor_list(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "arena/competitor_list.html", {"competitors": selectors.competitors_overview()}
-    )
+    competitors = list(selectors.competitors_overview())
+    headlines = selectors.competitor_headlines(competitors)
+    for c in competitors:
+        c.headline = headlines.get(c.pk)
+    return render(request, "arena/competitor_list.html", {"competitors": competitors})
 
 
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -170,8 +224,17 @@ def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "cohort_rows": [r for r in rows if r.cohort_id is not None],
         "details": details,
         "calibration_bins": _list(details.get("calibration") or details.get("calibration_bins")),
-        "reliability": charts.reliability(
-            _list(details.get("calibration") or details.get("calibration_bins"))
+        "reliability": _coloured(
+            charts.reliability(
+                _list(details.get("calibration") or details.get("calibration_bins"))
+            ),
+            competitor,
+        ),
+        "clock": standings.clock(run),
+        "skill_places": standings.places_to_separate(
+            [overall.skill_vs_market] if overall else [],
+            [overall.skill_lo, overall.skill_hi] if overall else [],
+            3,
         ),
         "murphy": _dict(details.get("murphy")),
         "clv": _dict(details.get("clv")),
@@ -186,6 +249,12 @@ def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "entries": selectors.competitor_entries(competitor),
     }
     return render(request, "arena/competitor_detail.html", context)
+
+
+def _coloured(payload: dict | None, competitor: Competitor) -> dict | None:
+    if payload is not None:
+        payload["color"] = colours.colour_for(competitor)
+    return payload
 
 
 KNOWN_DETAIL_KEYS = {
@@ -205,7 +274,8 @@ KNOWN_DETAIL_KEYS = {
 }
 DETAIL_LABELS = {
     "ece": "Expected calibration error (ECE)",
-    "bss_vs_market": "Brier skill vs market (ratio of means)",
+    # Not the headline "skill vs market" (a difference of Brier scores): same sign, other scale.
+    "bss_vs_market": "Brier skill score vs market, 1 - ratio of mean Brier scores",
     "n_with_price": "Forecasts with a market price",
     "entries": "Entries",
     "settled_won": "Positions won",
@@ -312,11 +382,14 @@ def market_list(request: HttpRequest) -> HttpResponse:
 
 def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
-    points = selectors.market_price_points(market)
     forecasts = selectors.market_forecasts(market)
+    prices = selectors.market_price_chart(market, request.GET.get("range"))
     context = {
         "market": market,
-        "prices": charts.price_history(points, list(market.outcomes or [])),
+        "prices": prices,
+        "range": prices["range"],
+        "ranges": list(charts.RANGES),
+        "series_url": reverse("api-market-prices", args=[market.pk]),
         "holders": selectors.market_holders(market),
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
@@ -327,7 +400,14 @@ def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
 
 def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     decision = selectors.get_decision(decision_id)
-    return render(request, "arena/decision_detail.html", {"decision": decision})
+    # Baselines answer through the same path but no model runs: zero tokens and latency would
+    # read as a model answering instantly for free, so the page says so instead.
+    model_called = bool(decision.llm_calls.all()) and decision.entry.competitor.kind != "baseline"
+    return render(
+        request,
+        "arena/decision_detail.html",
+        {"decision": decision, "model_called": model_called},
+    )
 
 
 def methodology(request: HttpRequest) -> HttpResponse:
@@ -350,6 +430,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "horizon_hours": m.CONSTANTS.clv_close_horizon_hours,
         "history": m.history(),
         "unsealed": sorted(m.UNSEALED_HASHES.items()),
+        "glossary": glossary.TERMS,
     }
     return render(request, "arena/methodology.html", context)
 
@@ -387,3 +468,21 @@ def exports_page(request: HttpRequest) -> HttpResponse:
         "max_limit": exports.MAX_LIMIT,
     }
     return render(request, "arena/exports.html", context)
+
+
+def about(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "arena/about.html",
+        {
+            "competitors": selectors.competitors_overview(),
+            "min_bet": _constant("min_bet"),
+            "max_bet_fraction": _constant("max_bet_fraction"),
+        },
+    )
+
+
+def _constant(name: str):
+    from core import methodology as m
+
+    return getattr(m.CONSTANTS, name, None)

@@ -9,6 +9,7 @@ query counts measured on small and large data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -30,7 +31,9 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
 from agents.models import Competitor, Decision, Forecast, LLMCall
+from arena import charts, colours, standings
 from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
+from cohorts.snapshots import bucket_for
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -400,15 +403,62 @@ def market_resolution_trail(market: Market) -> list[ResolutionChange]:
     )
 
 
-def market_price_points(market: Market, max_points: int = 2000) -> list[PricePoint]:
+def market_price_points(market: Market, since=None, max_points: int = 2000) -> list[PricePoint]:
     # Newest first, bounded; the chart builder downsamples further per outcome.
-    rows = list(
-        PricePoint.objects.filter(market=market)
-        .only("outcome", "ts", "price")
-        .order_by("-ts")[:max_points]
-    )
+    qs = PricePoint.objects.filter(market=market)
+    if since is not None:
+        qs = qs.filter(ts__gte=since)
+    rows = list(qs.only("outcome", "ts", "price").order_by("-ts")[:max_points])
     rows.reverse()
     return rows
+
+
+def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:
+    """The market's price chart for a range (see charts.RANGES), anchored at the chart's end:
+    the resolution, or the latest quote. Each line starts with the price in force at the start
+    of the range and is carried to the end; the resolution and staff changes are annotated."""
+    range_key = charts.range_or_default(range_raw)
+    last_ts = PricePoint.objects.filter(market=market).aggregate(m=Max("ts"))["m"]
+    staff = list(
+        market.resolution_changes.filter(source=Market.ResolvedBy.ADMIN).order_by("changed_at")
+    )
+    candidates = [t for t in (last_ts, market.last_priced_at) if t is not None]
+    if market.status in (Market.Status.RESOLVED, Market.Status.VOID) and market.resolved_at:
+        candidates.append(market.resolved_at)
+    candidates += [rc.changed_at for rc in staff]
+    until = max(candidates) if candidates and last_ts is not None else None
+    window = charts.RANGES[range_key]
+    since = until - window if window is not None and until is not None else None
+    points = market_price_points(market, since)
+    if since is not None:
+        starts = []
+        for outcome in market.outcomes or []:
+            before = (
+                PricePoint.objects.filter(market=market, outcome=outcome, ts__lt=since)
+                .only("outcome", "ts", "price")
+                .order_by("-ts")
+                .first()
+            )
+            if before is not None:
+                before.ts = since  # the price in force when the range starts
+                starts.append(before)
+        points = starts + points
+    payload = charts.price_history(points, list(market.outcomes or []), until=until)
+    payload["range"] = range_key
+    events = []
+    if market.status == Market.Status.RESOLVED and market.resolved_at:
+        events.append(
+            _event(market.resolved_at, "resolution", f"resolved {market.resolved_outcome}")
+        )
+    elif market.status == Market.Status.VOID and market.resolved_at:
+        events.append(_event(market.resolved_at, "resolution", "void"))
+    for rc in staff:
+        word = CHANGE_WORDS.get(rc.to_status, "changed")
+        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
+        events.append(_event(rc.changed_at, "correction", f"staff: {word}{outcome}", rc.reason))
+    xs = sorted(x for line in payload["lines"] for x in line["x"])
+    payload["annotations"] = _within(events, [xs[0], xs[-1]] if xs else [])
+    return payload
 
 
 # --- decisions -----------------------------------------------------------------------------
@@ -430,3 +480,246 @@ def get_decision(decision_id: int) -> Decision:
         ),
         pk=decision_id,
     )
+
+
+# --- chart decorations: colours and the events that moved a chart ---------------------------
+
+EVENT_LIMIT = 60  # annotations per chart; more would hide the lines
+
+
+def _competitor_ids(slugs) -> dict[str, int]:
+    return dict(Competitor.objects.filter(slug__in=set(slugs)).values_list("slug", "pk"))
+
+
+def _within(events: list[dict], xs: list[str]) -> list[dict]:
+    if not xs:
+        return []
+    lo, hi = xs[0], xs[-1]
+    kept = sorted((e for e in events if lo <= e["x"] <= hi), key=lambda e: (e["x"], e["label"]))
+    return kept[-EVENT_LIMIT:]
+
+
+def decorate_series(payload: dict, cohort: Cohort, entry_ids: list[int] | None = None) -> dict:
+    """A cohort's (or one entry's) value series with each line's fixed colour and the events
+    that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
+    markets its entries held."""
+    ids = _competitor_ids(e["competitor"] for e in payload.get("entries", []))
+    for e in payload.get("entries", []):
+        e.update(colours.style_for(ids.get(e["competitor"], 0), e.get("replicate") or 1))
+    events = cohort_events(cohort) + correction_events([cohort], entry_ids)
+    payload["annotations"] = _within(events, payload.get("x") or [])
+    return payload
+
+
+def decorate_overview(payload: dict, scope: str) -> dict:
+    """The home chart with colours, cohorts opening and staff corrections in the scope."""
+    ids = _competitor_ids(s["competitor"] for s in payload.get("series", []))
+    for s in payload.get("series", []):
+        s.update(colours.style_for(ids.get(s["competitor"], 0)))
+    xs = payload.get("x") or []
+    events: list[dict] = []
+    if xs:
+        cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
+        for c in cohorts:
+            events.append(
+                _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
+            )
+        events += correction_events(cohorts)
+    payload["annotations"] = _within(events, xs)
+    return payload
+
+
+def _event(at, kind: str, label: str, detail: str = "") -> dict:
+    return {"x": charts.fmt_ts(at), "kind": kind, "label": label, "detail": detail}
+
+
+def cohort_events(cohort: Cohort) -> list[dict]:
+    """Moments that move every entry of a cohort: each week's decisions, the end of deciding,
+    completion."""
+    events = []
+    for week, frozen_at in cohort.universes.order_by("week").values_list("week", "frozen_at"):
+        events.append(_event(frozen_at, "cohort", f"week {week} decisions"))
+    decisions_end = cohort.week_start + timedelta(weeks=cohort.decision_weeks)
+    if cohort.status != Cohort.Status.ACTIVE:
+        events.append(_event(decisions_end, "cohort", "decisions end, tracking"))
+    if cohort.completed_at:
+        events.append(_event(cohort.completed_at, "cohort", "completed"))
+    return events
+
+
+CHANGE_WORDS = {
+    Market.Status.RESOLVED: "re-resolved",
+    Market.Status.VOID: "voided",
+    Market.Status.OPEN: "reopened",
+    Market.Status.CLOSED: "reopened",
+}
+
+
+def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None) -> list[dict]:
+    """Staff resolution changes of markets that the cohorts' entries (or the given entries)
+    held, placed where they took effect on each cohort's clock.
+
+    A live cohort's clock is the wall clock. A replay or demo cohort runs on its own: the
+    settlement wrote the corrected snapshot in the correction's 10-minute bucket when its clock
+    had reached it, otherwise over its latest snapshot (see cohorts.settlement), so the line
+    goes where that snapshot is.
+    """
+    if not cohorts:
+        return []
+    positions = Position.objects.filter(entry__cohort__in=cohorts)
+    if entry_ids is not None:
+        positions = positions.filter(entry_id__in=entry_ids)
+    changes = list(
+        ResolutionChange.objects.filter(
+            source=Market.ResolvedBy.ADMIN, market_id__in=positions.values("market_id")
+        )
+        .select_related("market")
+        .order_by("changed_at", "pk")[:EVENT_LIMIT]
+    )
+    if not changes:
+        return []
+    held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
+    simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
+    buckets = {rc.pk: bucket_for(rc.changed_at) for rc in changes}
+    at_bucket, latest = set(), {}
+    if simulated:
+        at_bucket = set(
+            Snapshot.objects.filter(
+                entry__cohort__in=simulated, ts__in=set(buckets.values())
+            ).values_list("entry__cohort_id", "ts")
+        )
+        latest = dict(
+            Snapshot.objects.filter(entry__cohort__in=simulated)
+            .values("entry__cohort_id")
+            .annotate(last=Max("ts"))
+            .values_list("entry__cohort_id", "last")
+        )
+    events = {}
+    for rc in changes:
+        word = CHANGE_WORDS.get(rc.to_status, "changed")
+        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
+        label = f"staff: {word}{outcome}"
+        detail = f"{rc.market.question[:80]} ({rc.reason[:120]})"
+        for c in cohorts:
+            if (rc.market_id, c.pk) not in held:
+                continue
+            at = buckets[rc.pk]
+            if c.kind != Cohort.Kind.LIVE and (c.pk, at) not in at_bucket:
+                # Its clock was past the correction: the corrected snapshot is its latest.
+                at = max(at, latest.get(c.pk, at))
+            ev = _event(at, "correction", label, detail)
+            events[(rc.pk, ev["x"])] = ev
+    return list(events.values())
+
+
+# --- leaders and headline scores for the list pages ------------------------------------------
+
+
+def _latest_runs(scopes) -> dict[str, ScoreRun]:
+    runs = {}
+    for scope in scopes:
+        run = latest_run(scope)
+        if run is not None:
+            runs[scope] = run
+    return runs
+
+
+def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
+    """Per cohort: its leader in the latest score run of its kind and the margin over the
+    runner-up in the headline metric, with whether the paired test separates them."""
+    runs = _latest_runs({c.kind for c in cohorts})
+    if not runs or not cohorts:
+        return {}
+    rows = (
+        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__in=cohorts)
+        .select_related("competitor")
+        .order_by("cohort_id", "rank", "pk")
+    )
+    by_cohort: dict[int, list[LeaderboardRow]] = {}
+    for r in rows:
+        by_cohort.setdefault(r.cohort_id, []).append(r)
+    out = {}
+    for c in cohorts:
+        run = runs.get(c.kind)
+        ranked = by_cohort.get(c.pk) or []
+        if run is None or not ranked:
+            continue
+        board = standings.build(run, ranked, group=str(c.pk))
+        scored = sorted(board.scored, key=lambda s: s.rank)
+        if not scored:
+            continue
+        field_name = standings.HEADLINES[board.headline][0]
+        leader = scored[0]
+        info = {"leader": leader.row.competitor, "label": board.headline_label, "margin": None}
+        if len(scored) > 1:
+            a, b = getattr(leader.row, field_name), getattr(scored[1].row, field_name)
+            info["margin"] = a - b
+            info["runner_up"] = scored[1].row.competitor
+            info["tied"] = board.tiers and scored[1].tier == leader.tier
+            info["places"] = standings.places_to_separate([a, b], [a - b], 3)
+        info["headline"] = board.headline
+        out[c.pk] = info
+    return out
+
+
+def competitor_headlines(competitors) -> dict[int, dict]:
+    """Per competitor: rank and headline figure of its all-cohorts row in the latest run of the
+    first scope (live, replay, demo) where it has one."""
+    runs = _latest_runs(SCOPES)
+    if not runs:
+        return {}
+    rows = list(
+        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True).select_related(
+            "competitor", "run"
+        )
+    )
+    by_run: dict[int, list[LeaderboardRow]] = {}
+    for r in rows:
+        by_run.setdefault(r.run_id, []).append(r)
+    out: dict[int, dict] = {}
+    for scope in SCOPES:
+        run = runs.get(scope)
+        if run is None:
+            continue
+        board = standings.build(run, by_run.get(run.pk, []))
+        field_name = standings.HEADLINES[board.headline][0]
+        for s in board.scored + board.unscored:
+            cid = s.row.competitor_id
+            if cid in out:
+                continue
+            out[cid] = {
+                "scope": scope,
+                "rank": s.rank,
+                "of": len(board.scored),
+                "value": getattr(s.row, field_name),
+                "headline": board.headline,
+                "label": board.headline_label,
+                "places": board.places.get(
+                    "skill" if field_name == "skill_vs_market" else "return"
+                ),
+                "reason": s.reason,
+                "provisional": s.row.provisional,
+                "tier": s.tier,
+            }
+    return out
+
+
+def staff_corrections(cohort: Cohort, entry: Entry | None = None) -> list[ResolutionChange]:
+    """Staff resolution changes of markets the cohort's entries (or one entry) held, newest
+    first, each with .entries: the entries it moved (two queries)."""
+    positions = Position.objects.filter(entry__cohort=cohort)
+    if entry is not None:
+        positions = positions.filter(entry=entry)
+    held: dict[int, set[int]] = {}
+    for market_id, entry_id in positions.values_list("market_id", "entry_id").distinct():
+        held.setdefault(market_id, set()).add(entry_id)
+    if not held:
+        return []
+    changes = list(
+        ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN, market_id__in=held)
+        .select_related("market", "changed_by")
+        .order_by("-changed_at", "-pk")[:EVENT_LIMIT]
+    )
+    for rc in changes:
+        rc.entry_ids = held[rc.market_id]
+    return changes

@@ -46,11 +46,28 @@ def snapshot(cmd, options) -> None:
     settled = settlement.settle_pending(at)
     written = snapshots.take_snapshot(at)
     moved = services.advance_cohorts(at)
-    cmd.stdout.write(
-        f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} entries; "
-        f"settled {settled['settled']} positions; cohorts to tracking {moved['tracking']}, "
+    line = (
+        f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} live "
+        f"entr{'y' if written == 1 else 'ies'} marked; settled {settled['settled']} positions"
+        f"{_reversed(settled)}; cohorts to tracking {moved['tracking']}, "
         f"completed {moved['completed']}"
     )
+    simulated = Cohort.objects.exclude(kind=Cohort.Kind.LIVE).exclude(
+        status=Cohort.Status.COMPLETED
+    )
+    if not written and simulated.exists():
+        # Not an empty arena: replay and demo cohorts keep their own simulated clock. Their
+        # runs mark them, and a staff correction snapshots the entries it changes at once.
+        line += (
+            f" ({simulated.count()} replay/demo cohorts run on their own simulated clock "
+            "and are marked by their own runs)"
+        )
+    cmd.stdout.write(line)
+
+
+def _reversed(settled: dict) -> str:
+    n = settled.get("reversed") or 0
+    return f", reversed {n}" if n else ""
 
 
 def doctor(cmd, options) -> None:

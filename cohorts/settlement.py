@@ -14,6 +14,12 @@ A live settlement that disagrees with the status is reversed first (a REVERSAL l
 the payout back, the position gets its shares and cost basis back), then the new one applied, so
 the balances end exactly as if the current outcome had been the first.
 
+Every entry whose cash or positions a run changed gets a snapshot in the same transaction
+(cohorts.snapshots.write_settlement_snapshots), so its value, cash, invested amount and open
+count agree the moment the change commits; a staff correction never leaves a value that still
+counts a reversed payout until the next tick (which, for a replay or demo cohort on its own
+clock, may never come).
+
 Concurrency: locks are taken in the same order as execution (market, then entries in pk
 order, then positions), so two runs for one market serialise and the second finds nothing to
 do, and a settlement and a decision cannot deadlock; the partial unique constraint on live
@@ -33,7 +39,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
-from cohorts.snapshots import write_final_snapshots
+from cohorts.snapshots import write_settlement_snapshots
 from core.versions import data_changed
 from markets.models import Market
 
@@ -63,6 +69,7 @@ class SettleReport:
     paid: Decimal = Decimal(0)
     taken_back: Decimal = Decimal(0)
     entries_finished: list[int] = field(default_factory=list)
+    entries_touched: set[int] = field(default_factory=set)
     market_settled: bool = False
 
 
@@ -177,6 +184,7 @@ def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delt
         position.closed_at = None
         position.save(update_fields=["status", "shares", "cost_basis", "realized_pnl", "closed_at"])
         reopened_entries.add(position.entry_id)
+        report.entries_touched.add(position.entry_id)
         report.reversed += 1
         report.taken_back += settlement.payout
     if reopened_entries:
@@ -237,6 +245,7 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
     LedgerEntry.objects.bulk_create(ledger)
     report.settled += len(settlements)
     report.entries_finished = sorted({p.entry_id for p in positions})
+    report.entries_touched.update(report.entries_finished)
 
 
 def _apply_cash(cash_delta: dict[int, Decimal], cash: dict[int, Decimal], market: Market) -> None:
@@ -267,17 +276,17 @@ def _mark_market(market: Market, at: datetime, report: SettleReport) -> None:
 
 
 def _final_snapshots(report: SettleReport, at: datetime) -> None:
-    """Entries whose last open position just settled get a snapshot at the settlement time."""
-    if not report.entries_finished:
+    """Snapshot every entry the run changed (see the module docstring); entries_finished keeps
+    only those with no open position left."""
+    if not report.entries_touched:
         return
     still_open = set(
         Position.objects.filter(entry_id__in=report.entries_finished, status=Position.Status.OPEN)
         .values_list("entry_id", flat=True)
         .distinct()
     )
-    finished = [e for e in report.entries_finished if e not in still_open]
-    report.entries_finished = finished
-    write_final_snapshots(finished, at)
+    report.entries_finished = [e for e in report.entries_finished if e not in still_open]
+    write_settlement_snapshots(sorted(report.entries_touched), at)
 
 
 def markets_needing_settlement() -> list[int]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
 from cohorts.models import Cohort, Entry, Position, Snapshot
@@ -143,6 +143,27 @@ def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     if not entry_ids:
         return 0
     return _upsert(compute_snapshots(Q(pk__in=entry_ids), bucket_for(at)))
+
+
+def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
+    """Snapshots for entries a settlement (or its staff reversal) just changed, each on its own
+    cohort's clock: in `at`'s bucket, or over the entry's latest snapshot when that is later (a
+    replay or demo cohort whose simulated clock is ahead of the wall clock), so the entry's
+    latest snapshot always reflects the change."""
+    entry_ids = list(entry_ids)
+    if not entry_ids:
+        return 0
+    bucket = bucket_for(at)
+    later = dict(
+        Snapshot.objects.filter(entry_id__in=entry_ids, ts__gt=bucket)
+        .values("entry_id")
+        .annotate(last=Max("ts"))
+        .values_list("entry_id", "last")
+    )
+    by_ts: dict[datetime, list[int]] = defaultdict(list)
+    for entry_id in entry_ids:
+        by_ts[later.get(entry_id, bucket)].append(entry_id)
+    return sum(_upsert(compute_snapshots(Q(pk__in=ids), ts)) for ts, ids in by_ts.items())
 
 
 def write_final_snapshot(entry: Entry, at: datetime | None = None) -> int:

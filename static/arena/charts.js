@@ -1,46 +1,112 @@
 /* Draws the site's charts with Plotly from data in <script type="application/json"> tags
- * (Django's json_script) and, for range buttons, from the JSON series API.
- * No inline scripts anywhere: this file is loaded with `defer`. */
+ * (Django's json_script) and, for range buttons, from the JSON APIs.
+ * No inline scripts anywhere: this file is loaded with `defer`.
+ *
+ * Every line carries its competitor's fixed colour (arena/colours.py) so a competitor looks
+ * the same on every chart; `annotations` ({x, kind, label, detail}) become dotted vertical
+ * lines: grey for cohort events, red for staff corrections. */
 (function () {
   "use strict";
 
   var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  var NARROW = 640;
+  var EVENT_COLOURS = { cohort: "#8a94a0", correction: "#b3261e", resolution: "#137333" };
 
-  function baseLayout(yTitle, extra) {
-    var layout = {
-      margin: { l: 60, r: 20, t: 10, b: 40 },
-      hovermode: "x unified",
-      legend: { orientation: "h", y: -0.2 },
-      xaxis: { type: "date", title: { text: "UTC" } },
-      yaxis: { title: { text: yTitle }, zeroline: false },
-      paper_bgcolor: "rgba(0,0,0,0)",
-      plot_bgcolor: "rgba(0,0,0,0)"
-    };
-    for (var k in extra || {}) { layout[k] = extra[k]; }
-    return layout;
+  function narrow(el) { return (el.clientWidth || window.innerWidth) < NARROW; }
+
+  // Text from the data (market questions, staff reasons) is shown as text, never as markup:
+  // Plotly reads a small HTML subset in labels, so the markup characters are escaped.
+  function esc(s) {
+    return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
-  function line(name, x, y) {
-    return { type: "scatter", mode: "lines", name: name, x: x, y: y, connectgaps: false };
+  function baseLayout(el, yTitle, nLegend) {
+    var small = narrow(el);
+    // A horizontal legend under the plot needs room for its rows; the x axis has no title
+    // (the caption says the times are UTC), so the legend never sits on top of one.
+    var perRow = small ? 2 : 6;
+    var rows = Math.max(1, Math.ceil((nLegend || 0) / perRow));
+    var legendPx = nLegend > 1 ? 22 * rows + 10 : 0;
+    var plotPx = small ? 260 : 340;
+    return {
+      height: plotPx + legendPx + 40,
+      margin: { l: small ? 48 : 64, r: small ? 8 : 20, t: 24, b: 30 + legendPx },
+      hovermode: "x unified",
+      showlegend: nLegend > 1,
+      legend: { orientation: "h", x: 0, xanchor: "left", y: -(30 / plotPx), yanchor: "top",
+                font: { size: small ? 11 : 12 } },
+      xaxis: { type: "date", automargin: true },
+      yaxis: { title: { text: yTitle, standoff: 4 }, zeroline: false, automargin: true },
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      shapes: [],
+      annotations: []
+    };
+  }
+
+  function line(s, x, y, extra) {
+    var t = { type: "scatter", mode: "lines", name: esc(s.label), x: x, y: y, connectgaps: false,
+              line: { width: 2 } };
+    if (s.color) { t.line.color = s.color; }
+    if (s.dash) { t.line.dash = s.dash; }
+    for (var k in extra || {}) { t[k] = extra[k]; }
+    return t;
+  }
+
+  function addEvents(layout, events, el) {
+    var small = narrow(el);
+    (events || []).forEach(function (ev, i) {
+      var colour = EVENT_COLOURS[ev.kind] || EVENT_COLOURS.cohort;
+      layout.shapes.push({ type: "line", xref: "x", yref: "paper", x0: ev.x, x1: ev.x, y0: 0, y1: 1,
+                           line: { color: colour, width: ev.kind === "cohort" ? 1 : 2, dash: "dot" } });
+      // Corrections are always labelled; cohort events only where there is room.
+      if (ev.kind === "cohort" && (small || events.length > 8)) { return; }
+      layout.annotations.push({ x: ev.x, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+                                text: esc(ev.label), showarrow: false, textangle: 0,
+                                font: { size: 10, color: colour },
+                                hovertext: esc(ev.detail || ev.label), yshift: (i % 2) * 11 });
+    });
+  }
+
+  function countPoints(traces) {
+    return traces.reduce(function (n, t) {
+      return n + (t.y || []).filter(function (v) { return v !== null && v !== undefined; }).length;
+    }, 0);
   }
 
   var BUILDERS = {
-    // Cohort / entry value series: {x: [...], entries: [{label, y: [...]}]}
-    series: function (data) {
-      var traces = (data.entries || []).map(function (e) { return line(e.label, data.x, e.y); });
-      return { traces: traces, layout: baseLayout("Value (USD)"), points: (data.x || []).length };
+    // Cohort / entry value series: {x: [...], entries: [{label, color, dash, y: [...]}], annotations}
+    series: function (data, el) {
+      var traces = (data.entries || []).map(function (e) { return line(e, data.x, e.y); });
+      var layout = baseLayout(el, "Value (USD)", traces.length);
+      addEvents(layout, data.annotations, el);
+      return { traces: traces, layout: layout, points: countPoints(traces) };
     },
-    // Home page: {x: [...], series: [{label, y: [...]}]} with y in percent
-    overview: function (data) {
-      var traces = (data.series || []).map(function (s) { return line(s.label, data.x, s.y); });
-      return { traces: traces, layout: baseLayout("Average return (%)"), points: (data.x || []).length };
+    // Home page: {x: [...], series: [{label, color, y: [...]}], annotations} with y in percent
+    overview: function (data, el) {
+      var traces = (data.series || []).map(function (s) { return line(s, data.x, s.y); });
+      var layout = baseLayout(el, "Average return (%)", traces.length);
+      addEvents(layout, data.annotations, el);
+      return { traces: traces, layout: layout, points: countPoints(traces) };
     },
-    // Market prices: {lines: [{label, x, y}]}
+    // Market prices: {lines: [{label, x, y}], annotations}; a price holds until the next one
     lines: function (data, el) {
-      var traces = (data.lines || []).map(function (l) { return line(l.label, l.x, l.y); });
-      var layout = baseLayout(el.dataset.yTitle || "", {});
-      layout.yaxis.range = [0, 1];
-      return { traces: traces, layout: layout, points: traces.length };
+      var traces = (data.lines || []).map(function (l) {
+        var few = (l.x || []).length <= 40;
+        return line(l, l.x, l.y, { mode: few ? "lines+markers" : "lines", line: { shape: "hv", width: 2 } });
+      });
+      var layout = baseLayout(el, el.dataset.yTitle || "", traces.length);
+      layout.yaxis.range = [0, 1.02];
+      var xs = [];
+      traces.forEach(function (t) { xs = xs.concat(t.x || []); });
+      xs.sort();
+      if (xs.length && xs[0] === xs[xs.length - 1]) {
+        // One instant only: a day either side instead of an axis of milliseconds.
+        var t0 = new Date(xs[0].replace(" ", "T") + "Z").getTime();
+        layout.xaxis.range = [new Date(t0 - 864e5).toISOString(), new Date(t0 + 864e5).toISOString()];
+      }
+      addEvents(layout, data.annotations, el);
+      return { traces: traces, layout: layout, points: countPoints(traces) };
     },
     // Reliability diagram: {points: [{x: mean forecast, y: observed frequency, n}]}
     reliability: function (data) {
@@ -52,7 +118,8 @@
         { type: "scatter", mode: "markers+text", name: "Bins",
           x: pts.map(function (p) { return p.x; }), y: pts.map(function (p) { return p.y; }),
           text: pts.map(function (p) { return "n=" + p.n; }), textposition: "top center",
-          marker: { size: pts.map(function (p) { return 8 + 22 * Math.sqrt(p.n / maxN); }) },
+          marker: { size: pts.map(function (p) { return 8 + 22 * Math.sqrt(p.n / maxN); }),
+                    color: data.color || "#2563eb" },
           hovertemplate: "mean forecast %{x:.3f}<br>observed %{y:.3f}<br>%{text}<extra></extra>" }
       ];
       var layout = {
@@ -69,9 +136,20 @@
     if (!build || !window.Plotly) { return; }
     var fig = build(data, el);
     el.dataset.points = String(fig.points);
+    el.dataset.annotations = String((data.annotations || []).length);
     if (data.range) { el.dataset.range = data.range; }
     var empty = el.querySelector(".empty");
-    if (fig.points === 0) { return; }
+    if (fig.points === 0) {
+      window.Plotly.purge(el);
+      if (!empty) {
+        empty = document.createElement("p");
+        empty.className = "empty";
+        el.appendChild(empty);
+      }
+      empty.textContent = "No values in this range.";
+      el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);
+      return;
+    }
     if (empty) { empty.remove(); }
     return window.Plotly.react(el, fig.traces, fig.layout, CONFIG).then(function () {
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);

@@ -87,14 +87,46 @@ def test_series_downsamples_to_at_most_max_points(client, world):
     assert week["entries"][0]["y"][0] == pytest.approx(n - 1 - 1008, abs=6)
 
 
-def test_series_leaves_gaps_where_snapshots_are_missing(client, world):
+def test_series_carries_the_last_snapshot_over_a_missing_one(client, world):
+    """A missing snapshot is no gap: the value at a sample time is the entry's latest snapshot
+    at or before it (a sparse replay history would otherwise draw nothing)."""
     comp = world.competitor()
     cohort = world.cohort()
     entry = world.entry(cohort, comp)
     world.snapshots(entry, n=6)
     Snapshot.objects.filter(entry=entry, ts=T0 + timedelta(minutes=20)).delete()
     y = client.get(f"/api/cohorts/{cohort.pk}/series").json()["entries"][0]["y"]
-    assert y[2] is None and None not in y[:2] + y[3:]
+    assert None not in y and len(y) == 6
+    assert y[2] == y[1] and y[3] > y[2]
+
+
+def test_series_of_a_sparse_history_has_a_value_at_every_sample(client, world):
+    """Snapshots days apart (a replay's clock steps) still draw a line at every sample time,
+    null only outside an entry's life."""
+    comp, other = world.competitor(), world.competitor()
+    cohort = world.cohort()
+    entry, late = world.entry(cohort, comp), world.entry(cohort, other)
+    for i, e in enumerate((entry, late)):  # both to day 12; the late one from day 3
+        Snapshot.objects.bulk_create(
+            Snapshot(
+                entry=e,
+                ts=T0 + timedelta(days=3 * d + 3 * i),
+                cash=Decimal("10000"),
+                positions_value=Decimal("0"),
+                total=Decimal(10000 + d),
+                realized_pnl=Decimal("0"),
+                unrealized_pnl=Decimal("0"),
+            )
+            for d in range(5 - i)
+        )
+    data = client.get(f"/api/cohorts/{cohort.pk}/series").json()
+    by_entry = {e["entry"]: e["y"] for e in data["entries"]}
+    assert len(data["x"]) > 100
+    assert None not in by_entry[entry.pk]
+    assert by_entry[entry.pk][0] == 10000 and by_entry[entry.pk][-1] == 10004
+    late_y = by_entry[late.pk]
+    born = late_y.index(10000)
+    assert set(late_y[:born]) == {None} and None not in late_y[born:]
 
 
 def test_sample_times():

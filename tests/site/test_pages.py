@@ -234,7 +234,7 @@ def test_decision_page(client, arena_world):
         "Raw response",
         "vendor/model-2026",
         "1000 in / 200 out",
-        "$0.012000",
+        "$0.012",  # one money rule: cents, up to four decimals below a dollar
         "900 ms",
         "Parsed decision",
         "BUY",

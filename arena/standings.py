@@ -1,0 +1,228 @@
+"""How a stored leaderboard reads on a page: who is ranked, who is tied, how many digits.
+
+The score run stores rows, ranks and the paired tests; this module only decides how a reader
+sees them, with rules a reader can check:
+- scored rows are those with the headline number; the others are listed apart, without a rank,
+  with the reason they have none;
+- tiers: walking down the ranked rows, a row starts a new tier only where the paired
+  Diebold-Mariano test (Brier loss, Bonferroni level, computed by the score run) says the row
+  above is significantly better; otherwise it shares the tier above;
+- digits: each column gets the fewest decimals (at least its default) that tell neighbouring
+  rows apart and leave no non-zero interval end printed as a bare zero;
+- provisional: the stored flag of every row (one rule for all), stated in words;
+- the clock: live runs are "as of" a real time; replay and demo runs are on a simulated clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from scoring.models import LeaderboardRow, ScoreRun
+
+MAX_PLACES = 6
+HEADLINES = {
+    "brier_skill_vs_market": ("skill_vs_market", "skill vs market"),
+    "return_pct": ("return_pct", "return"),
+}
+
+
+@dataclass
+class Standing:
+    row: LeaderboardRow
+    rank: int | None = None  # shown rank: position among the scored rows
+    tier: int | None = None
+    new_tier: bool = False  # first row of its tier (in rank order)
+    vs_above: dict | None = None  # the paired test against the row ranked just above
+    reason: str = ""  # why an unscored row has no rank
+
+    def __getattr__(self, name: str) -> Any:  # templates read row fields straight through
+        return getattr(self.row, name)
+
+
+@dataclass
+class Clock:
+    simulated: bool
+    at: datetime | None
+    computed_at: datetime | None
+
+
+@dataclass
+class Board:
+    scored: list[Standing] = field(default_factory=list)
+    unscored: list[Standing] = field(default_factory=list)
+    headline: str = ""
+    headline_label: str = ""
+    places: dict[str, int] = field(default_factory=dict)
+    tiers: bool = False  # whether the paired tests exist for this group
+    n_tiers: int = 0
+    required_n: set[int] = field(default_factory=set)
+    clock: Clock | None = None
+
+    @property
+    def provisional_rule(self) -> str:
+        if len(self.required_n) == 1:
+            (n,) = self.required_n
+            return (
+                f"Provisional: fewer than {n} resolved forecasts, the number the methodology "
+                "needs to detect a 0.02 difference in Brier score; the same rule for every row."
+            )
+        if self.required_n:
+            return (
+                "Provisional: fewer resolved forecasts than the methodology's sample size for "
+                "detecting a 0.02 Brier difference (this methodology version sizes it per "
+                "competitor; the number needed is in each badge)."
+            )
+        return "Provisional: no resolved forecast yet."
+
+
+def unscored_reason(row: LeaderboardRow, headline_field: str) -> str | None:
+    """Why a row has no rank, or None when it is scored."""
+    if row.n_forecasts == 0 and not row.tokens and not _nonzero(row.pnl):
+        return "no forecast made yet"
+    if getattr(row, headline_field, None) is None:
+        if row.n_resolved == 0:
+            return "none of its forecasts has resolved"
+        return "no resolved forecast with a market price"
+    return None
+
+
+def _nonzero(value) -> bool:
+    try:
+        return Decimal(str(value)) != 0
+    except Exception:  # noqa: BLE001 - a non-number is simply not a non-zero amount
+        return False
+
+
+def build(
+    run: ScoreRun | None,
+    rows: list[LeaderboardRow],
+    group: str = "all",
+    ranked_order: list[LeaderboardRow] | None = None,
+) -> Board:
+    """The board of one group ("all" or a cohort id) of a run. `rows` is the display order
+    (any sort); ranks and tiers always follow the run's own rank order."""
+    details = (run.details if run else None) or {}
+    headline = ((details.get("headline") or {}).get("by_cohort") or {}).get(str(group))
+    headline = headline if headline in HEADLINES else "brier_skill_vs_market"
+    field_name, label = HEADLINES[headline]
+    board = Board(headline=headline, headline_label=label)
+    standing = {r.pk: Standing(row=r) for r in rows}
+    order = sorted(ranked_order or rows, key=lambda r: (r.rank is None, r.rank or 0, r.pk))
+    scored_order = []
+    for r in order:
+        s = standing.get(r.pk) or Standing(row=r)
+        reason = unscored_reason(r, field_name)
+        if reason:
+            s.reason = reason
+        else:
+            scored_order.append(s)
+    for i, s in enumerate(scored_order, start=1):
+        s.rank = i
+    pairs = _pairs(details, group)
+    board.tiers = bool(pairs) and headline == "brier_skill_vs_market"
+    if board.tiers:
+        tier = 0
+        above = None
+        for s in scored_order:
+            test = _test(pairs, above.row, s.row) if above else None
+            s.vs_above = test
+            if above is None or (test and test["verdict"] == "above_better"):
+                tier += 1
+                s.new_tier = True
+            s.tier = tier
+            above = s
+        board.n_tiers = tier
+    board.scored = [standing[r.pk] for r in rows if r.pk in standing and not standing[r.pk].reason]
+    board.unscored = [standing[r.pk] for r in order if r.pk in standing and standing[r.pk].reason]
+    board.required_n = {r.required_n for r in rows if r.required_n}
+    board.places = column_places([s.row for s in scored_order])
+    board.clock = clock(run)
+    return board
+
+
+def _pairs(details: dict, group: str) -> dict[frozenset, dict]:
+    tables = ((details.get("dm") or {}).get(str(group))) or {}
+    out = {}
+    for pair in tables.get("brier") or []:
+        if isinstance(pair, dict) and pair.get("a") and pair.get("b"):
+            out[frozenset((pair["a"], pair["b"]))] = pair
+    return out
+
+
+def _test(pairs: dict, above: LeaderboardRow, below: LeaderboardRow) -> dict | None:
+    """The paired test between two rows, oriented: verdict above_better / below_better / tie."""
+    a, b = above.competitor.slug, below.competitor.slug
+    pair = pairs.get(frozenset((a, b)))
+    if pair is None:
+        return None
+    verdict = pair.get("verdict")
+    if verdict in ("a_better", "b_better"):
+        winner = pair["a"] if verdict == "a_better" else pair["b"]
+        verdict = "above_better" if winner == a else "below_better"
+    else:
+        verdict = "tie"
+    return {"verdict": verdict, "p": pair.get("p"), "level": pair.get("level"), "n": pair.get("n")}
+
+
+# --- digits ------------------------------------------------------------------------------
+
+COLUMNS = {
+    # column: (value field, interval fields, default places)
+    "brier": ("brier", ("brier_lo", "brier_hi"), 3),
+    "skill": ("skill_vs_market", ("skill_lo", "skill_hi"), 3),
+    "log_score": ("log_score", (), 3),
+    "return": ("return_pct", ("return_lo", "return_hi"), 1),
+}
+
+
+def column_places(rows: list[LeaderboardRow]) -> dict[str, int]:
+    """Decimals per column: see the module docstring."""
+    out = {}
+    for col, (value_field, ci_fields, default) in COLUMNS.items():
+        values = [_float(getattr(r, value_field)) for r in rows]
+        ends = [_float(getattr(r, f)) for r in rows for f in ci_fields]
+        out[col] = places_to_separate(values, ends, default)
+    return out
+
+
+def places_to_separate(values: list, ends: list, default: int, cap: int = MAX_PLACES) -> int:
+    """Fewest decimals >= default at which neighbouring distinct values print differently and
+    no non-zero value or interval end prints as zero (up to `cap`)."""
+    for places in range(default, cap + 1):
+        if _separates(values, places) and _no_false_zero(values + ends, places):
+            return places
+    return cap
+
+
+def _separates(values: list, places: int) -> bool:
+    shown = [v for v in values if v is not None]
+    for a, b in zip(shown, shown[1:], strict=False):
+        if a != b and round(a, places) == round(b, places):
+            return False
+    return True
+
+
+def _no_false_zero(values: list, places: int) -> bool:
+    return all(v is None or v == 0 or round(abs(v), places) != 0 for v in values)
+
+
+def _float(v) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+# --- the clock ---------------------------------------------------------------------------
+
+
+def clock(run: ScoreRun | None) -> Clock | None:
+    if run is None:
+        return None
+    return Clock(
+        simulated=run.scope != ScoreRun.Scope.LIVE, at=run.as_of, computed_at=run.finished_at
+    )
