@@ -247,13 +247,17 @@ def test_final_snapshot_when_last_position_settles(two_entries):
     bet(b, m1, "No", "60")
     set_status(m1, "resolved", "Yes")
     settle_market(m1, at=T0 + timedelta(minutes=3))
-    # b's only position settled: b gets a final snapshot in the bucket; a still holds m2.
+    # b's only position settled: b gets a final snapshot in the bucket. a still holds m2 and
+    # is snapshotted too: every entry a settlement changes is, so its value agrees at once.
     snap = Snapshot.objects.get(entry=b)
     assert snap.ts == T0 and snap.total == cash(b) and snap.positions_value == 0
-    assert not Snapshot.objects.filter(entry=a).exists()
+    snap_a = Snapshot.objects.get(entry=a)
+    assert snap_a.ts == T0 and snap_a.total == cash(a) + snap_a.positions_value
+    assert snap_a.positions_value == D("60.00")  # m2's 100 shares at its price, 0.60
     set_status(m2, "resolved", "No")
     settle_market(m2, at=T0 + timedelta(hours=2))
-    assert Snapshot.objects.get(entry=a).total == cash(a) == D("10000") - 120 + 100
+    final = Snapshot.objects.filter(entry=a).latest("ts")
+    assert final.total == cash(a) == D("10000") - 120 + 100
 
 
 def test_settle_pending_finds_each_kind_of_lag(two_entries):

@@ -129,7 +129,7 @@ def test_snapshot_and_doctor_verbs():
     )
     out = StringIO()
     call_command("arena", "snapshot", stdout=out)
-    assert "1 entries" in out.getvalue()
+    assert "1 live entry marked" in out.getvalue()
     assert Snapshot.objects.filter(entry=a).count() == 1
 
     out = StringIO()

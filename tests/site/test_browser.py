@@ -95,7 +95,11 @@ def test_leaderboard_chart_and_sorting(visitor, demo_data):
     page.wait_for_url("**sort=return**")
     page.wait_for_selector('th[aria-sort="descending"] >> text=Return')
     returns = page.locator("table.leaderboard tbody tr td:nth-child(6)").all_inner_texts()
-    values = [float(t.split("%")[0].replace(",", "")) for t in returns if t.strip()[0] != "—"]
+    values = [
+        float(t.split("%")[0].replace(",", "").replace("\u2212", "-"))
+        for t in returns
+        if t.strip()[0] != "—"
+    ]
     assert values == sorted(values, reverse=True)
     # Clicking again flips the order.
     page.locator("th a.sort", has_text="Return").click()

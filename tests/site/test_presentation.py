@@ -1,0 +1,218 @@
+"""How figures read: the money rule, signed intervals, digits that separate rows, tiers from the
+paired tests, unscored rows apart, the run's clock, leaders and headline scores on the lists,
+the glossary, colours, chart annotations, and price charts on real time."""
+
+import re
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from agents.models import Competitor
+from arena import colours, glossary, standings
+from arena.templatetags.arena import ci, money, signed, version
+from cohorts.models import Cohort
+from markets.models import Market, PricePoint, ResolutionChange
+from scoring.models import LeaderboardRow
+from tests.site.conftest import T0, build_arena
+
+
+def test_one_money_rule_for_portfolio_money_and_model_cost():
+    assert money(Decimal("10000")) == "$10,000.00"
+    assert money(Decimal("-12.5")) == "\u2212$12.50"
+    assert money(Decimal("0.012000")) == "$0.012"
+    assert money(Decimal("0.0123456")) == "$0.0123"
+    assert money(Decimal("0.00001")) == "<$0.0001"
+    assert money(0) == "$0.00" and money(None) == "—"
+
+
+def test_intervals_and_signed_figures_keep_their_sign():
+    # Favorite's skill interval [-0.0003, 0.0011] at 3 places must still show it crosses zero.
+    assert ci(-0.0003, 0.0011, 3) == "[\u22120.000, 0.001]"
+    assert signed(-0.0001, 3) == "\u22120.000" and signed(0.0004, 3) == "+0.000"
+    assert version("1") == "v1" and version("v1") == "v1"
+
+
+def test_places_separate_neighbours_and_never_print_a_false_zero():
+    # The issue's top four all read 0.000 at three places.
+    assert standings.places_to_separate([0.00044, 0.00041, 0.0001, 0.0], [], 3) == 5
+    assert standings.places_to_separate([0.3, 0.2], [-0.0003, 0.0011], 3) == 4
+    assert standings.places_to_separate([0.25, 0.13], [0.2, 0.3], 3) == 3
+    assert standings.places_to_separate([1e-9, 0.0], [], 3) == standings.MAX_PLACES
+
+
+def _rows(run, specs):
+    """specs: (slug, skill, n_forecasts, n_resolved) in rank order."""
+    rows = []
+    for rank, (slug, skill, n_f, n_r) in enumerate(specs, start=1):
+        comp = Competitor.objects.create(slug=slug, display_name=slug.title())
+        rows.append(
+            LeaderboardRow.objects.create(
+                run=run,
+                competitor=comp,
+                rank=rank,
+                skill_vs_market=skill,
+                n_forecasts=n_f,
+                n_resolved=n_r,
+                provisional=n_r < 350,
+                required_n=350,
+                return_pct=0.0,
+            )
+        )
+    return rows
+
+
+def _pair(a, b, verdict):
+    return {"a": a, "b": b, "n": 400, "p": 0.5, "level": 0.01, "verdict": verdict}
+
+
+@pytest.mark.django_db
+def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
+    run = world.score_run("replay")
+    run.rows.all().delete()
+    rows = _rows(
+        run,
+        [
+            ("fav", 0.00044, 500, 400),
+            ("mkt", 0.00041, 500, 400),
+            ("cash", 0.0001, 500, 400),
+            ("rnd", -0.2, 500, 400),
+            ("gpt", None, 0, 0),  # never answered: listed apart, no rank
+        ],
+    )
+    run.details = {
+        "headline": {"by_cohort": {"all": "brier_skill_vs_market"}},
+        "dm": {
+            "all": {
+                "brier": [
+                    _pair("fav", "mkt", "no_difference"),
+                    _pair("cash", "mkt", "no_difference"),
+                    _pair("mkt", "cash", "no_difference"),
+                    _pair("cash", "rnd", "a_better"),  # only Random is separable
+                ]
+            }
+        },
+    }
+    run.save()
+    board = standings.build(run, rows)
+    assert [(s.row.competitor.slug, s.rank, s.tier) for s in board.scored] == [
+        ("fav", 1, 1),
+        ("mkt", 2, 1),
+        ("cash", 3, 1),
+        ("rnd", 4, 2),
+    ]
+    assert [(s.row.competitor.slug, s.rank, s.reason) for s in board.unscored] == [
+        ("gpt", None, "no forecast made yet")
+    ]
+    assert board.places["skill"] == 5 and board.n_tiers == 2
+    assert "350 resolved forecasts" in board.provisional_rule
+    assert board.clock.simulated
+
+
+@pytest.mark.django_db
+def test_home_shows_tiers_unscored_apart_and_the_simulated_clock(client, world):
+    build_arena(world, kind=Cohort.Kind.REPLAY, n_competitors=3)
+    run = world.score_run("replay")
+    LeaderboardRow.objects.filter(run=run, competitor=world.competitors[2]).update(
+        skill_vs_market=None, n_forecasts=0, n_resolved=0, rank=3, tokens=0, pnl=0
+    )
+    body = client.get("/?scope=replay").content.decode()
+    assert "Scored on the simulated clock at 2026-11-08 00:00" in re.sub(r"<[^>]+>", "", body)
+    assert "Scored as of" not in body
+    assert "Not scored yet" in body and "no forecast made yet" in body
+    assert "tier 1" in body and "tier 2" in body  # the fixture's tests separate every pair
+    assert body.count('class="key rank"') == 2  # only scored rows are ranked
+    assert 'href="/methodology/#g-skill"' in body and 'href="/methodology/#g-tier"' in body
+
+
+@pytest.mark.django_db
+def test_lists_show_the_leader_with_its_margin_and_each_headline_score(client, arena_world):
+    for row in LeaderboardRow.objects.filter(cohort__isnull=True):  # the cohort's own rows
+        row.pk, row.cohort = None, arena_world.cohort_main
+        row.save()
+    body = client.get("/cohorts/").content.decode()
+    leader = arena_world.competitors[0]
+    assert leader.display_name in body and "by 0.025 skill over Beta Model" in body
+    body = client.get("/competitors/").content.decode()
+    assert "#1 of 3" in body and "+0.050 skill" in body
+
+
+@pytest.mark.django_db
+def test_glossary_has_every_term_and_about_is_linked(client):
+    body = client.get("/methodology/").content.decode()
+    for term in glossary.TERMS:
+        assert f'id="g-{term.key}"' in body
+    about = client.get("/about/").content.decode()
+    assert "About the Forecasting Arena" in about
+    assert 'href="/about/"' in client.get("/").content.decode()
+
+
+@pytest.mark.django_db
+def test_baseline_decision_says_no_model_was_called(client, world):
+    world.competitor("market-baseline", kind=Competitor.Kind.BASELINE)
+    build_arena(world, n_competitors=1)
+    body = client.get(f"/decisions/{world.decisions[0].pk}/").content.decode()
+    assert "No model was called" in body
+    assert "Latency" not in body and "$0.000000" not in body and ">vv" not in body
+
+
+def test_colours_are_fixed_by_id_and_distinct_within_the_palette():
+    styles = {(colours.style_for(i)["color"], colours.style_for(i)["dash"]) for i in range(1, 49)}
+    assert len(styles) == 48
+    assert colours.colour_for(7) == colours.colour_for(7 + len(colours.PALETTE))
+
+
+@pytest.mark.django_db
+def test_series_carry_colours_and_staff_corrections_where_they_moved_the_chart(client, arena_world):
+    cohort = arena_world.cohort_main
+    market = arena_world.markets[1]  # held by every entry (week 1 bets)
+    ResolutionChange.objects.create(
+        market=market,
+        source=Market.ResolvedBy.ADMIN,
+        from_status="resolved",
+        from_outcome="Yes",
+        to_status="open",
+        reason="<script>bad</script>",
+    )
+    rc = ResolutionChange.objects.get(market=market, source=Market.ResolvedBy.ADMIN)
+    ResolutionChange.objects.filter(pk=rc.pk).update(changed_at=T0 + timedelta(minutes=50))
+    data = client.get(f"/api/cohorts/{cohort.pk}/series").json()
+    by_comp = {e["competitor"]: e for e in data["entries"]}
+    for comp in arena_world.competitors[:3]:
+        assert by_comp[comp.slug]["color"] == colours.colour_for(comp)
+    staff = [a for a in data["annotations"] if a["kind"] == "correction"]
+    assert staff and staff[0]["x"] == "2026-11-01 00:50" and staff[0]["label"] == "staff: reopened"
+    page = client.get(f"/cohorts/{cohort.pk}/").content.decode()
+    assert "Staff corrections" in page and "&lt;script&gt;bad" in page and "<script>bad" not in page
+    # Another cohort that never held the market is not marked.
+    other = arena_world.cohort(weeks_ago=-1)
+    arena_world.snapshots(arena_world.entry(other, arena_world.competitors[0]))
+    data = client.get(f"/api/cohorts/{other.pk}/series").json()
+    assert data["x"]
+    assert not [a for a in data["annotations"] if a["kind"] == "correction"]
+
+
+@pytest.mark.django_db
+def test_home_chart_has_ranges_colours_and_cohort_events(client, arena_world):
+    data = client.get("/api/leaderboard/series?scope=live&range=1H").json()
+    assert data["range"] == "1H" and data["series"]
+    assert all(s["color"].startswith("#") for s in data["series"])
+    assert client.get("/api/leaderboard/series?scope=nope").status_code == 400
+    body = client.get("/?scope=live").content.decode()
+    assert 'data-series-url="/api/leaderboard/series?scope=live"' in body
+    assert 'class="range-btn"' in body
+
+
+@pytest.mark.django_db
+def test_a_market_quoted_once_draws_its_price_over_its_real_life(client, world):
+    market = world.market(status=Market.Status.RESOLVED, resolved_outcome="Yes")
+    PricePoint.objects.filter(market=market).delete()
+    PricePoint.objects.create(market=market, outcome="Yes", ts=T0, price=Decimal("0.97"))
+    Market.objects.filter(pk=market.pk).update(resolved_at=T0 + timedelta(days=60))
+    data = client.get(f"/api/markets/{market.pk}/prices").json()
+    (line,) = data["lines"]
+    assert line["x"] == ["2026-11-01 00:00", "2026-12-31 00:00"] and line["y"] == [0.97, 0.97]
+    assert data["annotations"][0]["label"] == "resolved Yes"
+    week = client.get(f"/api/markets/{market.pk}/prices?range=1W").json()
+    # The range starts with the price in force then, not with nothing.
+    assert week["lines"][0]["x"][0] == "2026-12-24 00:00" and week["lines"][0]["y"][0] == 0.97
