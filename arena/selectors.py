@@ -29,11 +29,11 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from arena import charts, colours, standings
 from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
-from cohorts.snapshots import bucket_for
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -559,10 +559,11 @@ def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None)
     """Staff resolution changes of markets that the cohorts' entries (or the given entries)
     held, placed where they took effect on each cohort's clock.
 
-    A live cohort's clock is the wall clock. A replay or demo cohort runs on its own: the
-    settlement wrote the corrected snapshot in the correction's 10-minute bucket when its clock
-    had reached it, otherwise over its latest snapshot (see cohorts.settlement), so the line
-    goes where that snapshot is.
+    A live cohort's clock is the wall clock: the change's own time. A replay or demo cohort
+    runs on a simulated clock, and the settlement rewrote its latest snapshot of the moment
+    (cohorts.snapshots.write_settlement_snapshots): the line goes on the cohort's last snapshot
+    at or before the change, or on its latest snapshot when its clock is still ahead of the
+    wall clock (a replay of questions that resolve in the future).
     """
     if not cohorts:
         return []
@@ -580,20 +581,17 @@ def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None)
         return []
     held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
     simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
-    buckets = {rc.pk: bucket_for(rc.changed_at) for rc in changes}
-    at_bucket, latest = set(), {}
+    marks: dict[int, dict] = {}
     if simulated:
-        at_bucket = set(
-            Snapshot.objects.filter(
-                entry__cohort__in=simulated, ts__in=set(buckets.values())
-            ).values_list("entry__cohort_id", "ts")
-        )
-        latest = dict(
+        # Per cohort, its latest snapshot and its latest at or before each change (one query).
+        per_change = {f"c{rc.pk}": Max("ts", filter=Q(ts__lte=rc.changed_at)) for rc in changes}
+        for row in (
             Snapshot.objects.filter(entry__cohort__in=simulated)
             .values("entry__cohort_id")
-            .annotate(last=Max("ts"))
-            .values_list("entry__cohort_id", "last")
-        )
+            .annotate(last=Max("ts"), **per_change)
+        ):
+            marks[row["entry__cohort_id"]] = row
+    now = timezone.now()
     events = {}
     for rc in changes:
         word = CHANGE_WORDS.get(rc.to_status, "changed")
@@ -603,10 +601,11 @@ def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None)
         for c in cohorts:
             if (rc.market_id, c.pk) not in held:
                 continue
-            at = buckets[rc.pk]
-            if c.kind != Cohort.Kind.LIVE and (c.pk, at) not in at_bucket:
-                # Its clock was past the correction: the corrected snapshot is its latest.
-                at = max(at, latest.get(c.pk, at))
+            at = rc.changed_at
+            mark = marks.get(c.pk)
+            if c.kind != Cohort.Kind.LIVE and mark:
+                before = mark[f"c{rc.pk}"]
+                at = mark["last"] if mark["last"] > now or before is None else before
             ev = _event(at, "correction", label, detail)
             events[(rc.pk, ev["x"])] = ev
     return list(events.values())

@@ -146,23 +146,29 @@ def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
 
 
 def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
-    """Snapshots for entries a settlement (or its staff reversal) just changed, each on its own
-    cohort's clock: in `at`'s bucket, or over the entry's latest snapshot when that is later (a
-    replay or demo cohort whose simulated clock is ahead of the wall clock), so the entry's
-    latest snapshot always reflects the change."""
+    """Snapshots for entries a settlement (or its staff reversal) just changed, so the entry's
+    latest snapshot always reflects the change.
+
+    A live entry gets one in `at`'s bucket (the next tick overwrites it with the same state).
+    A replay or demo entry runs on its cohort's simulated clock, which `at` (the wall clock of
+    a staff correction) knows nothing about: its latest snapshot, its clock's "now", is
+    rewritten instead. A row at the wall-clock time would stand alone past (or inside) its
+    siblings' history and draw a spike in every average over them.
+    """
     entry_ids = list(entry_ids)
     if not entry_ids:
         return 0
     bucket = bucket_for(at)
-    later = dict(
-        Snapshot.objects.filter(entry_id__in=entry_ids, ts__gt=bucket)
+    simulated = Entry.objects.filter(pk__in=entry_ids).exclude(cohort__kind=Cohort.Kind.LIVE)
+    latest = dict(
+        Snapshot.objects.filter(entry__in=simulated)
         .values("entry_id")
         .annotate(last=Max("ts"))
         .values_list("entry_id", "last")
     )
     by_ts: dict[datetime, list[int]] = defaultdict(list)
     for entry_id in entry_ids:
-        by_ts[later.get(entry_id, bucket)].append(entry_id)
+        by_ts[latest.get(entry_id, bucket)].append(entry_id)
     return sum(_upsert(compute_snapshots(Q(pk__in=ids), ts)) for ts, ids in by_ts.items())
 
 

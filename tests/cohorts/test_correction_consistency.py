@@ -32,9 +32,7 @@ def _figures(entry):
 
 
 def _world(kind: str):
-    cohort, (entry,) = make_cohort_with_entries(1, week_start=WEEK)
-    Cohort.objects.filter(pk=cohort.pk).update(kind=kind)
-    entry.refresh_from_db()
+    cohort, (entry,) = make_cohort_with_entries(1, week_start=WEEK, kind=kind)
     won, other = make_market(prices={"Yes": "0.50"}), make_market(prices={"Yes": "0.40"})
     at = WEEK + timedelta(hours=1)
     execute_orders(entry, [BetOrder(won.pk, "Yes", D("500"))], [], None, at=at)
@@ -74,3 +72,26 @@ def test_snapshot_cli_explains_cohorts_on_their_own_clock():
     assert "0 live entries marked" in text
     assert "1 replay/demo cohorts run on their own simulated clock" in text
     assert Position.objects.filter(entry=entry, status="open").count() == 2
+
+
+def test_a_correction_on_a_simulated_clock_lands_on_that_clock():
+    """A demo cohort whose clock stopped before the correction: the corrected value goes on
+    its latest snapshot (no lone row at the wall-clock time for charts to spike on) and the
+    chart's correction line goes there too."""
+    from arena import charts
+
+    cohort, entry, won, at = _world(Cohort.Kind.DEMO)
+    sibling = make_cohort_with_entries(1, week_start=WEEK - timedelta(weeks=1), kind="demo")[1][0]
+    Market.objects.filter(pk=won.pk).update(status=Market.Status.RESOLVED, resolved_outcome="Yes")
+    settle_market(won, at=at + timedelta(days=1))
+    clock = at + timedelta(days=2)
+    take_snapshot(at=clock, cohorts=[cohort, sibling.cohort])
+
+    set_resolution(won, status=Market.Status.OPEN, reason="disputed")
+
+    row, latest = _figures(entry)
+    assert latest.ts == clock and row.value == latest.total == row.cash + latest.positions_value
+    assert Snapshot.objects.filter(ts__gt=clock).count() == 0
+    payload = selectors.decorate_series(charts.cohort_series(cohort), cohort)
+    staff = [a for a in payload["annotations"] if a["kind"] == "correction"]
+    assert [a["x"] for a in staff] == [charts.fmt_ts(clock)]

@@ -293,6 +293,7 @@ def test_no_inline_scripts_on_any_page(client, arena_world):
         f"/markets/{arena_world.markets[0].pk}/",
         f"/decisions/{d.pk}/",
         "/methodology/",
+        "/about/",
     ]
     import re
 
