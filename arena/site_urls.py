@@ -25,7 +25,9 @@ urlpatterns = [
     path("api/cohorts/<int:cohort_id>/series", api.cohort_series, name="api-cohort-series"),
     path("api/decisions/<int:decision_id>", api.decision, name="api-decision"),
     path("api/leaderboard", leaderboard_api.leaderboard_api, name="api-leaderboard"),
-    path("api/leaderboard/series", api.overview_series, name="api-overview"),
+    # Not under /api/leaderboard: the page cache keys that prefix on the scores version only,
+    # and this series moves with every snapshot.
+    path("api/overview", api.overview_series, name="api-overview"),
     path("api/markets", api.markets, name="api-markets"),
     path("api/markets/<int:market_id>", api.market, name="api-market"),
     path("api/markets/<int:market_id>/prices", api.market_prices, name="api-market-prices"),

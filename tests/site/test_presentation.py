@@ -194,12 +194,12 @@ def test_series_carry_colours_and_staff_corrections_where_they_moved_the_chart(c
 
 @pytest.mark.django_db
 def test_home_chart_has_ranges_colours_and_cohort_events(client, arena_world):
-    data = client.get("/api/leaderboard/series?scope=live&range=1H").json()
+    data = client.get("/api/overview?scope=live&range=1H").json()
     assert data["range"] == "1H" and data["series"]
     assert all(s["color"].startswith("#") for s in data["series"])
-    assert client.get("/api/leaderboard/series?scope=nope").status_code == 400
+    assert client.get("/api/overview?scope=nope").status_code == 400
     body = client.get("/?scope=live").content.decode()
-    assert 'data-series-url="/api/leaderboard/series?scope=live"' in body
+    assert 'data-series-url="/api/overview?scope=live"' in body
     assert 'class="range-btn"' in body
 
 
