@@ -99,7 +99,8 @@ TERMS: tuple[Term, ...] = (
     Term(
         "resolved",
         "Resolved",
-        "Forecasts whose market has resolved (and so can be scored), over all forecasts made.",
+        "Questions whose market has resolved (and so can be scored), over all questions the "
+        "competitor forecast.",
     ),
     Term(
         "cost",
@@ -110,8 +111,8 @@ TERMS: tuple[Term, ...] = (
     Term(
         "provisional",
         "Provisional",
-        "Too few resolved forecasts for the score to mean much yet: the methodology fixes how "
-        "many resolved forecasts it takes to detect a 0.02 difference in Brier score, and every "
+        "Too few resolved questions for the score to mean much yet: the methodology fixes how "
+        "many resolved questions it takes to detect a 0.02 difference in Brier score, and every "
         "row with fewer is marked provisional by the same rule.",
     ),
     Term(

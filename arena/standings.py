@@ -67,16 +67,16 @@ class Board:
         if len(self.required_n) == 1:
             (n,) = self.required_n
             return (
-                f"Provisional: fewer than {n} resolved forecasts, the number the methodology "
+                f"Provisional: fewer than {n} resolved questions, the number the methodology "
                 "needs to detect a 0.02 difference in Brier score; the same rule for every row."
             )
         if self.required_n:
             return (
-                "Provisional: fewer resolved forecasts than the methodology's sample size for "
+                "Provisional: fewer resolved questions than the methodology's sample size for "
                 "detecting a 0.02 Brier difference (this methodology version sizes it per "
                 "competitor; the number needed is in each badge)."
             )
-        return "Provisional: no resolved forecast yet."
+        return "Provisional: no resolved question yet."
 
 
 def unscored_reason(row: LeaderboardRow, headline_field: str) -> str | None:

@@ -105,7 +105,7 @@ def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
         ("gpt", None, "no forecast made yet")
     ]
     assert board.places["skill"] == 5 and board.n_tiers == 2
-    assert "350 resolved forecasts" in board.provisional_rule
+    assert "350 resolved questions" in board.provisional_rule
     assert board.clock.simulated
 
 
