@@ -128,20 +128,22 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json(selectors.decorate_series(payload, c, only))
 
 
-@require_GET
+@api_view
 def overview_series(request: HttpRequest) -> JsonResponse:
     """The home chart: each competitor's mean return (%) over its entries of a scope.
-    `?scope=live|replay|demo` (default live), `?range=` as for cohort series. Each series has its
-    competitor's fixed `color`; `annotations` mark cohorts opening and staff corrections."""
-    scope = request.GET.get("scope") or Cohort.Kind.LIVE
-    if scope not in selectors.SCOPES:
+    `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
+    cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
+    opening and staff corrections."""
+    raw = request.GET.get("scope")
+    if raw and raw not in selectors.SCOPES:
         return _json({"error": f"scope must be one of {', '.join(selectors.SCOPES)}"}, 400)
+    scope = selectors.scope_or_default(raw)
     range_key = charts.range_or_default(request.GET.get("range"))
     payload = charts.scope_return_series(scope, range_key=range_key)
     return _json(selectors.decorate_overview(payload, scope))
 
 
-@require_GET
+@api_view
 def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
     """A market's price history per outcome, `?range=` as for cohort series (anchored at the
     market's latest price). Each line holds its price until the next point (draw it as a step)
