@@ -15,7 +15,9 @@ from arena import colours, glossary
 
 register = template.Library()
 DASH = "—"
-MINUS = "\u2212"  # a real minus sign: the same width as +, and never mistaken for a hyphen
+# A real minus sign (the width of +, never mistaken for a hyphen) glued to what follows by a word
+# joiner: browsers may otherwise wrap a narrow column between "−" and "$3,143.17".
+MINUS = "\u2212\u2060"
 CENT = Decimal("0.01")
 SMALLEST = Decimal("0.0001")
 

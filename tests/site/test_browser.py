@@ -96,7 +96,7 @@ def test_leaderboard_chart_and_sorting(visitor, demo_data):
     page.wait_for_selector('th[aria-sort="descending"] >> text=Return')
     returns = page.locator("table.leaderboard tbody tr td:nth-child(6)").all_inner_texts()
     values = [
-        float(t.split("%")[0].replace(",", "").replace("\u2212", "-"))
+        float(t.split("%")[0].replace(",", "").replace("\u2212", "-").replace("\u2060", ""))
         for t in returns
         if t.strip()[0] != "—"
     ]

@@ -19,7 +19,7 @@ from tests.site.conftest import T0, build_arena
 
 def test_one_money_rule_for_portfolio_money_and_model_cost():
     assert money(Decimal("10000")) == "$10,000.00"
-    assert money(Decimal("-12.5")) == "\u2212$12.50"
+    assert money(Decimal("-12.5")) == "\u2212\u2060$12.50"
     assert money(Decimal("0.012000")) == "$0.012"
     assert money(Decimal("0.0123456")) == "$0.0123"
     assert money(Decimal("0.00001")) == "<$0.0001"
@@ -28,8 +28,8 @@ def test_one_money_rule_for_portfolio_money_and_model_cost():
 
 def test_intervals_and_signed_figures_keep_their_sign():
     # Favorite's skill interval [-0.0003, 0.0011] at 3 places must still show it crosses zero.
-    assert ci(-0.0003, 0.0011, 3) == "[\u22120.000, 0.001]"
-    assert signed(-0.0001, 3) == "\u22120.000" and signed(0.0004, 3) == "+0.000"
+    assert ci(-0.0003, 0.0011, 3) == "[\u2212\u20600.000, 0.001]"
+    assert signed(-0.0001, 3) == "\u2212\u20600.000" and signed(0.0004, 3) == "+0.000"
     assert version("1") == "v1" and version("v1") == "v1"
 
 
