@@ -221,8 +221,26 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
                 for f in d.forecasts.all()
             ],
             "trades": [_trade_dict(t) for t in d.trades.all()],
+            "seal": _decision_seal(d),
         }
     )
+
+
+def _decision_seal(d) -> dict[str, Any] | None:
+    """The decision's record hash and the roots covering it (null until its week is sealed)."""
+    sealed = selectors.decision_seal(d)
+    if sealed is None:
+        return None
+    digest = sealed["digest"]
+    return {
+        "record_hash": digest.record_hash,
+        "link": digest.link,
+        "chain_seq": digest.seq,
+        "amendment": digest.amendment,
+        "roots": [
+            {"seq": r.seq, "root": r.root, "sealed_at": _iso(r.sealed_at)} for r in sealed["roots"]
+        ],
+    }
 
 
 def _trade_dict(t) -> dict[str, Any]:
@@ -309,3 +327,55 @@ def market(request: HttpRequest, market_id: int) -> JsonResponse:
         for rc in selectors.market_resolution_trail(m)
     ]
     return _json(data)
+
+
+def _seal_dict(s, digests) -> dict[str, Any]:
+    return {
+        "cohort": {"id": s.cohort_id, "kind": s.scope},
+        "week": s.week,
+        "seq": s.seq,
+        "reason": s.reason,
+        "root": s.root,
+        "genesis": s.genesis,
+        "count": s.count,
+        "format": s.format,
+        "sealed_at": _iso(s.sealed_at),
+        "digests": [
+            {
+                "seq": d.seq,
+                "entry": d.entry_id,
+                "decision": d.decision_id,
+                "state": d.state,
+                "status": d.status,
+                "amendment": d.amendment,
+                "record_hash": d.record_hash,
+                "link": d.link,
+            }
+            for d in digests
+        ],
+    }
+
+
+@require_GET
+def seals(request: HttpRequest) -> JsonResponse:
+    """Week roots, newest first, each with the record hash of every decision it covers, and the
+    head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
+    `limit` (default 50, max 200), `offset`. The records themselves: /exports/seals.json;
+    how to check them: docs/verification.md (`arena verify --export`)."""
+    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
+    cohort_raw = request.GET.get("cohort")
+    cohort_id = _int(cohort_raw, 0, 0, 2**62) if cohort_raw else None
+    page = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
+    digests = selectors.seal_digests(page)
+    return _json(
+        {
+            "format": "arena-seal/1",
+            "limit": limit,
+            "offset": offset,
+            "seals": [_seal_dict(s, digests[s.pk]) for s in page],
+            "event_logs": [
+                {**h, "updated_at": _iso(h["updated_at"])} for h in selectors.event_log_heads()
+            ],
+        }
+    )

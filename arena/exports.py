@@ -12,7 +12,10 @@ simulated clock, which has nothing to do with today's date: all of their time, u
 A window that holds no rows says so (`empty_note`), naming where the rows are.
 
 Every row carries its cohort's kind, so replay and demo rows can never pass for live ones.
-Money columns are strings with two decimals, as in the JSON API.
+Money columns are strings with two decimals, as in the JSON API. Every row also carries a seal
+hash (docs/verification.md): `record_hash` (+ `week_root`) of a decision, `decision_hash` of the
+decision a trade or forecast came from, `cohort_root` for snapshots and scores. `seals.json` is the
+full sealed record that `arena verify --export` checks (whole cohorts, JSON only).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Max, Min, QuerySet
+from django.db.models import F, Max, Min, OuterRef, QuerySet, Subquery
 from django.http import (
     Http404,
     HttpRequest,
@@ -36,7 +39,9 @@ from django.http import (
 from django.utils import timezone
 
 from agents.models import Decision, Forecast
+from cohorts import seal_verify, seals
 from cohorts.models import Cohort, Snapshot, Trade
+from cohorts.seal_models import DecisionDigest, WeekSeal
 from scoring.models import LeaderboardRow, ScoreRun
 
 DEFAULT_DAYS = 90
@@ -67,10 +72,25 @@ class Spec:
     cohort_field: str
     kind_field: str
     columns: tuple[tuple[str, str], ...]  # (output column, queryset lookup)
+    # Rows that do not come from one decision carry their cohort's root (seals.cohort_root).
+    cohort_root: bool = False
 
     @property
     def date_column(self) -> str:
         return next(name for name, lookup in self.columns if lookup == self.date_field)
+
+
+def _decision_hash(decision_ref: str):
+    """The record hash of the decision's latest digest (its amendment, if any)."""
+    latest = DecisionDigest.objects.filter(decision_id=OuterRef(decision_ref)).order_by("-seq")
+    return Subquery(latest.values("record_hash")[:1])
+
+
+def _week_root():
+    latest = WeekSeal.objects.filter(
+        cohort_id=OuterRef("entry__cohort_id"), week=OuterRef("week")
+    ).order_by("-seq")
+    return Subquery(latest.values("root")[:1])
 
 
 def _entry_cols(prefix: str) -> tuple[tuple[str, str], ...]:
@@ -86,7 +106,9 @@ SPECS: dict[str, Spec] = {
     "decisions": Spec(
         title="Decisions",
         description="every weekly decision with its prompts, parsed answer, tokens and cost",
-        base=lambda: Decision.objects.all(),
+        base=lambda: Decision.objects.annotate(
+            sealed_hash=_decision_hash("pk"), sealed_root=_week_root()
+        ),
         date_field="decided_at",
         cohort_field="entry__cohort_id",
         kind_field="entry__cohort__kind",
@@ -111,12 +133,14 @@ SPECS: dict[str, Spec] = {
             ("tokens_out", "tokens_out"),
             ("cost_usd", "cost_usd"),
             ("latency_ms", "latency_ms"),
+            ("record_hash", "sealed_hash"),
+            ("week_root", "sealed_root"),
         ),
     ),
     "trades": Spec(
         title="Trades",
         description="every paper buy and sell with its price, shares and realized P/L",
-        base=lambda: Trade.objects.all(),
+        base=lambda: Trade.objects.annotate(decision_hash=_decision_hash("decision_id")),
         date_field="executed_at",
         cohort_field="entry__cohort_id",
         kind_field="entry__cohort__kind",
@@ -133,6 +157,7 @@ SPECS: dict[str, Spec] = {
             ("price", "price"),
             ("realized_pnl", "realized_pnl"),
             ("executed_at", "executed_at"),
+            ("decision_hash", "decision_hash"),
         ),
     ),
     "snapshots": Spec(
@@ -152,11 +177,12 @@ SPECS: dict[str, Spec] = {
             ("realized_pnl", "realized_pnl"),
             ("unrealized_pnl", "unrealized_pnl"),
         ),
+        cohort_root=True,
     ),
     "forecasts": Spec(
         title="Forecasts",
         description="every stated probability next to the market price seen, with the outcome",
-        base=lambda: Forecast.objects.all(),
+        base=lambda: Forecast.objects.annotate(decision_hash=_decision_hash("decision_id")),
         date_field="created_at",
         cohort_field="entry__cohort_id",
         kind_field="entry__cohort__kind",
@@ -173,6 +199,7 @@ SPECS: dict[str, Spec] = {
             ("created_at", "created_at"),
             ("market_status", "market__status"),
             ("resolved_outcome", "market__resolved_outcome"),
+            ("decision_hash", "decision_hash"),
         ),
     ),
     "scores": Spec(
@@ -208,8 +235,12 @@ SPECS: dict[str, Spec] = {
             ("cost_usd", "cost_usd"),
             ("provisional", "provisional"),
         ),
+        cohort_root=True,
     ),
 }
+# The sealed records themselves (JSON only): what `arena verify --export` checks.
+SEALS = "seals"
+WHATS = (*SPECS, SEALS)
 
 
 @dataclass(frozen=True)
@@ -322,8 +353,15 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
         .order_by(F(spec.date_field).asc(nulls_last=True), "pk")
         .values_list(*lookups)[: b.limit]
     )
+    roots: dict[int | None, str | None] = {None: None}
     for values in qs.iterator(chunk_size=CHUNK):
-        yield {name: _plain(v) for name, v in zip(names, values)}
+        row = {name: _plain(v) for name, v in zip(names, values)}
+        if spec.cohort_root:
+            cohort_id = row.get("cohort_id")
+            if cohort_id not in roots:
+                roots[cohort_id] = seals.cohort_root(cohort_id)
+            row["cohort_root"] = roots[cohort_id]
+        yield row
 
 
 def _describe(b: Bounds) -> str:
@@ -378,6 +416,19 @@ def stream(what: str, fmt: str, b: Bounds, note: str | None = None) -> Iterator[
     """
     if fmt not in FORMATS:
         raise ExportError(f"format must be one of {', '.join(FORMATS)}")
+    if what == SEALS:
+        if fmt != "json":
+            raise ExportError("the seals export is JSON only (a document of chains, not rows)")
+        # Whole cohorts (a chain cut short cannot be verified): the window bounds week_start
+        # and applies only without a cohort; the row cap counts cohorts.
+        whole = b.cohort is not None
+        return seal_verify.export_chunks(
+            b.cohort,
+            None if whole else b.since,
+            None if whole else b.until,
+            b.limit,
+            kind=b.scope,
+        )
     source = rows(what, b)  # validates `what` before the first chunk is produced
     if fmt == "csv":
         return _csv(what, source)
@@ -386,7 +437,10 @@ def stream(what: str, fmt: str, b: Bounds, note: str | None = None) -> Iterator[
 
 def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
     writer = csv.writer(_Line())
-    yield writer.writerow([c for c, _ in SPECS[what].columns])
+    spec = SPECS[what]
+    yield writer.writerow(
+        [c for c, _ in spec.columns] + (["cohort_root"] if spec.cohort_root else [])
+    )
     for row in source:
         yield writer.writerow(
             [json.dumps(v) if isinstance(v, dict | list) else v for v in row.values()]
@@ -418,7 +472,7 @@ def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Ite
 
 def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
     """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
-    if what not in SPECS or fmt not in FORMATS:
+    if what not in WHATS or fmt not in FORMATS:
         raise Http404("no such export")
     try:
         b = bounds(
@@ -428,7 +482,7 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
             request.GET.get("cohort"),
             scope=request.GET.get("scope"),
         )
-        note = empty_note(what, b)
+        note = None if what == SEALS else empty_note(what, b)
         body = stream(what, fmt, b, note)
     except ExportError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain")

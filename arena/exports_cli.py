@@ -8,7 +8,7 @@ from arena import exports
 
 
 def export_arguments(parser) -> None:
-    parser.add_argument("--what", required=True, choices=list(exports.SPECS))
+    parser.add_argument("--what", required=True, choices=list(exports.WHATS))
     parser.add_argument("--format", default="csv", choices=list(exports.FORMATS))
     parser.add_argument(
         "--scope", default=None, choices=exports.SCOPES, help="only this kind (default: all)"
@@ -40,7 +40,8 @@ def export(cmd, options) -> None:
             options.get("cohort"),
             scope=options.get("scope"),
         )
-        note = exports.empty_note(options["what"], b)
+        what = options["what"]
+        note = None if what == exports.SEALS else exports.empty_note(what, b)
         for chunk in exports.stream(options["what"], options["format"], b, note):
             cmd.stdout.write(chunk, ending="")
     except exports.ExportError as exc:

@@ -162,6 +162,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
         "universe": universe[:100],
         "universe_total": len(universe),
         "decisions": decisions,
+        "seals": selectors.cohort_seal_rows(cohort),
         # Decisions are newest week first, so the first one is the latest decided week.
         "latest_week": decisions[0].week if decisions else None,
     }
@@ -403,11 +404,12 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     # Baselines answer through the same path but no model runs: zero tokens and latency would
     # read as a model answering instantly for free, so the page says so instead.
     model_called = bool(decision.llm_calls.all()) and decision.entry.competitor.kind != "baseline"
-    return render(
-        request,
-        "arena/decision_detail.html",
-        {"decision": decision, "model_called": model_called},
-    )
+    context = {
+        "decision": decision,
+        "model_called": model_called,
+        "seal": selectors.decision_seal(decision),
+    }
+    return render(request, "arena/decision_detail.html", context)
 
 
 def methodology(request: HttpRequest) -> HttpResponse:

@@ -34,6 +34,7 @@ from django.utils import timezone
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from arena import charts, colours, standings
 from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
+from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -722,3 +723,60 @@ def staff_corrections(cohort: Cohort, entry: Entry | None = None) -> list[Resolu
     for rc in changes:
         rc.entry_ids = held[rc.market_id]
     return changes
+
+
+# --- seals (cohorts/seals.py; docs/verification.md) -----------------------------------------
+
+
+def seal_feed(kind: str | None = None, cohort_id: int | None = None) -> QuerySet[WeekSeal]:
+    """Week roots, newest first."""
+    qs = WeekSeal.objects.select_related("cohort").order_by("-sealed_at", "-id")
+    if kind in Cohort.Kind.values:
+        qs = qs.filter(scope=kind)
+    if cohort_id is not None:
+        qs = qs.filter(cohort_id=cohort_id)
+    return qs
+
+
+def seal_digests(seals: list[WeekSeal]) -> dict[int, list[DecisionDigest]]:
+    """seal id -> the digests its root covers (without the stored record bytes)."""
+    weeks = {(s.cohort_id, s.week) for s in seals}
+    chains: dict[tuple[int, int], list[DecisionDigest]] = {}
+    cohort_ids = {c for c, _ in weeks}
+    for dg in (
+        DecisionDigest.objects.filter(cohort_id__in=cohort_ids)
+        .defer("record")
+        .order_by("cohort_id", "week", "seq")
+    ):
+        if (dg.cohort_id, dg.week) in weeks:
+            chains.setdefault((dg.cohort_id, dg.week), []).append(dg)
+    return {s.pk: chains.get((s.cohort_id, s.week), [])[: s.count] for s in seals}
+
+
+def event_log_heads() -> list[dict[str, Any]]:
+    heads = []
+    for scope in sorted(set(EventLogEntry.objects.values_list("scope", flat=True).distinct())):
+        head = EventLogEntry.objects.filter(scope=scope).defer("record").order_by("-seq").first()
+        heads.append(
+            {"scope": scope, "count": head.seq, "head": head.link, "updated_at": head.created_at}
+        )
+    return heads
+
+
+def cohort_seal_rows(cohort: Cohort) -> list[WeekSeal]:
+    return seal_feed(cohort_id=cohort.pk).order_by("week", "seq")
+
+
+def decision_seal(decision: Decision) -> dict[str, Any] | None:
+    """The decision's latest digest and the roots that cover it (None: not sealed yet)."""
+    digest = (
+        DecisionDigest.objects.filter(decision=decision).defer("record").order_by("-seq").first()
+    )
+    if digest is None:
+        return None
+    roots = list(
+        WeekSeal.objects.filter(
+            cohort_id=digest.cohort_id, week=digest.week, count__gte=digest.seq
+        ).order_by("seq")
+    )
+    return {"digest": digest, "roots": roots, "amended": digest.amendment}

@@ -32,5 +32,6 @@ urlpatterns = [
     path("api/markets/<int:market_id>", api.market, name="api-market"),
     path("api/markets/<int:market_id>/prices", api.market_prices, name="api-market-prices"),
     path("exports/", pages.exports_page, name="exports"),
+    path("api/seals", api.seals, name="api-seals"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
 ]

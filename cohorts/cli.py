@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from cohorts import doctor as doctor_checks
-from cohorts import services, settlement, snapshots
+from cohorts import seals, services, settlement, snapshots
 from cohorts.models import Cohort
 
 
@@ -46,11 +46,13 @@ def snapshot(cmd, options) -> None:
     settled = settlement.settle_pending(at)
     written = snapshots.take_snapshot(at)
     moved = services.advance_cohorts(at)
+    sealed = seals.upkeep(at)
     line = (
         f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} live "
         f"entr{'y' if written == 1 else 'ies'} marked; settled {settled['settled']} positions"
         f"{_reversed(settled)}; cohorts to tracking {moved['tracking']}, "
-        f"completed {moved['completed']}"
+        f"completed {moved['completed']}; weeks sealed {sealed['sealed']}, "
+        f"amended {sealed['amended']}"
     )
     simulated = Cohort.objects.exclude(kind=Cohort.Kind.LIVE).exclude(
         status=Cohort.Status.COMPLETED

@@ -44,6 +44,7 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
+from cohorts import seals
 from cohorts.models import Cohort, Entry
 from cohorts.services import (
     BetOrder,
@@ -192,6 +193,7 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
         log.exception("decision %s failed", decision.pk)
         _finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
     decision.refresh_from_db()
+    seals.after_decision(decision)  # seals the week once its last decision is final
     return decision
 
 

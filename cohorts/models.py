@@ -217,3 +217,12 @@ class Snapshot(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["entry", "ts"], name="snapshot_entry_ts_uniq")
         ]
+
+
+# The append-only sealing records live in their own module (cohorts/seal_models.py).
+from cohorts.seal_models import (  # noqa: E402, F401
+    DecisionDigest,
+    EventLogEntry,
+    SealPublication,
+    WeekSeal,
+)

@@ -38,6 +38,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from cohorts import seals
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_settlement_snapshots
 from core.versions import data_changed
@@ -115,6 +116,7 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
     with transaction.atomic():
         data_changed()  # runs only if this transaction commits
         market = Market.objects.select_for_update().get(pk=market.pk)
+        seals.seal_before_settlement(market.pk)  # no payout against an unsealed week
         report = SettleReport(market_id=market.pk, status=market.status)
         if market.status == Market.Status.RESOLVED and market.resolved_outcome not in (
             market.outcomes or []
@@ -130,6 +132,7 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
         _apply_cash(cash_delta, cash, market)
         _mark_market(market, at, report)
         _final_snapshots(report, at)
+        seals.log_events(market_id=market.pk)  # the settlements join the chained event log
     if report.settled or report.reversed:
         log.info(
             "market %s (%s): settled %d, reversed %d, paid %s, taken back %s",

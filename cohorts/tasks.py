@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents.models import Decision
-from cohorts import decisions, services, settlement, snapshots
+from cohorts import decisions, seals, services, settlement, snapshots
 from core.jobs import job_run
 from markets.models import Market
 
@@ -47,7 +47,8 @@ def open_cohort(week_start: str | None = None) -> int:
 
 @shared_task(**RETRY)
 def snapshot() -> int:
-    """Every 10 minutes: settle what lags, snapshot the running live cohorts, advance them.
+    """Every 10 minutes: settle what lags, snapshot the running live cohorts, advance them,
+    and catch up on sealing (weeks past their grace period, amendments, the event log, publishing).
 
     Settling first means the snapshot never values a resolved market twice (as a position
     and as a payout) and heals a settlement that the resolve job failed to run.
@@ -57,6 +58,7 @@ def snapshot() -> int:
         summary["settle"] = settlement.settle_pending(at)
         summary["snapshots"] = snapshots.take_snapshot(at)
         summary["cohorts"] = services.advance_cohorts(at)
+        summary["seals"] = seals.upkeep(at)
     return summary["snapshots"]
 
 

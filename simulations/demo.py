@@ -41,6 +41,7 @@ from django.utils import timezone
 from agents.models import Competitor, Decision, Forecast
 from cohorts.decisions import decide
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
+from cohorts.seals import delete_sealed
 from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
@@ -621,6 +622,7 @@ def delete_demo_data() -> dict[str, int]:
     demo_entries = Entry.objects.filter(cohort__kind=Cohort.Kind.DEMO)
     counts = {}
     with transaction.atomic():
+        counts["seal records"] = delete_sealed(Cohort.Kind.DEMO)  # they protect what they seal
         for name, qs in [
             ("ledger", LedgerEntry.objects.filter(entry__in=demo_entries)),
             ("settlements", Settlement.objects.filter(position__entry__in=demo_entries)),

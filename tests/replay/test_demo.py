@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from agents.models import Decision, Forecast
 from cohorts.doctor import check_invariants
-from cohorts.models import Cohort, LedgerEntry, Position, Snapshot, Trade
+from cohorts.models import Cohort, LedgerEntry, Position, Settlement, Snapshot, Trade, Universe
+from cohorts.seal_models import EventLogEntry, WeekSeal
+from cohorts.seal_verify import verify_database
 from markets.models import Market, PricePoint
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run
@@ -37,6 +39,16 @@ def _counts() -> dict[str, int]:
 def small_demo(db, settings):
     settings.ARENA_LLM_API_KEY = ""
     return run_demo(**SMALL)
+
+
+def test_small_demo_is_sealed_the_same_way(small_demo):
+    """Every demo week with decisions is sealed as complete and every settlement is in the demo
+    event log, so `arena verify` covers simulations too."""
+    weeks = set(Universe.objects.values_list("cohort_id", "week"))
+    assert weeks and set(WeekSeal.objects.values_list("cohort_id", "week")) == weeks
+    assert set(WeekSeal.objects.values_list("reason", "scope")) == {("complete", "demo")}
+    assert EventLogEntry.objects.filter(scope="demo").count() == Settlement.objects.count()
+    assert verify_database().problems == []
 
 
 def test_small_demo_builds_a_consistent_history(small_demo):
@@ -128,6 +140,10 @@ def test_another_seed_refuses_then_reset_rebuilds_only_demo_data(small_demo):
     assert Market.objects.filter(pk=live.pk).exists()
     assert ScoreRun.objects.filter(scope="demo").count() == 1
     assert check_invariants() == []
+    # The old demo's seals went with it; the new one is sealed afresh and verifies.
+    assert set(WeekSeal.objects.values_list("cohort__kind", flat=True)) == {"demo"}
+    assert WeekSeal.objects.count() == Universe.objects.count()
+    assert verify_database().problems == []
 
 
 def test_plan_is_determined_by_the_seed():

@@ -25,6 +25,8 @@ from agents.models import Competitor, Decision, Forecast
 from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
+from cohorts.seal_models import EventLogEntry, WeekSeal
+from cohorts.seal_verify import verify_database
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
@@ -194,6 +196,12 @@ def test_replay_runs_the_set_end_to_end(lineup):
     assert statuses[("llm", "skipped")] == lineup.filter(kind="llm").count()
     assert not Decision.objects.exclude(week=1).exists()
     assert check_invariants() == []
+    # Sealed like a live week: one complete root, every record and settlement verifies.
+    assert list(WeekSeal.objects.filter(cohort=cohort).values_list("week", "reason")) == [
+        (1, "complete")
+    ]
+    assert EventLogEntry.objects.filter(scope="replay", kind="resolution").exists()
+    assert verify_database(cohort.pk).problems == []
     assert Snapshot.objects.filter(
         entry__cohort=cohort, ts=datetime(2026, 3, 1, tzinfo=UTC)
     ).exists()

@@ -1,0 +1,61 @@
+"""`arena verify` (dispatched by the arena command): check the sealed records and exit non-zero,
+naming the first record that does not match, when anything was changed after sealing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import CommandError
+
+from cohorts import seal_verify
+from cohorts.models import Cohort
+
+
+def verify_arguments(parser) -> None:
+    parser.add_argument("--cohort", type=int, help="only this cohort (default: all)")
+    parser.add_argument(
+        "--export",
+        metavar="FILE",
+        help="verify a seal export (/exports/seals.json) alone, without the database",
+    )
+    parser.add_argument(
+        "--published",
+        metavar="FILE",
+        help="with --export: a saved /api/seals response whose roots the export must contain",
+    )
+
+
+def _load(path: str, what: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CommandError(f"{what} {path} is not JSON: {exc}") from exc
+
+
+def verify(cmd, options) -> None:
+    if options.get("published") and not options.get("export"):
+        raise CommandError("--published needs --export")
+    if options.get("export"):
+        doc = _load(options["export"], "export")
+        published = (
+            _load(options["published"], "published roots") if options.get("published") else None
+        )
+        try:
+            report = seal_verify.verify_export(doc, published)
+        except (seal_verify.ExportFormatError, KeyError, TypeError, AttributeError) as exc:
+            raise CommandError(f"{options['export']} is not a usable seal export: {exc}") from exc
+    else:
+        cohort_id = options.get("cohort")
+        if cohort_id is not None and not Cohort.objects.filter(pk=cohort_id).exists():
+            raise CommandError(f"no cohort with id {cohort_id}")
+        report = seal_verify.verify_database(cohort_id)
+    for note in report.notes:
+        cmd.stdout.write(f"note: {note}")
+    if not report.ok:
+        for problem in report.problems[1:]:
+            cmd.stderr.write(problem)
+        raise CommandError(f"verify FAILED: {report.problems[0]}")
+    cmd.stdout.write(f"ok: {report.summary()} match their seals")

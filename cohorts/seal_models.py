@@ -1,0 +1,173 @@
+"""The append-only records of sealing (docs/verification.md; the code is cohorts/seals.py).
+
+    DecisionDigest  one link of a cohort-week's chain: a decision's record (or a "pending"
+                    placeholder for an entry whose decision was not final when the week sealed),
+                    its SHA-256, the previous link and this link
+    WeekSeal        a root over the chain of one cohort-week: seq 1 is the week's seal, later
+                    seqs are amendments (decisions that became final after the seal)
+    EventLogEntry   one link of the resolution-and-settlement log of a scope (live/replay/demo)
+    SealPublication where and when a WeekSeal's root was published outside (operational, mutable)
+
+Append-only is enforced three times: the models refuse save() of an existing row, delete() and
+queryset update()/delete() of live rows; the admin is read-only; and the database refuses UPDATE
+(PostgreSQL and SQLite triggers) and DELETE of live rows (PostgreSQL trigger; on SQLite Django's
+test flush deletes every row, so there the model layer and the foreign keys below are the guard).
+Rows of replay and demo scopes may be deleted: `arena demo --reset` removes a whole simulation.
+The foreign keys to decisions, entries and cohorts are PROTECT (NO ACTION in the database), so a
+sealed decision or cohort cannot be deleted out from under its digest either.
+
+Models here use string references only: cohorts/models.py imports this module at its end.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from django.db import models
+
+LIVE = "live"
+
+
+class AppendOnlyError(Exception):
+    """A sealed record was about to be changed or deleted."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only")
+
+    def delete(self):
+        if self.filter(scope=LIVE).exists():
+            raise AppendOnlyError(f"{self.model.__name__} rows of live cohorts are never deleted")
+        return super().delete()
+
+
+class AppendOnly(models.Model):
+    """Base: insert once, never change; delete only simulation (replay/demo) rows."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} {self.pk} is append-only")
+        kwargs["force_insert"] = True
+        return super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        if self.scope == LIVE:
+            raise AppendOnlyError(f"{type(self).__name__} {self.pk} belongs to a live cohort")
+        return super().delete(*args, **kwargs)
+
+
+class Chained(AppendOnly):
+    """A link: the record's canonical bytes (zlib), their hash, and the chain hashes."""
+
+    scope = models.CharField(max_length=10, help_text="live, replay or demo")
+    seq = models.PositiveIntegerField(help_text="1-based position in its chain")
+    record = models.BinaryField(help_text="zlib of the record's canonical JSON (RFC 8785)")
+    record_hash = models.CharField(max_length=64)
+    prev = models.CharField(max_length=64, help_text="the previous link (or the genesis hash)")
+    link = models.CharField(max_length=64, help_text="sha256 over (prev, record_hash, seq)")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+    def record_bytes(self) -> bytes:
+        return zlib.decompress(bytes(self.record))
+
+
+class DecisionDigest(Chained):
+    class State(models.TextChoices):
+        FINAL = "final", "Final decision"
+        PENDING = "pending", "Not final when sealed"
+
+    cohort = models.ForeignKey("cohorts.Cohort", on_delete=models.PROTECT, related_name="digests")
+    week = models.PositiveSmallIntegerField()
+    entry = models.ForeignKey("cohorts.Entry", on_delete=models.PROTECT, related_name="digests")
+    decision = models.ForeignKey(
+        "agents.Decision",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="digests",
+    )
+    state = models.CharField(max_length=10, choices=State.choices)
+    status = models.CharField(max_length=10, blank=True, help_text="the decision's status")
+    amendment = models.BooleanField(default=False, help_text="appended after the week's seal")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cohort", "week", "seq"], name="digest_chain_seq_uniq")
+        ]
+        indexes = [models.Index(fields=["decision", "seq"], name="digest_decision_idx")]
+        ordering = ["cohort", "week", "seq"]
+
+    def __str__(self) -> str:
+        return f"Digest {self.cohort_id}/w{self.week}#{self.seq}"
+
+
+class WeekSeal(AppendOnly):
+    class Reason(models.TextChoices):
+        COMPLETE = "complete", "Every decision final"
+        DEADLINE = "deadline", "Seal deadline passed"
+        SETTLEMENT = "settlement", "A market of the week was about to settle"
+        AMENDMENT = "amendment", "Decisions final after the seal"
+
+    cohort = models.ForeignKey("cohorts.Cohort", on_delete=models.PROTECT, related_name="seals")
+    scope = models.CharField(max_length=10, help_text="the cohort's kind")
+    week = models.PositiveSmallIntegerField()
+    seq = models.PositiveIntegerField(help_text="1: the week's seal; 2 and up: amendments")
+    count = models.PositiveIntegerField(help_text="digests covered: seq 1 .. count")
+    root = models.CharField(max_length=64, help_text="the link of digest `count`")
+    genesis = models.CharField(max_length=64)
+    reason = models.CharField(max_length=12, choices=Reason.choices)
+    format = models.CharField(max_length=20)
+    sealed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cohort", "week", "seq"], name="weekseal_seq_uniq")
+        ]
+        ordering = ["-sealed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Seal {self.cohort_id}/w{self.week}#{self.seq} {self.root[:12]}"
+
+
+class EventLogEntry(Chained):
+    class Kind(models.TextChoices):
+        RESOLUTION = "resolution", "Resolution change"
+        SETTLEMENT = "settlement", "Settlement"
+        REVERSAL = "reversal", "Settlement reversal"
+
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    ref = models.BigIntegerField(help_text="ResolutionChange or Settlement id")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "seq"], name="eventlog_scope_seq_uniq"),
+            models.UniqueConstraint(fields=["kind", "ref"], name="eventlog_kind_ref_uniq"),
+        ]
+        ordering = ["scope", "seq"]
+        verbose_name_plural = "event log entries"
+
+
+class SealPublication(models.Model):
+    """One attempt history of publishing a seal to one target (not part of the sealed record)."""
+
+    seal = models.ForeignKey(WeekSeal, on_delete=models.CASCADE, related_name="publications")
+    target = models.CharField(max_length=300)
+    claimed_at = models.DateTimeField()
+    published_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["seal", "target"], name="publication_seal_target_uniq")
+        ]

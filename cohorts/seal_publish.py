@@ -1,0 +1,147 @@
+"""Publishing each new week root to an outside place (off unless ARENA_SEAL_PUBLISH_URL is set).
+
+A root kept only in our own database proves nothing against whoever runs the database: the proof
+is that the root was somewhere else, with a timestamp we do not control, before the outcomes were
+known. Each new WeekSeal is POSTed as JSON (the payload below, the same fields as /api/seals) to
+ARENA_SEAL_PUBLISH_URL, with ARENA_SEAL_PUBLISH_TOKEN as a bearer token when set. Timeouts
+(ARENA_SEAL_PUBLISH_TIMEOUT seconds) and retries with backoff (ARENA_SEAL_PUBLISH_RETRIES, honouring
+Retry-After on 429/503) are per attempt; a seal that still fails is retried by every snapshot tick.
+
+Exactly-once-ish: a SealPublication row per (seal, target) is the claim (unique constraint), taken
+over when its claimer has been gone for CLAIM_STALE; a receiver should treat the payload's
+(cohort, week, seq, root) as idempotent, since a crash between the POST and the row update can
+repeat one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from functools import partial
+
+import requests
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from cohorts.seal_models import SealPublication, WeekSeal
+from core.http import parse_retry_after
+
+log = logging.getLogger(__name__)
+
+CLAIM_STALE = timedelta(minutes=5)
+RETRY_AFTER_CAP = 30.0
+TRANSIENT = {429, 500, 502, 503, 504}
+
+
+def target() -> str:
+    return getattr(settings, "ARENA_SEAL_PUBLISH_URL", "") or ""
+
+
+def payload(seal: WeekSeal) -> dict:
+    return {
+        "format": seal.format,
+        "cohort": seal.cohort_id,
+        "kind": seal.scope,
+        "week": seal.week,
+        "seq": seal.seq,
+        "count": seal.count,
+        "root": seal.root,
+        "genesis": seal.genesis,
+        "reason": seal.reason,
+        "sealed_at": seal.sealed_at.isoformat(),
+    }
+
+
+def publish_after_commit(seal: WeekSeal) -> None:
+    """Publish once the seal's transaction commits (a rolled-back seal must not go out)."""
+    if target():
+        transaction.on_commit(partial(_publish_quietly, seal.pk))
+
+
+def _publish_quietly(seal_id: int) -> None:
+    try:
+        publish_pending(seal_ids=[seal_id])
+    except Exception:  # the decision or settlement that sealed must not fail on publishing
+        log.exception("publishing seal %s failed; the snapshot tick retries", seal_id)
+
+
+def publish_pending(seal_ids: list[int] | None = None) -> dict[str, int]:
+    """POST every seal (of `seal_ids`, or all) not yet published to the target."""
+    url = target()
+    summary = {"published": 0, "failed": 0}
+    if not url:
+        return summary
+    done = SealPublication.objects.filter(
+        seal=OuterRef("pk"), target=url, published_at__isnull=False
+    )
+    seals = WeekSeal.objects.filter(~Exists(done)).order_by("id")
+    if seal_ids is not None:
+        seals = seals.filter(pk__in=seal_ids)
+    for seal in seals:
+        pub = _claim(seal, url)
+        if pub is None:
+            continue  # someone else is publishing it right now
+        ok = _post(pub, url, payload(seal))
+        summary["published" if ok else "failed"] += 1
+    return summary
+
+
+def _claim(seal: WeekSeal, url: str) -> SealPublication | None:
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            return SealPublication.objects.create(seal=seal, target=url, claimed_at=now)
+    except IntegrityError:
+        pass
+    taken = SealPublication.objects.filter(
+        Q(claimed_at__lt=now - CLAIM_STALE) | Q(error__gt=""),
+        seal=seal,
+        target=url,
+        published_at__isnull=True,
+    ).update(claimed_at=now, error="")
+    if taken != 1:
+        return None
+    return SealPublication.objects.get(seal=seal, target=url)
+
+
+def _post(pub: SealPublication, url: str, body: dict) -> bool:
+    timeout = float(getattr(settings, "ARENA_SEAL_PUBLISH_TIMEOUT", 10))
+    retries = int(getattr(settings, "ARENA_SEAL_PUBLISH_RETRIES", 3))
+    backoff = float(getattr(settings, "ARENA_SEAL_PUBLISH_BACKOFF", 1.0))
+    headers = {"User-Agent": settings.ARENA_USER_AGENT}
+    token = getattr(settings, "ARENA_SEAL_PUBLISH_TOKEN", "")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    status, error, attempts = None, "", 0
+    for attempt in range(1, retries + 2):
+        attempts = attempt
+        wait = backoff * 2 ** (attempt - 1)
+        try:
+            response = requests.post(url, json=body, headers=headers, timeout=timeout)
+        except (requests.Timeout, requests.ConnectionError) as exc:
+            status, error = None, f"{type(exc).__name__}: {exc}"[:500]
+        else:
+            status = response.status_code
+            if 200 <= status < 300:
+                error = ""
+                break
+            error = f"HTTP {status}: {response.text[:200]}"
+            if status not in TRANSIENT:
+                break  # a 4xx other than 429 will not get better by retrying now
+            hinted = parse_retry_after(response.headers.get("Retry-After"))
+            if hinted is not None:
+                wait = min(hinted, RETRY_AFTER_CAP)
+        if attempt <= retries:
+            time.sleep(wait)
+    SealPublication.objects.filter(pk=pub.pk).update(
+        attempts=pub.attempts + attempts,
+        http_status=status,
+        error=error,
+        published_at=timezone.now() if not error else None,
+    )
+    if error:
+        log.warning("publishing seal %s to %s failed: %s", pub.seal_id, url, error)
+    return not error

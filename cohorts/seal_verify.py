@@ -1,0 +1,543 @@
+"""`arena verify`: recompute every sealed record and chain, from the database or from an export.
+
+Two sources, one set of checks (check_chain): the seal export (`/exports/seals.json`, `arena export
+--what seals`) carries, per cohort-week, the genesis object, every digest with its record and the
+seals; `verify --export FILE` needs nothing else. From the database, the stored record bytes are
+checked against their hashes and chains, and then the latest digest of every entry is compared
+with the record rebuilt from the live rows (decisions, LLM calls, forecasts, trades, ledger), so an
+edit made after sealing, through the ORM or raw SQL, is named with the first field that differs.
+
+The export is built the same way: each latest record comes from the live rows (what the site
+shows now), so a tampered database produces an export whose records no longer hash to the sealed
+values; superseded and pending records come from the seal rows. Compare the roots an export or
+/api/seals shows today with the ones you saved (or the published ones) earlier: `--published FILE`
+does that for a saved /api/seals response.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from agents.models import Decision
+from cohorts import seals
+from cohorts.models import Cohort, Universe
+from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.universe import content_hash
+
+EXPORT_FORMAT = "arena-seals-export/1"
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    weeks: int = 0
+    digests: int = 0
+    seals: int = 0
+    events: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        return (
+            f"{self.weeks} sealed weeks, {self.seals} roots, {self.digests} decision records, "
+            f"{self.events} event-log records"
+        )
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The path of the first place two JSON values differ ("" when they are equal)."""
+    if type(a) is not type(b) and not (isinstance(a, int | float) and isinstance(b, int | float)):
+        return path or "(the record)"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{path}.{key}".lstrip(".")
+            found = first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found.lstrip(".")
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{path} (length {len(a)} sealed, {len(b)} now)".lstrip(".")
+        return None
+    return None if a == b else (path.lstrip(".") or "(the record)")
+
+
+# --- the shared checks ----------------------------------------------------------------------
+
+
+def check_chain(report: Report, where: str, genesis: str, links: list[dict], seals_: list[dict]):
+    """links: dicts with seq, record (bytes or None), record_hash, prev, link, name; ordered by
+    seq. seals_: dicts with seq, count, root, genesis (optional). Problems name the record."""
+    prev = genesis
+    for i, row in enumerate(links, 1):
+        name = f"{where}: {row['name']} (chain #{row['seq']})"
+        if row["seq"] != i:
+            report.problems.append(f"{name}: out of order, expected chain #{i}")
+            return False
+        if row["record"] is None:
+            report.problems.append(f"{name}: the record is missing")
+            return False
+        if seals.sha256_hex(row["record"]) != row["record_hash"]:
+            report.problems.append(f"{name}: the record does not match its sealed hash")
+            return False
+        if row["prev"] != prev or seals.link_hash(prev, row["record_hash"], i) != row["link"]:
+            report.problems.append(f"{name}: the chain is broken at this link")
+            return False
+        prev = row["link"]
+    last_count = 0
+    for j, seal in enumerate(seals_, 1):
+        name = f"{where}: root #{seal['seq']}"
+        if seal["seq"] != j:
+            report.problems.append(f"{name}: out of order, expected root #{j}")
+            return False
+        count = seal["count"]
+        if count < last_count or count > len(links):
+            report.problems.append(f"{name}: covers {count} links, the chain has {len(links)}")
+            return False
+        expected = links[count - 1]["link"] if count else genesis
+        if seal["root"] != expected or seal.get("genesis", genesis) != genesis:
+            report.problems.append(f"{name}: the root {seal['root'][:16]} is not the chain's")
+            return False
+        last_count = count
+        report.seals += 1
+    return True
+
+
+def check_records(report: Report, where: str, cohort_id: int, week: int, links: list[dict]):
+    """What the records say about themselves: they belong here, the week's seal lists each entry
+    once in ascending order, and an amendment keeps every LLM call the sealed record had."""
+    seen_first: list[int] = []
+    last_calls: dict[int, list] = {}
+    for row in links:
+        rec, name = row["parsed"], f"{where}: {row['name']}"
+        entry = (rec.get("entry") or {}).get("id")
+        if rec.get("cohort") != cohort_id or rec.get("week") != week or entry != row["entry"]:
+            report.problems.append(f"{name}: the record belongs to another cohort, week or entry")
+            return False
+        decision = (rec.get("decision") or {}).get("id")
+        if rec.get("type") == "decision" and decision != row["decision"]:
+            report.problems.append(f"{name}: the record is of decision {decision}")
+            return False
+        if not row["amendment"]:
+            seen_first.append(entry)
+        calls = rec.get("llm_calls")
+        if calls is not None:
+            earlier = last_calls.get(entry, [])
+            if calls[: len(earlier)] != earlier:
+                report.problems.append(f"{name}: LLM calls of the sealed record are missing")
+                return False
+            last_calls[entry] = calls
+    if seen_first != sorted(set(seen_first)):
+        report.problems.append(f"{where}: the sealed entries are not in ascending entry order")
+        return False
+    return True
+
+
+# --- from the database ----------------------------------------------------------------------
+
+
+def verify_database(cohort_id: int | None = None) -> Report:
+    report = Report()
+    cohorts = Cohort.objects.order_by("id")
+    if cohort_id is not None:
+        cohorts = cohorts.filter(pk=cohort_id)
+    scopes = set()
+    for cohort in cohorts:
+        scopes.add(cohort.kind)
+        _verify_cohort(report, cohort)
+    if cohort_id is None:
+        scopes |= set(EventLogEntry.objects.values_list("scope", flat=True).distinct())
+    for scope in sorted(scopes):
+        _verify_events(report, scope)
+    return report
+
+
+def _digest_links(digests: list[DecisionDigest]) -> list[dict]:
+    links = []
+    for dg in digests:
+        data = dg.record_bytes()
+        links.append(
+            {
+                "seq": dg.seq,
+                "record": data,
+                "parsed": json.loads(data),
+                "record_hash": dg.record_hash,
+                "prev": dg.prev,
+                "link": dg.link,
+                "entry": dg.entry_id,
+                "decision": dg.decision_id,
+                "amendment": dg.amendment,
+                "name": _digest_name(dg.decision_id, dg.entry_id, dg.state),
+            }
+        )
+    return links
+
+
+def _digest_name(decision_id, entry_id, state) -> str:
+    if state == "pending" or decision_id is None:
+        return f"pending placeholder of entry {entry_id}"
+    return f"decision {decision_id} (entry {entry_id})"
+
+
+def _verify_cohort(report: Report, cohort: Cohort) -> None:
+    universes = {u.week: u for u in Universe.objects.filter(cohort=cohort)}
+    by_week_seals: dict[int, list] = defaultdict(list)
+    for seal in WeekSeal.objects.filter(cohort=cohort).order_by("week", "seq"):
+        by_week_seals[seal.week].append(seal)
+    by_week_digests: dict[int, list] = defaultdict(list)
+    for dg in DecisionDigest.objects.filter(cohort=cohort).order_by("week", "seq"):
+        by_week_digests[dg.week].append(dg)
+    entries = list(cohort.entries.order_by("id").values("id", "competitor_id", "replicate"))
+    for week in sorted(set(by_week_seals) | set(by_week_digests)):
+        where = f"cohort {cohort.pk} week {week}"
+        universe = universes.get(week)
+        if universe is None:
+            report.problems.append(f"{where}: the frozen universe is missing")
+            return
+        if content_hash(universe.markets, universe.forecast_sample) != universe.content_hash:
+            report.problems.append(f"{where}: universe {universe.pk} does not match its hash")
+            return
+        genesis = seals.record_hash(seals.genesis_record(cohort, week, universe.content_hash))
+        links = _digest_links(by_week_digests[week])
+        seal_dicts = [
+            {"seq": s.seq, "count": s.count, "root": s.root, "genesis": s.genesis}
+            for s in by_week_seals[week]
+        ]
+        report.weeks += 1
+        report.digests += len(links)
+        if not seal_dicts:
+            report.problems.append(f"{where}: decision records without a root")
+            return
+        if not check_chain(report, where, genesis, links, seal_dicts):
+            return
+        if not check_records(report, where, cohort.pk, week, links):
+            return
+        if not _compare_live(report, where, cohort, week, entries, by_week_digests[week], links):
+            return
+    for week in sorted(set(universes) - set(by_week_seals)):
+        report.notes.append(f"cohort {cohort.pk} week {week}: not sealed yet")
+
+
+def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
+    """The latest record of each entry against the live rows."""
+    latest: dict[int, tuple[DecisionDigest, dict]] = {}
+    for dg, link in zip(digests, links):
+        latest[dg.entry_id] = (dg, link)
+    entry_by_id = {e["id"]: e for e in entries}
+    sealed_entries = {dg.entry_id for dg in digests}
+    if set(entry_by_id) != sealed_entries:
+        extra = sorted(set(entry_by_id) ^ sealed_entries)
+        report.problems.append(f"{where}: entries {extra} differ from the sealed entry list")
+        return False
+    live_decisions = {
+        d["entry_id"]: d
+        for d in Decision.objects.filter(entry__cohort=cohort, week=week).values(
+            "id", "entry_id", "status", "claimed_at"
+        )
+    }
+    rows = seals.DecisionRows(dg.decision_id for dg, _ in latest.values() if dg.decision_id)
+    for entry_id in sorted(latest):
+        dg, link = latest[entry_id]
+        entry = entry_by_id[entry_id]
+        live = live_decisions.get(entry_id)
+        name = f"{where}: {link['name']}"
+        if dg.state == "pending":
+            now = seals.pending_record(cohort.pk, week, entry)
+            if seals.record_hash(now) != dg.record_hash:
+                report.problems.append(f"{name}: the entry no longer matches its seal")
+                return False
+            if live is not None and live["status"] in seals.FINAL:
+                report.notes.append(f"{name}: final now, awaiting its amendment")
+            continue
+        if live is None or live["id"] != dg.decision_id:
+            report.problems.append(f"{name}: the decision row is missing or replaced")
+            return False
+        now = rows.record(cohort.pk, week, entry, dg.decision_id)
+        if seals.record_hash(now) == dg.record_hash:
+            continue
+        rerun = dg.status in seals.RERUNNABLE and (
+            live["status"] not in seals.FINAL or live["claimed_at"] > dg.created_at
+        )
+        if rerun:
+            report.notes.append(f"{name}: re-run after sealing, awaiting its amendment")
+            continue
+        path = first_difference(link["parsed"], json.loads(seals.canonical(now)))
+        report.problems.append(f"{name}: does not match its seal: {path} differs")
+        return False
+    return True
+
+
+def _verify_events(report: Report, scope: str) -> None:
+    rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
+    where = f"event log {scope}"
+    links = [
+        {
+            "seq": e.seq,
+            "record": e.record_bytes(),
+            "record_hash": e.record_hash,
+            "prev": e.prev,
+            "link": e.link,
+            "name": f"{e.kind} {e.ref}",
+        }
+        for e in rows
+    ]
+    genesis = seals.record_hash(seals.events_genesis_record(scope))
+    report.events += len(links)
+    if not check_chain(report, where, genesis, links, []):
+        return
+    by_kind: dict[str, list[EventLogEntry]] = defaultdict(list)
+    for e in rows:
+        by_kind[e.kind].append(e)
+    live = {kind: seals.event_records(kind, [e.ref for e in es]) for kind, es in by_kind.items()}
+    for e, link in zip(rows, links):
+        found = live[e.kind].get(e.ref)
+        name = f"{where}: {link['name']} (chain #{e.seq})"
+        if found is None:
+            report.problems.append(f"{name}: the row is missing")
+            return
+        if seals.record_hash(found[1]) != e.record_hash:
+            path = first_difference(
+                json.loads(link["record"]), json.loads(seals.canonical(found[1]))
+            )
+            report.problems.append(f"{name}: does not match its seal: {path} differs")
+            return
+
+
+# --- the export ------------------------------------------------------------------------------
+
+
+def export_chunks(
+    cohort_id: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+    kind: str | None = None,
+) -> Iterator[str]:
+    """The seal export as JSON text chunks: whole cohorts (week_start in [since, until), at most
+    `limit` of them), then the event logs of their scopes. See docs/verification.md."""
+    cohorts = Cohort.objects.order_by("id")
+    if cohort_id is not None:
+        cohorts = cohorts.filter(pk=cohort_id)
+    if kind is not None:
+        cohorts = cohorts.filter(kind=kind)
+    if since is not None:
+        cohorts = cohorts.filter(week_start__gte=since)
+    if until is not None:
+        cohorts = cohorts.filter(week_start__lt=until)
+    if limit is not None:
+        cohorts = cohorts[:limit]
+    head = {
+        "format": EXPORT_FORMAT,
+        "seal_format": seals.FORMAT,
+        "generated_at": timezone.now().isoformat(),
+        "cohort": cohort_id,
+    }
+    yield json.dumps(head)[:-1] + ', "cohorts": ['
+    scopes = set()
+    for i, cohort in enumerate(cohorts):
+        scopes.add(cohort.kind)
+        yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
+    yield '\n], "event_logs": ['
+    for i, scope in enumerate(sorted(scopes)):
+        yield ("\n" if i == 0 else ",\n") + _events_json(scope)
+    yield "\n]}\n"
+
+
+def _cohort_json(cohort: Cohort) -> str:
+    universes = {u.week: u for u in Universe.objects.filter(cohort=cohort)}
+    entries = {e["id"]: e for e in cohort.entries.values("id", "competitor_id", "replicate")}
+    weeks = []
+    all_seals = list(WeekSeal.objects.filter(cohort=cohort).order_by("week", "seq"))
+    for week in sorted({s.week for s in all_seals}):
+        digests = list(DecisionDigest.objects.filter(cohort=cohort, week=week).order_by("seq"))
+        latest = {dg.entry_id: dg.pk for dg in digests}
+        rows = seals.DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
+        live = {
+            d["id"]: d
+            for d in Decision.objects.filter(pk__in=rows.decisions).values(
+                "id", "status", "claimed_at"
+            )
+        }
+        items = []
+        for dg in digests:
+            text = _export_record(dg, latest, rows, live, cohort.pk, week, entries)
+            meta = {
+                "seq": dg.seq,
+                "entry": dg.entry_id,
+                "decision": dg.decision_id,
+                "state": dg.state,
+                "status": dg.status,
+                "amendment": dg.amendment,
+                "record_hash": dg.record_hash,
+                "prev": dg.prev,
+                "link": dg.link,
+                "created_at": dg.created_at.isoformat(),
+            }
+            items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
+        universe = universes.get(week)
+        genesis = seals.genesis_record(cohort, week, universe.content_hash if universe else "")
+        week_seals = [
+            {
+                "seq": s.seq,
+                "count": s.count,
+                "root": s.root,
+                "genesis": s.genesis,
+                "reason": s.reason,
+                "sealed_at": s.sealed_at.isoformat(),
+            }
+            for s in all_seals
+            if s.week == week
+        ]
+        weeks.append(
+            json.dumps({"week": week, "genesis": genesis, "seals": week_seals})[:-1]
+            + ', "digests": [\n'
+            + ",\n".join(items)
+            + "]}"
+        )
+    head = {"id": cohort.pk, "kind": cohort.kind, "week_start": cohort.week_start.isoformat()}
+    return json.dumps(head)[:-1] + ', "weeks": [\n' + ",\n".join(weeks) + "]}"
+
+
+def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
+    """The live record for an entry's latest final digest (what the site shows now) unless that
+    decision is being re-run; the stored one otherwise; null when the decision row is gone."""
+    stored = dg.record_bytes().decode("utf-8", "surrogatepass")
+    if dg.state == "pending" or latest[dg.entry_id] != dg.pk:
+        return stored
+    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id)
+    if now is None:
+        return "null"
+    d = live[dg.decision_id]
+    rerun = dg.status in seals.RERUNNABLE and (
+        d["status"] not in seals.FINAL or d["claimed_at"] > dg.created_at
+    )
+    if rerun:
+        return stored
+    return seals.canonical(now).decode("utf-8", "surrogatepass")
+
+
+def _events_json(scope: str) -> str:
+    rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for e in rows:
+        by_kind[e.kind].append(e.ref)
+    live = {kind: seals.event_records(kind, refs) for kind, refs in by_kind.items()}
+    items = []
+    for e in rows:
+        found = live[e.kind].get(e.ref)
+        text = (
+            "null" if found is None else seals.canonical(found[1]).decode("utf-8", "surrogatepass")
+        )
+        meta = {
+            "seq": e.seq,
+            "kind": e.kind,
+            "ref": e.ref,
+            "record_hash": e.record_hash,
+            "prev": e.prev,
+            "link": e.link,
+            "created_at": e.created_at.isoformat(),
+        }
+        items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
+    head = {"scope": scope, "genesis": seals.events_genesis_record(scope)}
+    return json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+
+
+# --- from an export ---------------------------------------------------------------------------
+
+
+class ExportFormatError(ValueError):
+    """The file is not a seal export this verifier understands."""
+
+
+def verify_export(doc: dict, published: dict | None = None) -> Report:
+    """Every check that needs no database: records against hashes, chains, roots, and (with
+    `published`, a saved /api/seals response) roots against the ones seen earlier."""
+    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+        raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
+    if doc.get("seal_format") != seals.FORMAT:
+        raise ExportFormatError(f"unknown seal format {doc.get('seal_format')!r}")
+    report = Report()
+    roots: dict[tuple[int, int, int], str] = {}
+    for cohort in doc.get("cohorts") or []:
+        for week in cohort.get("weeks") or []:
+            where = f"cohort {cohort['id']} week {week['week']}"
+            genesis = week["genesis"]
+            if genesis.get("cohort") != cohort["id"] or genesis.get("week") != week["week"]:
+                report.problems.append(f"{where}: the genesis belongs to another cohort-week")
+                return report
+            links = [
+                {
+                    "seq": d["seq"],
+                    "record": None if d["record"] is None else seals.canonical(d["record"]),
+                    "parsed": d["record"],
+                    "record_hash": d["record_hash"],
+                    "prev": d["prev"],
+                    "link": d["link"],
+                    "entry": d["entry"],
+                    "decision": d["decision"],
+                    "amendment": d["amendment"],
+                    "name": _digest_name(d["decision"], d["entry"], d["state"]),
+                }
+                for d in week.get("digests") or []
+            ]
+            report.weeks += 1
+            report.digests += len(links)
+            if not check_chain(report, where, seals.record_hash(genesis), links, week["seals"]):
+                return report
+            if not check_records(report, where, cohort["id"], week["week"], links):
+                return report
+            for s in week["seals"]:
+                roots[(cohort["id"], week["week"], s["seq"])] = s["root"]
+    for log in doc.get("event_logs") or []:
+        where = f"event log {log['scope']}"
+        links = [
+            {
+                "seq": e["seq"],
+                "record": None if e["record"] is None else seals.canonical(e["record"]),
+                "record_hash": e["record_hash"],
+                "prev": e["prev"],
+                "link": e["link"],
+                "name": f"{e['kind']} {e['ref']}",
+            }
+            for e in log.get("entries") or []
+        ]
+        report.events += len(links)
+        if not check_chain(report, where, seals.record_hash(log["genesis"]), links, []):
+            return report
+    if published is not None:
+        _compare_published(report, roots, published)
+    return report
+
+
+def _compare_published(report: Report, roots: dict, published: dict) -> None:
+    for s in published.get("seals") or []:
+        key = (
+            s["cohort"]["id"] if isinstance(s["cohort"], dict) else s["cohort"],
+            s["week"],
+            s["seq"],
+        )
+        if key not in roots:
+            report.problems.append(
+                f"cohort {key[0]} week {key[1]}: root #{key[2]} was published but is not in the export"
+            )
+            return
+        if roots[key] != s["root"]:
+            report.problems.append(
+                f"cohort {key[0]} week {key[1]}: root #{key[2]} differs from the published one"
+            )
+            return
