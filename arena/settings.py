@@ -209,6 +209,13 @@ ARENA_CLAIM_TIMEOUT_SECONDS = env_int("ARENA_CLAIM_TIMEOUT_SECONDS", 1800)
 ARENA_USER_AGENT = os.environ.get(
     "ARENA_USER_AGENT", "forecasting-arena/0.1 (+https://github.com/; paper trading research)"
 )
+# Sealing (docs/verification.md): how long a week's decisions may stay unfinished before the week
+# is sealed with placeholders, and where new roots are published (empty: nowhere, the default).
+ARENA_SEAL_GRACE_MINUTES = env_int("ARENA_SEAL_GRACE_MINUTES", 60)
+ARENA_SEAL_PUBLISH_URL = os.environ.get("ARENA_SEAL_PUBLISH_URL", "")
+ARENA_SEAL_PUBLISH_TOKEN = os.environ.get("ARENA_SEAL_PUBLISH_TOKEN", "")
+ARENA_SEAL_PUBLISH_TIMEOUT = float(os.environ.get("ARENA_SEAL_PUBLISH_TIMEOUT", "10"))
+ARENA_SEAL_PUBLISH_RETRIES = env_int("ARENA_SEAL_PUBLISH_RETRIES", 3)
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,7 @@ from cohorts.models import (
     Trade,
     Universe,
 )
+from cohorts.seal_models import DecisionDigest, EventLogEntry, SealPublication, WeekSeal
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -175,3 +176,34 @@ class SettlementAdmin(ReadOnlyAdmin):
 class UniverseAdmin(ReadOnlyAdmin):
     list_display = ["cohort", "week", "frozen_at", "content_hash"]
     list_select_related = ["cohort"]
+
+
+# Sealing records (cohorts/seals.py): append-only, never edited here.
+
+
+@admin.register(WeekSeal)
+class WeekSealAdmin(ReadOnlyAdmin):
+    list_display = ["cohort", "week", "seq", "reason", "count", "root", "sealed_at"]
+    list_filter = ["scope", "reason"]
+    list_select_related = ["cohort"]
+
+
+@admin.register(DecisionDigest)
+class DecisionDigestAdmin(ReadOnlyAdmin):
+    list_display = ["cohort", "week", "seq", "entry", "decision", "state", "status", "amendment"]
+    list_filter = ["scope", "state", "amendment"]
+    raw_id_fields = ["cohort", "entry", "decision"]
+    exclude = ["record"]  # compressed bytes; /exports/seals.json shows the records
+
+
+@admin.register(EventLogEntry)
+class EventLogEntryAdmin(ReadOnlyAdmin):
+    list_display = ["scope", "seq", "kind", "ref", "record_hash", "created_at"]
+    list_filter = ["scope", "kind"]
+    exclude = ["record"]
+
+
+@admin.register(SealPublication)
+class SealPublicationAdmin(ReadOnlyAdmin):
+    list_display = ["seal", "target", "published_at", "attempts", "http_status", "error"]
+    list_select_related = ["seal"]

@@ -1,0 +1,346 @@
+"""Benchmark: sealing a 12-entry week, and `arena verify` over 20 cohorts (cohorts/seals.py).
+
+    uv run python bench/seal.py                       # SQLite in a temp dir
+    DATABASE_URL=postgres://.../arena_bench uv run python bench/seal.py --cohorts 20
+
+The records are the size of live ones: a universe of --markets (500) markets frozen by the real
+freeze_universe, the real system and user prompts for it, two model calls per LLM entry whose
+request bodies carry those prompts (as OpenRouter requests do) and whose raw responses hold a
+decision with 20 forecasts, 20 forecasts and one BUY (trade + ledger row) per entry. The rows are
+bulk-inserted (running 1,200 decisions through the pipeline would measure the pipeline); sealing
+and verifying then run the real code over them.
+
+Targets: sealing one 12-entry week <= 1 s; verifying 20 cohorts x --weeks (5) weeks x 12 entries
+<= 10 s. Each figure is also given as a ratio to a floor measured in the same run on the same
+rows: reading them (the five queries seal and verify make) and hashing their canonical bytes, so
+a slow machine or a loaded one shows up in the floor too. Note the load average printed with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SEAL_TARGET_S = 1.0
+VERIFY_TARGET_S = 10.0
+START = datetime(2026, 1, 4, tzinfo=UTC)
+N_LLM, N_BASELINE = 7, 5
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cohorts", type=int, default=20)
+    p.add_argument("--weeks", type=int, default=5)
+    p.add_argument("--markets", type=int, default=500)
+    return p.parse_args()
+
+
+def configure_env() -> str:
+    var_dir = tempfile.mkdtemp(prefix="arena-bench-seal-")
+    os.environ["ARENA_VAR_DIR"] = var_dir
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{var_dir}/bench.sqlite3")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "arena.settings"
+    return var_dir
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def seed_markets(n: int):
+    from markets.models import Market
+
+    Market.objects.bulk_create(
+        Market(
+            external_id=f"bench-seal-{i}",
+            question=f"Will the announcement #{i} be made before the deadline?",
+            description="Resolves Yes if the named source announces it before the close date. " * 3,
+            outcomes=["Yes", "No"],
+            last_prices={"Yes": str(Decimal(3 + (i * 37) % 94) / 100)},
+            volume=Decimal(10_000_000 - i * 1000),
+            close_time=START + timedelta(days=200 + i % 90),
+        )
+        for i in range(n)
+    )
+
+
+def competitors():
+    from agents.models import Competitor
+
+    made = [
+        Competitor.objects.create(
+            slug=f"bench-llm-{i}", display_name=f"LLM {i}", kind="llm", model_id=f"bench/m{i}"
+        )
+        for i in range(N_LLM)
+    ]
+    made += [
+        Competitor.objects.create(
+            slug=f"bench-base-{i}", display_name=f"Base {i}", kind="baseline", strategy="random"
+        )
+        for i in range(N_BASELINE)
+    ]
+    return made
+
+
+def model_text(universe) -> str:
+    forecasts = [{"market_id": str(m), "probability": 0.37} for m in universe.forecast_sample]
+    bet = {"market_id": str(universe.markets[0]["market_id"]), "outcome": "Yes", "amount": 100}
+    body = {"action": "BET", "bets": [bet], "forecasts": forecasts, "reasoning": "x" * 1500}
+    return json.dumps(body)
+
+
+def build_week(cohort, week: int, entries, template) -> None:
+    """One decided week: universe, 12 decisions, their calls, forecasts, trades and ledger."""
+    from agents.models import Decision, Forecast, LLMCall
+    from cohorts.models import LedgerEntry, Position, Trade, Universe
+
+    at = cohort.week_start + timedelta(weeks=week - 1, minutes=5)
+    u = Universe.objects.create(
+        cohort=cohort,
+        week=week,
+        frozen_at=at,
+        content_hash=template["universe"].content_hash,
+        markets=template["universe"].markets,
+        forecast_sample=template["universe"].forecast_sample,
+    )
+    decisions = Decision.objects.bulk_create(
+        Decision(
+            entry=e,
+            week=week,
+            status="done",
+            claimed_at=at,
+            finished_at=at,
+            decided_at=at,
+            action="BET",
+            reasoning="x" * 1500,
+            parsed=template["parsed"],
+            universe=u,
+            universe_hash=u.content_hash,
+            prompt_version="v1",
+            prompt_sha256="0" * 64,
+            system_prompt=template["system"],
+            user_prompt=template["user"],
+            forecast_sample=u.forecast_sample,
+            cash_before=Decimal("10000.00"),
+            tokens_in=30000,
+            tokens_out=2000,
+            cost_usd=Decimal("0.051234"),
+            latency_ms=12000,
+        )
+        for e in entries
+    )
+    calls = []
+    for d, e in zip(decisions, entries):
+        n_calls = 2 if e.competitor.kind == "llm" else 1
+        for attempt in range(1, n_calls + 1):
+            calls.append(
+                LLMCall(
+                    decision=d,
+                    attempt=attempt,
+                    url="https://openrouter.ai/api/v1/chat/completions",
+                    request=template["request"],
+                    raw_response=template["raw"],
+                    http_status=200,
+                    prompt_tokens=30000,
+                    completion_tokens=2000,
+                    cost_usd=Decimal("0.025617"),
+                    latency_ms=6000,
+                    served_model="bench/model",
+                    started_at=at,
+                )
+            )
+    LLMCall.objects.bulk_create(calls)
+    sample = u.forecast_sample[:20]
+    Forecast.objects.bulk_create(
+        Forecast(
+            decision=d,
+            entry=e,
+            market_id=m,
+            outcome="Yes",
+            probability=0.37,
+            market_price=0.41,
+            source="sample",
+            created_at=at,
+        )
+        for d, e in zip(decisions, entries)
+        for m in sample
+    )
+    market_id = u.markets[week % len(u.markets)]["market_id"]
+    positions = Position.objects.bulk_create(
+        Position(
+            entry=e,
+            market_id=market_id,
+            outcome="Yes",
+            shares=Decimal("243.902439"),
+            cost_basis=Decimal("100.00"),
+            opened_at=at,
+        )
+        for e in entries
+    )
+    trades = Trade.objects.bulk_create(
+        Trade(
+            entry=e,
+            decision=d,
+            position=p,
+            side="BUY",
+            amount=Decimal("100.00"),
+            shares=Decimal("243.902439"),
+            price=Decimal("0.410000"),
+            quote={"price": "0.410000", "source": "decision"},
+            executed_at=at,
+        )
+        for d, e, p in zip(decisions, entries, positions)
+    )
+    LedgerEntry.objects.bulk_create(
+        LedgerEntry(
+            entry=e,
+            kind="buy",
+            amount=Decimal("-100.00"),
+            trade=t,
+            memo=f"buy Yes in market {market_id}",
+            created_at=at,
+        )
+        for e, t in zip(entries, trades)
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    var_dir = configure_env()
+    try:
+        _bench(args)
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
+
+
+def _bench(args) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+    from agents import prompts
+    from agents.models import Decision
+    from cohorts import seals
+    from cohorts.models import Cohort, Entry
+    from cohorts.seal_verify import verify_database
+    from cohorts.universe import freeze_universe
+
+    t0 = time.perf_counter()
+    seed_markets(args.markets)
+    lineup = competitors()
+    template_cohort = Cohort.objects.create(kind="replay", week_start=START - timedelta(weeks=60))
+    universe = freeze_universe(template_cohort, 1, START)
+    user = prompts.user_prompt(
+        universe=universe, week=1, weeks=5, at=START, cash=Decimal("10000.00"), positions=[]
+    )
+    system = prompts.system_prompt()
+    raw = json.dumps({"choices": [{"message": {"content": model_text(universe)}}]})
+    template = {
+        "universe": universe,
+        "user": user,
+        "system": system,
+        "raw": raw,
+        "parsed": json.loads(model_text(universe)),
+        "request": {
+            "model": "bench/model",
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "temperature": 0,
+            "max_tokens": 16000,
+        },
+    }
+    cohorts = []
+    for c in range(args.cohorts):
+        cohort = Cohort.objects.create(kind="live", week_start=START + timedelta(weeks=c))
+        entries = Entry.objects.bulk_create(
+            Entry(cohort=cohort, competitor=comp, cash=Decimal("10000.00")) for comp in lineup
+        )
+        for e, comp in zip(entries, lineup):
+            e.competitor = comp
+        for week in range(1, args.weeks + 1):
+            build_week(cohort, week, entries, template)
+        cohorts.append(cohort)
+    build_s = time.perf_counter() - t0
+    per_record = len(seals.canonical(template["request"])) * 2 + len(user) + len(system)
+
+    # --- sealing: every week once; each 12-entry week timed on its own ----------------------
+    seal_times, read_floor, hash_floor = [], [], []
+    for cohort in cohorts:
+        for week in range(1, args.weeks + 1):
+            ids = list(
+                Decision.objects.filter(entry__cohort=cohort, week=week).values_list("id", flat=True)
+            )
+            t = time.perf_counter()
+            rows = seals.DecisionRows(ids)
+            read_floor.append(time.perf_counter() - t)
+            entries = {
+                e["id"]: e
+                for e in cohort.entries.values("id", "competitor_id", "replicate")
+            }
+            records = [
+                rows.record(cohort.pk, week, entries[rows.decisions[i]["entry_id"]], i)
+                for i in ids
+            ]
+            data = [seals.canonical(r) for r in records]
+            t = time.perf_counter()
+            for blob in data:
+                seals.sha256_hex(blob)
+            hash_floor.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            seal = seals.seal_week(cohort.pk, week)
+            seal_times.append(time.perf_counter() - t)
+            assert seal is not None and seal.count == len(lineup)
+    seal_med = statistics.median(seal_times)
+    floor_med = statistics.median(read_floor) + statistics.median(hash_floor)
+
+    # --- verify: every cohort, from the database --------------------------------------------
+    load_before_verify = load_average()
+    t = time.perf_counter()
+    report = verify_database()
+    verify_s = time.perf_counter() - t
+    assert report.ok, report.problems[:1]
+    t = time.perf_counter()
+    all_ids = list(Decision.objects.filter(entry__cohort__in=cohorts).values_list("id", flat=True))
+    seals.DecisionRows(all_ids)
+    verify_floor = time.perf_counter() - t + sum(hash_floor)
+
+    n_weeks = args.cohorts * args.weeks
+    print(f"bench/seal.py  ({os.environ['DATABASE_URL'].split(':')[0]})")
+    print(
+        f"data: {args.cohorts} cohorts x {args.weeks} weeks x {len(lineup)} entries "
+        f"({n_weeks * len(lineup)} decisions), {args.markets}-market universe, "
+        f"~{per_record / 1000:.0f} kB of prompt text per LLM decision; built in {build_s:.1f} s"
+    )
+    print(
+        f"seal one 12-entry week: median {seal_med * 1000:.0f} ms, max {max(seal_times) * 1000:.0f} ms "
+        f"over {len(seal_times)} weeks (target <= {SEAL_TARGET_S:.0f} s: "
+        f"{'PASS' if seal_med <= SEAL_TARGET_S else 'FAIL'}); "
+        f"floor (read rows + hash bytes) {floor_med * 1000:.0f} ms, ratio {seal_med / floor_med:.1f}x"
+    )
+    print(
+        f"verify {args.cohorts} cohorts from the database: {verify_s:.2f} s "
+        f"(target <= {VERIFY_TARGET_S:.0f} s: {'PASS' if verify_s <= VERIFY_TARGET_S else 'FAIL'}); "
+        f"floor (read every row + hash) {verify_floor:.2f} s, ratio {verify_s / verify_floor:.1f}x; "
+        f"{report.summary()}"
+    )
+    print(f"load average: {load_before_verify} before verify, {load_average()} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Sealing raced on PostgreSQL: two sealers of one week, two settlements appending to one log.
+
+Each thread has its own connection, so the races happen inside the database; the unique
+(cohort, week, seq) and (scope, seq) constraints decide them.
+"""
+
+import pytest
+
+from cohorts import seals
+from cohorts.decisions import run_decision
+from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_verify import verify_database
+from cohorts.settlement import settle_market
+from cohorts.universe import freeze_universe
+from markets.models import Market
+from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
+from tests.cohorts.test_concurrency_pg import at_once, twice_at_once
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def decided():
+    """A decided but unsealed week (the decisions ran before the seal hook could act)."""
+    make_markets(6)
+    cohort = make_cohort([baseline_competitor(s) for s in ("favorite", "random", "longshot-fader")])
+    freeze_universe(cohort, 1, AT)
+    for entry in cohort.entries.order_by("id"):
+        run_decision(entry.pk, 1, AT)
+    return cohort
+
+
+def test_two_sealers_of_one_week_leave_one_chain(decided):
+    assert WeekSeal.objects.count() == 1  # the last decision sealed it; racing the catch-up
+    # and an explicit forced seal against each other adds nothing.
+    results = at_once(seals.seal_due, lambda: seals.seal_week(decided.pk, 1, force="deadline"))
+    assert [exc for _, exc in results] == [None, None]
+    assert WeekSeal.objects.count() == 1 and DecisionDigest.objects.count() == 3
+    assert verify_database().ok
+
+
+def test_a_week_sealed_twice_at_once_is_sealed_once():
+    make_markets(6)
+    cohort = make_cohort([baseline_competitor(s) for s in ("favorite", "random")])
+    freeze_universe(cohort, 1, AT)
+    results = twice_at_once(lambda: seals.seal_week(cohort.pk, 1, force="deadline"))
+    assert [exc for _, exc in results] == [None, None]
+    assert sum(seal is not None for seal, _ in results) == 1
+    assert list(WeekSeal.objects.values_list("seq", flat=True)) == [1]
+    assert DecisionDigest.objects.count() == 2
+
+
+def test_two_settlements_at_once_append_one_unbroken_log(decided):
+    held = sorted(set(decided.entries.values_list("positions__market_id", flat=True)) - {None})[:2]
+    assert len(held) == 2
+    Market.objects.filter(pk__in=held).update(status="resolved", resolved_outcome="Yes")
+    results = at_once(*(lambda pk=pk: settle_market(Market(pk=pk)) for pk in held))
+    assert [exc for _, exc in results] == [None, None]
+    seqs = list(
+        EventLogEntry.objects.filter(scope="live").order_by("seq").values_list("seq", flat=True)
+    )
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 2
+    assert verify_database().ok
