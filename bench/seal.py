@@ -44,6 +44,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cohorts", type=int, default=20)
     p.add_argument("--weeks", type=int, default=5)
     p.add_argument("--markets", type=int, default=500)
+    p.add_argument("--profile", action="store_true", help="print where verify spends its time")
     return p.parse_args()
 
 
@@ -243,7 +244,10 @@ def _bench(args) -> None:
     seed_markets(args.markets)
     lineup = competitors()
     template_cohort = Cohort.objects.create(kind="replay", week_start=START - timedelta(weeks=60))
-    universe = freeze_universe(template_cohort, 1, START)
+    from markets.models import Market
+
+    top = Market.objects.filter(external_id__startswith="bench-seal-").order_by("-volume")
+    universe = freeze_universe(template_cohort, 1, START, markets=list(top[: args.markets]))
     user = prompts.user_prompt(
         universe=universe, week=1, weeks=5, at=START, cash=Decimal("10000.00"), positions=[]
     )
@@ -312,8 +316,17 @@ def _bench(args) -> None:
     # --- verify: every cohort, from the database --------------------------------------------
     load_before_verify = load_average()
     t = time.perf_counter()
-    report = verify_database()
-    verify_s = time.perf_counter() - t
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        report = profiler.runcall(verify_database)
+        verify_s = time.perf_counter() - t
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    else:
+        report = verify_database()
+        verify_s = time.perf_counter() - t
     assert report.ok, report.problems[:1]
     t = time.perf_counter()
     all_ids = list(Decision.objects.filter(entry__cohort__in=cohorts).values_list("id", flat=True))
