@@ -288,18 +288,18 @@ def _bench(args) -> None:
     for cohort in cohorts:
         for week in range(1, args.weeks + 1):
             ids = list(
-                Decision.objects.filter(entry__cohort=cohort, week=week).values_list("id", flat=True)
+                Decision.objects.filter(entry__cohort=cohort, week=week).values_list(
+                    "id", flat=True
+                )
             )
             t = time.perf_counter()
             rows = seals.DecisionRows(ids)
             read_floor.append(time.perf_counter() - t)
             entries = {
-                e["id"]: e
-                for e in cohort.entries.values("id", "competitor_id", "replicate")
+                e["id"]: e for e in cohort.entries.values("id", "competitor_id", "replicate")
             }
             records = [
-                rows.record(cohort.pk, week, entries[rows.decisions[i]["entry_id"]], i)
-                for i in ids
+                rows.record(cohort.pk, week, entries[rows.decisions[i]["entry_id"]], i) for i in ids
             ]
             data = [seals.canonical(r) for r in records]
             t = time.perf_counter()
