@@ -2,10 +2,12 @@
 
 Two sources, one set of checks (check_chain): the seal export (`/exports/seals.json`, `arena export
 --what seals`) carries, per cohort-week, the genesis object, every digest with its record and the
-seals; `verify --export FILE` needs nothing else. From the database, the stored record bytes are
-checked against their hashes and chains, and then the latest digest of every entry is compared
-with the record rebuilt from the live rows (decisions, LLM calls, forecasts, trades, ledger), so an
-edit made after sealing, through the ORM or raw SQL, is named with the first field that differs.
+seals; `verify --export FILE` needs nothing else. From the database, the chains and roots are
+recomputed from the digests' hashes, the latest record of every entry is rebuilt from the live
+rows (decisions, LLM calls, forecasts, trades, ledger) and hashed, and the stored records the live
+rows cannot stand in for (superseded by an amendment, pending placeholders) are checked against
+their hashes; an edit made after sealing, through the ORM or raw SQL, is named with the first
+field that differs from the sealed copy.
 
 The export is built the same way: each latest record comes from the live rows (what the site
 shows now), so a tampered database produces an export whose records no longer hash to the sealed
