@@ -845,6 +845,7 @@ def _log_events(market_id: int | None) -> int:
             )
             prev = link
     EventLogEntry.objects.bulk_create(rows)
+    data_changed()  # /api/seals shows the log heads
     return len(rows)
 
 
