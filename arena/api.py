@@ -22,7 +22,7 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 
 from arena import charts, selectors
-from arena.api_errors import api_view
+from arena.api_errors import api_view, json_error
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 
@@ -356,7 +356,7 @@ def _seal_dict(s, digests) -> dict[str, Any]:
     }
 
 
-@require_GET
+@api_view
 def seals(request: HttpRequest) -> JsonResponse:
     """Week roots, newest first, each with the record hash of every decision it covers, and the
     head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
@@ -364,8 +364,10 @@ def seals(request: HttpRequest) -> JsonResponse:
     how to check them: docs/verification.md (`arena verify --export`)."""
     limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
     offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    cohort_raw = request.GET.get("cohort")
-    cohort_id = _int(cohort_raw, 0, 0, 2**62) if cohort_raw else None
+    cohort_raw = request.GET.get("cohort") or None
+    if cohort_raw is not None and not cohort_raw.isdigit():
+        return json_error(f"cohort must be a cohort id, got {cohort_raw[:40]!r}", 400)
+    cohort_id = None if cohort_raw is None else int(cohort_raw)
     page = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
     digests = selectors.seal_digests(page)
     return _json(
