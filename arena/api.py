@@ -23,12 +23,18 @@ from django.shortcuts import get_object_or_404
 
 from arena import charts, selectors
 from arena.api_errors import api_view, json_error
+from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 money = charts.as_money
+# What each endpoint reads from its query string (the page cache keys on exactly these).
+LIMIT = key_int(1, MAX_LIMIT)
+OFFSET = key_int(0, 10**9)
+KIND = key_choice(selectors.SCOPES)
+RANGE = key_choice(charts.RANGES, upper=True)
 
 
 def _int(raw: str | None, default: int, lo: int, hi: int) -> int:
@@ -85,6 +91,7 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
     }
 
 
+@page({"kind": KIND, "limit": LIMIT, "offset": OFFSET}, depends=("data",))
 @api_view
 def cohorts(request: HttpRequest) -> JsonResponse:
     """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
@@ -98,6 +105,7 @@ def cohorts(request: HttpRequest) -> JsonResponse:
     return _json({"limit": limit, "offset": offset, "cohorts": rows})
 
 
+@page()
 @api_view
 def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """One cohort with every entry's cash, invested, value and counts (money as strings)."""
@@ -106,16 +114,17 @@ def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
 
 
+@page({"range": RANGE, "entry": key_int(0, 2**62)})
 @api_view
 def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """Per-entry value series, `?range=` one of charts.RANGES (default ALL), `?entry=<id>` for one.
 
-    Downsampled by sampling: at most 400 evenly spaced sample times (`step_seconds` apart,
-    always ending on the latest snapshot), each entry's value at each of them (its latest
-    snapshot at or before the time). `x` is shared by all entries; `y` holds null outside an
-    entry's life. Each entry has its competitor's fixed `color` and a `dash`; `annotations`
-    ({x, kind: cohort|correction, label, detail}) mark weekly decisions, the cohort's lifecycle
-    and staff corrections of markets its entries held.
+    At most 400 sample times (`step_seconds` apart on a fixed UTC grid, plus the latest snapshot
+    when it falls between two), each entry's value there: its last snapshot at or before that
+    time (cohorts/series.py keeps them as snapshots are written). `x` is shared by all entries;
+    `y` holds null outside an entry's life. Each entry has its competitor's fixed `color` and a
+    `dash`; `annotations` ({x, kind: cohort|correction, label, detail}) mark weekly decisions,
+    the cohort's lifecycle and staff corrections of markets its entries held.
     """
     c = get_object_or_404(Cohort, pk=cohort_id)
     entries = Entry.objects.filter(cohort=c).select_related("competitor")
@@ -128,6 +137,7 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json(selectors.decorate_series(payload, c, only))
 
 
+@page({"scope": KIND, "range": RANGE})
 @api_view
 def overview_series(request: HttpRequest) -> JsonResponse:
     """The home chart: each competitor's mean return (%) over its entries of a scope.
@@ -143,6 +153,7 @@ def overview_series(request: HttpRequest) -> JsonResponse:
     return _json(selectors.decorate_overview(payload, scope))
 
 
+@page({"range": RANGE}, depends=("data",))
 @api_view
 def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
     """A market's price history per outcome, `?range=` as for cohort series (anchored at the
@@ -153,6 +164,7 @@ def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
     return _json(selectors.market_price_chart(m, request.GET.get("range")))
 
 
+@page(depends=("data",))
 @api_view
 def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
     """The full audit record of one decision: prompts, every LLM call, parsed result, trades."""
@@ -286,6 +298,10 @@ def _is_number(v: Any) -> bool:
     return True
 
 
+@page(
+    {"status": key_choice(Market.Status.values), "q": key_text(), "limit": LIMIT, "offset": OFFSET},
+    depends=("data",),
+)
 @api_view
 def markets(request: HttpRequest) -> JsonResponse:
     """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
@@ -297,6 +313,7 @@ def markets(request: HttpRequest) -> JsonResponse:
     return _json({"limit": limit, "offset": offset, "markets": rows})
 
 
+@page(depends=("data",))
 @api_view
 def market(request: HttpRequest, market_id: int) -> JsonResponse:
     """One market with its rules, open positions (money as strings) and resolution trail."""
@@ -356,6 +373,10 @@ def _seal_dict(s, digests) -> dict[str, Any]:
     }
 
 
+@page(
+    {"cohort": key_int(0, 2**62), "kind": KIND, "limit": LIMIT, "offset": OFFSET},
+    depends=("data",),
+)
 @api_view
 def seals(request: HttpRequest) -> JsonResponse:
     """Week roots, newest first, each with the record hash of every decision it covers, and the
@@ -368,14 +389,14 @@ def seals(request: HttpRequest) -> JsonResponse:
     if cohort_raw is not None and not cohort_raw.isdigit():
         return json_error(f"cohort must be a cohort id, got {cohort_raw[:40]!r}", 400)
     cohort_id = None if cohort_raw is None else int(cohort_raw)
-    page = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
-    digests = selectors.seal_digests(page)
+    found = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
+    digests = selectors.seal_digests(found)
     return _json(
         {
             "format": "arena-seal/1",
             "limit": limit,
             "offset": offset,
-            "seals": [_seal_dict(s, digests[s.pk]) for s in page],
+            "seals": [_seal_dict(s, digests[s.pk]) for s in found],
             "event_logs": [
                 {**h, "updated_at": _iso(h["updated_at"])} for h in selectors.event_log_heads()
             ],

@@ -3,40 +3,42 @@
 The browser draws them with static/arena/charts.js (Plotly). Data reaches the page only through
 `json_script` or the JSON API, never inside an inline script.
 
-Value series are downsampled by sampling: the chart shows each entry's snapshot at up to
-MAX_POINTS evenly spaced sample times (multiples of the 10-minute snapshot step, whole hours
-once the step is an hour or more so hourly roll-ups are still hit), always ending on the
-latest snapshot. Each sample is one index probe on Snapshot(entry, ts), so the cost depends
-on the number of points drawn, never on the length of the history; a 20-week cohort costs
-the same as a 2-week one. All entries share one x axis, so a timestamp travels once.
+Value series are read, never computed: cohorts/series.py keeps every entry's value (and every
+competitor's mean return per scope) on fixed grids of 10 minutes to a week as snapshots are
+written. A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
+overview in OVERVIEW_POINTS): its grid points from the start of the range (or of the data, if
+later) up to the latest snapshot, plus that latest snapshot itself when it falls between grid
+points. The value at a point is the last snapshot at or before it within the entry's life, so a
+sparse history (a replay, the demo's hourly snapshots) draws as steps, never as blanks, and
+every range spans its whole window: a 4-week cohort's 1W shows seven days. Reading a chart is
+two indexed queries, whatever the length of the history. All entries share one x axis, so a
+timestamp travels once; times are the grid's exact instants, in UTC, to the minute.
+
+`annotations` is a list of marks on the time axis (staff resolution changes, cohort events),
+each {"x", "kind", "label", ...}; empty until something fills it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.core.cache import cache
-from django.db import connection
-from django.db.models import OuterRef, Subquery
+import numpy as np
 
-from cohorts.models import Cohort, Entry, Snapshot
-from core.versions import data_version
+from cohorts import series
+from cohorts.models import Cohort, Entry
 
-SNAPSHOT_STEP = 600  # seconds: snapshots are floored to 10-minute buckets
-HOUR = 3600
 MAX_POINTS = 400  # per entry, per series response
-LEADERBOARD_POINTS = 120  # sample times of the home page's overview chart
-OVERVIEW_CACHE_SECONDS = 24 * 3600  # keyed by the latest snapshot, so never stale
+OVERVIEW_POINTS = 120  # sample times of the home page's overview chart
 RANGES: dict[str, timedelta | None] = {
     "10M": timedelta(minutes=10),
     "1H": timedelta(hours=1),
     "1D": timedelta(days=1),
     "1W": timedelta(weeks=1),
     "1M": timedelta(days=30),
+    "3M": timedelta(days=90),
     "ALL": None,
 }
 DEFAULT_RANGE = "ALL"
@@ -52,97 +54,35 @@ def fmt_ts(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def sample_step(span: timedelta, max_points: int = MAX_POINTS) -> int:
-    """Seconds between samples: the smallest multiple of the snapshot step (of an hour once
-    that is reached) that covers the span in at most max_points samples."""
-    steps = math.ceil(max(span.total_seconds(), 0) / SNAPSHOT_STEP / max(max_points - 1, 1))
-    step = SNAPSHOT_STEP * max(steps, 1)
-    return HOUR * math.ceil(step / HOUR) if step >= HOUR else step
+class Window:
+    """The points of one range: grid indices k0..k1 of `step`, plus `tail` (seconds) when the
+    latest snapshot falls between grid points."""
+
+    def __init__(self, first: datetime, last: datetime, range_key: str, max_points: int):
+        window = RANGES[range_key]
+        end = series.epoch(last)
+        start = series.epoch(first)
+        if window is not None:
+            start = max(start, end - int(window.total_seconds()))
+        self.step = series.step_for(end - start, max_points)
+        self.k0 = -(-start // self.step)
+        self.k1 = end // self.step
+        self.tail = end if end % self.step else None
+        self.times = [k * self.step for k in range(self.k0, self.k1 + 1)]
+        if self.tail is not None:
+            self.times.append(self.tail)
+
+    def x(self) -> list[str]:
+        # Vectorised: formatting hundreds of datetimes one by one is a visible share of a page.
+        stamps = np.datetime_as_string(np.array(self.times, dtype="datetime64[s]"), unit="m")
+        return [t.replace("T", " ") for t in stamps.tolist()]
 
 
-def sample_times(first: datetime, last: datetime, max_points: int = MAX_POINTS) -> list[datetime]:
-    """Evenly spaced sample times in [first, last], oldest first, ending exactly on `last`."""
-    step = sample_step(last - first, max_points)
-    anchor = last
-    if step >= HOUR:
-        # Whole hours: rolled-up (hourly) snapshots sit on the hour.
-        anchor = last.replace(minute=0, second=0, microsecond=0)
-    times = []
-    t = anchor
-    while t >= first and len(times) < max_points - (anchor != last):
-        times.append(t)
-        t -= timedelta(seconds=step)
-    times.reverse()
-    if anchor != last:
-        times.append(last)
-    return times
-
-
-def _probe_totals(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime, Decimal]]:
-    """(entry id, sample time, total) with each entry's last snapshot at or before each sample
-    time (pairs are already inside the entry's life). A sparse history (a replay steps days at
-    a time, retention rolls old snapshots up to hours) still has a value at every sample time.
-    One backward index probe on Snapshot(entry, ts) per pair, in one query per batch."""
-    out: list[tuple[int, datetime, Decimal]] = []
-    for i in range(0, len(pairs), PROBE_BATCH):
-        out.extend(_probe_batch(pairs[i : i + PROBE_BATCH]))
+def _numbers(values: np.ndarray, digits: int) -> list[float | None]:
+    out = np.round(values, digits).tolist()
+    for i in np.flatnonzero(np.isnan(values)).tolist():  # null outside the entry's life
+        out[i] = None
     return out
-
-
-PROBE_BATCH = 4000  # pairs per statement (SQLite allows 32766 parameters)
-
-
-def _probe_batch(pairs: list[tuple[int, datetime]]) -> list[tuple[int, datetime, Decimal]]:
-    if not pairs:
-        return []
-    table = connection.ops.quote_name(Snapshot._meta.db_table)
-    if connection.vendor == "postgresql":
-        # Arrays go as array literals (epoch seconds for times): adapting thousands of Python
-        # datetimes one by one costs more than the probes themselves.
-        sql = (
-            "SELECT p.entry_id, p.epoch, s.total FROM unnest(%s::bigint[], %s::bigint[]) "
-            f"AS p(entry_id, epoch) CROSS JOIN LATERAL (SELECT total FROM {table} "
-            "WHERE entry_id = p.entry_id AND ts <= to_timestamp(p.epoch) "
-            "ORDER BY ts DESC LIMIT 1) s"
-        )
-        params = [
-            "{" + ",".join(str(e) for e, _ in pairs) + "}",
-            "{" + ",".join(str(int(t.timestamp())) for _, t in pairs) + "}",
-        ]
-        with connection.cursor() as cur:
-            cur.execute(sql, params)
-            return [
-                (e, datetime.fromtimestamp(epoch, UTC), total) for e, epoch, total in cur.fetchall()
-            ]
-    # SQLite (and others): the pairs as a VALUES list, a correlated LIMIT 1 probe per pair.
-    stamps = {connection.ops.adapt_datetimefield_value(t): t for _, t in pairs}
-    values = ", ".join(["(%s, %s)"] * len(pairs))
-    sql = (
-        f"WITH p(entry_id, ts) AS (VALUES {values}) SELECT p.entry_id, p.ts, "
-        f"(SELECT s.total FROM {table} s WHERE s.entry_id = p.entry_id AND s.ts <= p.ts "
-        "ORDER BY s.ts DESC LIMIT 1) FROM p"
-    )
-    params = [x for e, t in pairs for x in (e, connection.ops.adapt_datetimefield_value(t))]
-    field = Snapshot._meta.get_field("total")
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    return [(e, stamps[ts], field.to_python(total)) for e, ts, total in rows if total is not None]
-
-
-def _edge_ts(descending: bool) -> Subquery:
-    snaps = Snapshot.objects.filter(entry=OuterRef("pk"))
-    return Subquery(snaps.order_by("-ts" if descending else "ts").values("ts")[:1])
-
-
-def _spans(entry_ids: list[int]) -> dict[int, tuple[datetime, datetime]]:
-    """First and last snapshot time per entry: two index probes per entry, one query."""
-    rows = (
-        Entry.objects.filter(pk__in=entry_ids)
-        .annotate(first=_edge_ts(descending=False), last=_edge_ts(descending=True))
-        .values_list("pk", "first", "last")
-    )
-    return {pk: (first, last) for pk, first, last in rows if first is not None}
 
 
 def entry_label(entry: Entry, replicated: bool) -> str:
@@ -151,7 +91,7 @@ def entry_label(entry: Entry, replicated: bool) -> str:
 
 
 def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) -> dict[str, Any]:
-    """Per-entry value series for one cohort, sampled; the /series endpoint's payload.
+    """Per-entry value series for one cohort; the /series endpoint's payload.
 
     The range is anchored at the cohort's latest snapshot (not the wall clock), so replay and
     demo cohorts with a simulated clock chart the same way as live ones.
@@ -159,43 +99,48 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     range_key = range_or_default(range_key)
     if entries is None:
         entries = list(Entry.objects.filter(cohort=cohort).select_related("competitor"))
-    spans = _spans([e.pk for e in entries])
     payload: dict[str, Any] = {
         "cohort": cohort.pk,
         "kind": cohort.kind,
         "range": range_key,
         "ranges": list(RANGES),
-        "value": "entry value (USD) at each sample time",
-        "step_seconds": SNAPSHOT_STEP,
+        "value": "entry value (USD) at each sample time: its last snapshot at or before it",
+        "step_seconds": series.FINEST,
         "x": [],
         "entries": [],
+        "annotations": [],
     }
-    if not spans:
+    heads = series.entry_heads(e.pk for e in entries)
+    if not heads:
         return payload
-    first = min(f for f, _ in spans.values())
-    last = max(la for _, la in spans.values())
-    window = RANGES[range_key]
-    start = first if window is None else max(first, last - window)
-    times = sample_times(start, last)
-    pairs = [
-        (pk, t) for pk, (f, la) in spans.items() for t in times if f <= t <= la
-    ]  # only times inside an entry's own history are probed
-    values: dict[int, dict[datetime, float]] = {}
-    for entry_id, ts, total in _probe_totals(pairs):
-        values.setdefault(entry_id, {})[ts] = round(float(total), 2)
+    first = min(h[0] for h in heads.values())
+    last = max(h[1] for h in heads.values())
+    win = Window(first, last, range_key, MAX_POINTS)
+    grid = series.entry_values(list(heads), win.step, win.k0, win.k1)
+    n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
     replicated = any(e.replicate > 1 for e in entries)
-    payload["step_seconds"] = sample_step(last - start)
-    payload["x"] = [fmt_ts(t) for t in times]
-    payload["entries"] = [
-        {
-            "entry": e.pk,
-            "competitor": e.competitor.slug,
-            "replicate": e.replicate,
-            "label": entry_label(e, replicated),
-            "y": [values.get(e.pk, {}).get(t) for t in times],
-        }
-        for e in sorted(entries, key=lambda e: (e.competitor.display_name, e.replicate))
-    ]
+    rows = []
+    for e in sorted(entries, key=lambda e: (e.competitor.display_name, e.replicate)):
+        values = grid.get(e.pk)
+        if values is None:
+            values = np.full(n_grid, np.nan)
+        if win.tail is not None:
+            head = heads.get(e.pk)
+            # The latest point: this entry's latest snapshot, if its life reaches it.
+            at_tail = float(head[2]) if head and series.epoch(head[1]) == win.tail else np.nan
+            values = np.append(values, at_tail)
+        rows.append(
+            {
+                "entry": e.pk,
+                "competitor": e.competitor.slug,
+                "replicate": e.replicate,
+                "label": entry_label(e, replicated),
+                "y": _numbers(values, 2),
+            }
+        )
+    payload["step_seconds"] = win.step
+    payload["x"] = win.x()
+    payload["entries"] = rows
     return payload
 
 
@@ -204,73 +149,47 @@ def entry_series(entry: Entry, range_key: str = DEFAULT_RANGE) -> dict[str, Any]
 
 
 def scope_return_series(
-    scope: str, max_points: int = LEADERBOARD_POINTS, range_key: str = DEFAULT_RANGE
+    scope: str, max_points: int = OVERVIEW_POINTS, range_key: str = DEFAULT_RANGE
 ) -> dict[str, Any]:
     """Each competitor's mean return (%) across its entries in a scope, over time.
 
-    At each sample time, the mean over the competitor's entries that have a snapshot then of
-    (value / initial balance - 1). Cached under a key made of the entries and their latest
-    snapshot times, so a new snapshot (every 10 minutes) or a new entry computes it afresh.
+    At each sample time, the mean over the competitor's entries alive then (first to latest
+    snapshot) of (value / initial balance - 1), each value the entry's last snapshot at or
+    before that time. Kept up to date by cohorts/series.py as snapshots are written.
     """
-    entries = list(
-        Entry.objects.filter(cohort__kind=scope)
-        .annotate(first=_edge_ts(descending=False), last=_edge_ts(descending=True))
-        .values_list(
-            "pk", "competitor__slug", "competitor__display_name", "initial_balance", "first", "last"
-        )
-    )
-    live = [e for e in entries if e[4] is not None]
     range_key = range_or_default(range_key)
-    if not live:
-        return {"scope": scope, "range": range_key, "x": [], "series": []}
-    fingerprint = hashlib.sha256(
-        repr(sorted((e[0], e[5].isoformat(), str(e[3])) for e in live)).encode()
-    ).hexdigest()[:32]
-    # The data version changes on every write (a settlement's final snapshot overwrites its
-    # bucket's row without moving the latest time, so the fingerprint alone can go stale).
-    key = f"arena:overview:{scope}:{range_key}:{max_points}:{fingerprint}:{data_version()}"
-    payload = cache.get(key)
-    if payload is None:
-        payload = _scope_return_series(scope, live, max_points, RANGES[range_key])
-        payload["range"] = range_key
-        cache.set(key, payload, OVERVIEW_CACHE_SECONDS)
-    return payload
-
-
-def _scope_return_series(
-    scope: str, entries: list[tuple], max_points: int, window: timedelta | None = None
-) -> dict[str, Any]:
-    first = min(e[4] for e in entries)
-    last = max(e[5] for e in entries)
-    if window is not None:
-        first = max(first, last - window)
-    times = sample_times(first, last, max_points)
-    info = {e[0]: e for e in entries}
-    pairs = [(e[0], t) for e in entries for t in times if e[4] <= t <= e[5]]
-    sums: dict[tuple[str, datetime], list[float]] = {}
-    for entry_id, ts, total in _probe_totals(pairs):
-        _, slug, _, initial, _, _ = info[entry_id]
-        ratio = float(total) / float(initial) if initial else None
-        if ratio is not None:
-            sums.setdefault((slug, ts), []).append(ratio)
-    names = {e[1]: e[2] for e in entries}
-    slugs = sorted({slug for slug, _ in sums}, key=lambda s: names[s])
-    stamps = sorted({t for _, t in sums})
-    return {
+    payload: dict[str, Any] = {
         "scope": scope,
-        "x": [fmt_ts(t) for t in stamps],
-        "series": [
-            {
-                "competitor": slug,
-                "label": names[slug],
-                "y": [
-                    round((sum(v) / len(v) - 1) * 100, 3) if (v := sums.get((slug, t))) else None
-                    for t in stamps
-                ],
-            }
-            for slug in slugs
-        ],
+        "range": range_key,
+        "ranges": list(RANGES),
+        "step_seconds": series.FINEST,
+        "x": [],
+        "series": [],
+        "annotations": [],
     }
+    head = series.scope_head(scope)
+    if head is None:
+        return payload
+    win = Window(head[0], head[1], range_key, max_points)
+    grid, tail = series.scope_values(scope, win.step, win.k0, win.k1, at=win.tail)
+    n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
+    owners = {o[0]: o for o in (*grid, *tail)}  # (competitor id, slug, name)
+    lines = []
+    for owner in sorted(owners.values(), key=lambda o: (o[2], o[1])):
+        values = grid.get(owner)
+        if values is None:
+            values = np.full(n_grid, np.nan)
+        if win.tail is not None:
+            values = np.append(values, tail.get(owner, np.nan))
+        if np.isnan(values).all():
+            continue
+        _, slug, name = owner
+        lines.append({"competitor": slug, "label": name, "y": _numbers(values, 3)})
+    if lines:
+        payload["step_seconds"] = win.step
+        payload["x"] = win.x()
+        payload["series"] = lines
+    return payload
 
 
 def price_history(

@@ -17,6 +17,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 
 from arena.api_errors import api_view, json_error
+from arena.cache import page
 from arena.selectors import scope_or_default
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
@@ -86,6 +87,13 @@ def _cohort_payload(cohort: Cohort | None) -> dict[str, Any] | None:
     }
 
 
+def _depends(request: HttpRequest) -> tuple[str, ...]:
+    # Without scope or cohort the answer is the default scope's, the first that has cohorts,
+    # which a new cohort can change before any score run: that one depends on the data token.
+    return ("scores",) if request.GET.get("scope") or request.GET.get("cohort") else ("data",)
+
+
+@page({"cohort": None, "scope": None}, depends=_depends)
 @api_view
 def leaderboard_api(request: HttpRequest) -> JsonResponse:
     """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo.

@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from agents.models import Competitor
 from arena import charts, colours, exports, glossary, selectors, standings
+from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -34,6 +35,11 @@ TRADING_RULES = [
 ]
 
 
+# What each page reads from its query string (the page cache keys on exactly these).
+SCOPE = key_choice(selectors.SCOPES)
+RANGE = key_choice(charts.RANGES, upper=True)
+
+
 def _htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
 
@@ -45,6 +51,11 @@ def _replicate(request: HttpRequest) -> int:
         return 1
 
 
+@page(
+    {"scope": SCOPE, "sort": key_choice(selectors.SORTABLE), "dir": key_choice(("asc", "desc")),
+     "range": RANGE},
+    htmx_target="leaderboard-table",
+)  # fmt: skip
 def home(request: HttpRequest) -> HttpResponse:
     scope = selectors.scope_or_default(request.GET.get("scope"))
     run = selectors.latest_run(scope)
@@ -121,6 +132,7 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
     return out
 
 
+@page({"kind": SCOPE}, depends=("data",))
 def cohort_list(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("kind") or ""
     cohorts = list(selectors.cohorts_overview(kind or None)[:200])
@@ -134,6 +146,7 @@ def cohort_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@page({"range": RANGE})
 def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
     cohort = get_object_or_404(Cohort, pk=cohort_id)
     entries = selectors.entry_rows(cohort)
@@ -174,6 +187,7 @@ def entry_name(e) -> str:
     return f"{e.competitor.display_name}{rep}"
 
 
+@page({"replicate": key_int(1, 32767), "range": RANGE})
 def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
     entry = selectors.get_entry(cohort_id, slug, _replicate(request))
     open_positions, closed_positions = selectors.entry_positions(entry)
@@ -201,6 +215,7 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
     return render(request, "arena/entry_detail.html", context)
 
 
+@page(depends=("data",))
 def competitor_list(request: HttpRequest) -> HttpResponse:
     competitors = list(selectors.competitors_overview())
     headlines = selectors.competitor_headlines(competitors)
@@ -209,6 +224,7 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/competitor_list.html", {"competitors": competitors})
 
 
+@page({"scope": SCOPE})
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
     competitor = get_object_or_404(Competitor, slug=slug)
     scope = selectors.scope_or_default(request.GET.get("scope"), competitor)
@@ -365,6 +381,11 @@ def _signed(value, sign: int):
     return value * sign if isinstance(value, int | float) else None
 
 
+@page(
+    {"q": key_text(), "status": key_choice(Market.Status.values), "page": key_int(1, 10**6)},
+    depends=("data",),
+    htmx_target="market-results",
+)
 def market_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "")
     status = request.GET.get("status", "")
@@ -381,6 +402,7 @@ def market_list(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/market_list.html", context)
 
 
+@page({"range": RANGE}, depends=("data",))
 def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
     forecasts = selectors.market_forecasts(market)
@@ -399,6 +421,7 @@ def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
     return render(request, "arena/market_detail.html", context)
 
 
+@page(depends=("data",))
 def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     decision = selectors.get_decision(decision_id)
     # Baselines answer through the same path but no model runs: zero tokens and latency would
@@ -412,6 +435,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     return render(request, "arena/decision_detail.html", context)
 
 
+@page(depends=("data",))
 def methodology(request: HttpRequest) -> HttpResponse:
     try:
         from core import methodology as m
@@ -472,6 +496,7 @@ def exports_page(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/exports.html", context)
 
 
+@page(depends=("data",))
 def about(request: HttpRequest) -> HttpResponse:
     return render(
         request,

@@ -66,7 +66,8 @@ def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> s
     cohorts = Cohort.objects.all()
     if competitor is not None:
         cohorts = cohorts.filter(entries__competitor=competitor)
-    kinds = set(cohorts.values_list("kind", flat=True).distinct())
+    # order_by(): the model's default ordering would make DISTINCT run over (kind, week_start).
+    kinds = set(cohorts.order_by().values_list("kind", flat=True).distinct())
     return next((k for k in SCOPES if k in kinds), Cohort.Kind.LIVE)
 
 
@@ -129,7 +130,7 @@ class SiteState:
 
 
 def site_state(scope: str) -> SiteState:
-    market_qs = Market.objects.all()
+    market_qs = Market.objects.order_by()
     if scope == Cohort.Kind.LIVE:
         market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
     agg = market_qs.aggregate(
@@ -141,7 +142,7 @@ def site_state(scope: str) -> SiteState:
     return SiteState(
         markets=agg["n"],
         markets_synced=synced,
-        cohorts=Cohort.objects.filter(kind=scope).count(),
+        cohorts=Cohort.objects.filter(kind=scope).order_by().count(),
         resolved_markets=agg["resolved"],
     )
 
@@ -176,40 +177,37 @@ def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
 
 
 def entry_rows(cohort: Cohort) -> list[Entry]:
-    """The cohort's entries with value, return, cash, invested, trades and resolved counts."""
-    latest = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts")
-    open_cost = (
-        Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
+    """The cohort's entries with value, return, cash, invested, trades and resolved counts.
+
+    Three plain queries: the entries with their series head (the latest snapshot, kept by
+    cohorts/series.py as snapshots are written), their positions counted and summed by status,
+    their trades counted. Cheaper to plan and run than one correlated subquery per figure.
+    """
+    rows = list(Entry.objects.filter(cohort=cohort).select_related("competitor", "series_head"))
+    positions = (
+        Position.objects.filter(entry__cohort=cohort)
         .order_by()
-        .values("entry")
-        .annotate(s=Sum("cost_basis"))
-        .values("s")[:1]
+        .values_list("entry_id", "status")
+        .annotate(n=Count("id"), cost=Sum("cost_basis"))
     )
-    money = DecimalField(max_digits=14, decimal_places=2)
-    qs = (
-        Entry.objects.filter(cohort=cohort)
-        .select_related("competitor")
-        .annotate(
-            snap_total=Subquery(latest.values("total")[:1], output_field=money),
-            snap_ts=Subquery(latest.values("ts")[:1]),
-            invested=Coalesce(Subquery(open_cost, output_field=money), ZERO),
-            n_trades=Coalesce(_count_subquery(Trade.objects.filter(entry=OuterRef("pk"))), 0),
-            n_open=Coalesce(
-                _count_subquery(
-                    Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
-                ),
-                0,
-            ),
-            n_resolved=Coalesce(
-                _count_subquery(
-                    Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.SETTLED)
-                ),
-                0,
-            ),
-        )
+    by_status = {(e, status): (n, cost) for e, status, n, cost in positions}
+    trades = dict(
+        Trade.objects.filter(entry__cohort=cohort)
+        .order_by()
+        .values_list("entry_id")
+        .annotate(n=Count("id"))
     )
-    rows = list(qs)
+    open_, settled = Position.Status.OPEN, Position.Status.SETTLED
     for e in rows:
+        head = getattr(e, "series_head", None)
+        has_value = head is not None and head.last_ts is not None
+        e.snap_total = head.last_total if has_value else None
+        e.snap_ts = head.last_ts if has_value else None
+        n_open, open_cost = by_status.get((e.pk, open_), (0, None))
+        e.invested = open_cost if open_cost is not None else Decimal("0.00")
+        e.n_open = n_open
+        e.n_resolved = by_status.get((e.pk, settled), (0, None))[0]
+        e.n_trades = trades.get(e.pk, 0)
         decorate_entry(e)
     rows.sort(key=lambda e: (-e.value, e.competitor.display_name, e.replicate))
     return rows
@@ -223,9 +221,16 @@ def decorate_entry(e: Entry) -> None:
     e.return_pct = float((e.value - base) / base * 100)
 
 
+# Columns no list of decisions, trades or markets shows, and that can weigh kilobytes a row
+# (prompts, upstream payloads): never loaded for lists.
+DECISION_HEAVY = ("system_prompt", "user_prompt", "parsed", "validation_errors", "forecast_sample")
+MARKET_HEAVY = ("raw", "description")
+
+
 def recent_decisions(cohort: Cohort, limit: int = 20) -> list[Decision]:
     return list(
         Decision.objects.filter(entry__cohort=cohort)
+        .defer(*DECISION_HEAVY)
         .select_related("entry__competitor")
         .annotate(n_trades=Count("trades"))
         .order_by("-week", "-claimed_at", "-id")[:limit]
@@ -263,6 +268,7 @@ def entry_positions(entry: Entry) -> tuple[list[Position], list[Position]]:
     positions = list(
         Position.objects.filter(entry=entry)
         .select_related("market")
+        .defer(*(f"market__{f}" for f in MARKET_HEAVY))
         .prefetch_related(Prefetch("settlements", queryset=live_settlement, to_attr="live"))
         .order_by("-opened_at", "-id")
     )
@@ -282,6 +288,7 @@ def entry_positions(entry: Entry) -> tuple[list[Position], list[Position]]:
 def entry_decisions(entry: Entry) -> list[Decision]:
     return list(
         Decision.objects.filter(entry=entry)
+        .defer(*DECISION_HEAVY)
         .annotate(
             n_trades=Count("trades", distinct=True), n_forecasts=Count("forecasts", distinct=True)
         )
@@ -293,6 +300,10 @@ def entry_trades(entry: Entry, limit: int = 200) -> list[Trade]:
     return list(
         Trade.objects.filter(entry=entry)
         .select_related("position__market", "decision")
+        .defer(
+            *(f"decision__{f}" for f in (*DECISION_HEAVY, "reasoning")),
+            *(f"position__market__{f}" for f in MARKET_HEAVY),
+        )
         .order_by("-executed_at", "-id")[:limit]
     )
 
@@ -301,6 +312,10 @@ def entry_forecasts(entry: Entry, limit: int = 300) -> list[Forecast]:
     return list(
         Forecast.objects.filter(entry=entry)
         .select_related("market", "decision")
+        .defer(
+            *(f"decision__{f}" for f in (*DECISION_HEAVY, "reasoning")),
+            *(f"market__{f}" for f in MARKET_HEAVY),
+        )
         .order_by("-created_at", "-id")[:limit]
     )
 

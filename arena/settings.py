@@ -131,7 +131,8 @@ REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's backend, reusing one Redis client per pool (see core/redis_cache.py).
+            "BACKEND": "core.redis_cache.RedisCache",
             "LOCATION": REDIS_CACHE_URL,
         }
     }

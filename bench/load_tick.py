@@ -1,14 +1,15 @@
 """Snapshot ticks against the load-test database while bench/load.sh measures the pages.
 
-    uv run python bench/load_tick.py --seconds 15 [--interval 1]
+    uv run python bench/load_tick.py --seconds 45 [--interval 600] [--delay 15]
 
 Runs what the 10-minute `snapshot` task does to the data — settle what lags, then one snapshot
-row per entry of every running live cohort (cohorts.snapshots.take_snapshot, the real bulk
-upsert) — one every --interval seconds (0 = back to back), each tick in the next 10-minute
-bucket after the bench data ends, so every tick really writes (a repeat in one bucket would be a
-cheap no-op). Once a second is 600 times production's rate: a worst case that still leaves the
-CPU to the web server most of the time, as a real tick does. The rows it added are deleted at the
-end, so the data set stays as bench/pages.py built it. Prints ticks, rows and timings.
+row per entry of every running live cohort (cohorts.snapshots.take_snapshot: the real bulk upsert,
+which also extends the chart series and replaces the values version) — first after --delay
+seconds, then every --interval seconds (600 is production's cadence; 0 = back to back), each
+tick in the next 10-minute bucket after the bench data ends, so every tick really writes. At the
+end the rows it added are deleted and the series rewound to where they were (cohorts.series
+recomputes from the first tick's time on), so the data set stays as bench/pages.py built it.
+Prints "ready" once started, then ticks, rows and timings.
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pages  # noqa: E402  (Django set up with the bench's production-like settings)
 from django.db.models import Max  # noqa: E402
 
+from cohorts import series  # noqa: E402
 from cohorts.models import Snapshot  # noqa: E402
 from cohorts.settlement import settle_pending  # noqa: E402
 from cohorts.snapshots import take_snapshot  # noqa: E402
-from core.versions import data_changed  # noqa: E402
+from core.versions import values_changed  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=15)
-    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--seconds", type=float, default=45)
+    parser.add_argument("--interval", type=float, default=600.0)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first tick")
     args = parser.parse_args()
     data_end = Snapshot.objects.aggregate(end=Max("ts"))["end"]
     # A production tick runs in a long-lived worker: say when start-up (imports, first query) is
@@ -42,23 +45,35 @@ def main() -> None:
     print("ready", flush=True)
     at = data_end
     durations, rows = [], 0
-    deadline = time.monotonic() + args.seconds
+    start = time.monotonic()
+    deadline = start + args.seconds
+    next_tick = start + args.delay
     try:
-        while time.monotonic() < deadline:
+        while True:
+            time.sleep(max(0.0, min(next_tick, deadline) - time.monotonic()))
+            if time.monotonic() >= deadline:
+                break
             at += timedelta(minutes=10)
             t = time.perf_counter()
             settle_pending(at)
             rows += take_snapshot(at)
             durations.append((time.perf_counter() - t) * 1000)
-            time.sleep(max(0.0, args.interval - durations[-1] / 1000))
+            next_tick += args.interval
     finally:
-        Snapshot.objects.filter(ts__gt=data_end).delete()
-        data_changed()  # the pages showed the ticks just removed
+        if at != data_end:
+            ticked = Snapshot.objects.filter(ts__gt=data_end)
+            entries = list(ticked.values_list("entry_id", flat=True).distinct())
+            ticked.delete()
+            series.rebuild_entries(entries, since=data_end + timedelta(minutes=10))
+            values_changed()  # the pages showed the ticks just removed
     if durations:
         print(
-            f"snapshot ticks: {len(durations)} ({rows:,} rows) in {args.seconds:.0f} s; "
-            f"every {args.interval:g} s; per tick median {statistics.median(durations):.0f} ms, max {max(durations):.0f} ms"
+            f"snapshot ticks: {len(durations)} ({rows:,} rows) in {args.seconds:.0f} s, first after "
+            f"{args.delay:g} s, then every {args.interval:g} s; per tick median "
+            f"{statistics.median(durations):.0f} ms, max {max(durations):.0f} ms"
         )
+    else:
+        print("snapshot ticks: none (the run was shorter than the delay)")
     assert pages  # imported for its Django setup
 
 

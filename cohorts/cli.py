@@ -1,4 +1,5 @@
-"""`arena open-cohort`, `arena snapshot` and `arena doctor` (dispatched by the arena command)."""
+"""`arena open-cohort`, `arena snapshot`, `arena doctor` and `arena rebuild-series` (dispatched by
+the arena command)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from cohorts import doctor as doctor_checks
-from cohorts import seals, services, settlement, snapshots
+from cohorts import seals, series, services, settlement, snapshots
 from cohorts.models import Cohort
 
 
@@ -79,3 +80,11 @@ def doctor(cmd, options) -> None:
     if problems:
         raise CommandError(f"{len(problems)} invariant violation(s)")
     cmd.stdout.write(f"ok: {len(doctor_checks.CHECKS)} invariant checks passed")
+
+
+def rebuild_series(cmd, options) -> None:
+    """Recompute every chart series from the snapshot table (they are kept up to date as
+    snapshots are written; this is for data written around the services, e.g. a restore of an
+    old dump or a manual SQL fix)."""
+    n = series.rebuild_all()
+    cmd.stdout.write(f"rebuilt the chart series of {n} entries")

@@ -219,6 +219,65 @@ class Snapshot(models.Model):
         ]
 
 
+# --- chart series (cohorts/series.py keeps them; pages only read them) ----------------------
+
+
+class SeriesHead(models.Model):
+    """How far an entry's chart series have absorbed its snapshots: first and latest, with the
+    latest total. Its row is also the lock that serialises writers of the entry's series."""
+
+    entry = models.OneToOneField(
+        Entry, on_delete=models.CASCADE, primary_key=True, related_name="series_head"
+    )
+    first_ts = models.DateTimeField(null=True, blank=True)
+    last_ts = models.DateTimeField(null=True, blank=True)
+    last_total = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+
+
+class SeriesChunk(models.Model):
+    """An entry's value at CHUNK consecutive points of one grid (multiples of `step` seconds
+    since the epoch), packed little-endian float64, NaN where the entry has no value."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveIntegerField()
+    chunk = models.IntegerField(help_text="grid index // CHUNK")
+    values = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["entry", "step", "chunk"], name="series_chunk_entry_step_uniq"
+            )
+        ]
+
+
+class ScopeSeriesHead(models.Model):
+    """First and latest snapshot of a scope (live / replay / demo); the lock of its overview."""
+
+    scope = models.CharField(max_length=10, primary_key=True, choices=Cohort.Kind.choices)
+    first_ts = models.DateTimeField(null=True, blank=True)
+    last_ts = models.DateTimeField(null=True, blank=True)
+
+
+class ScopeSeriesChunk(models.Model):
+    """A competitor's mean return (%) over its entries of a scope alive at each grid point,
+    packed like SeriesChunk: the home page's overview chart."""
+
+    scope = models.CharField(max_length=10, choices=Cohort.Kind.choices)
+    competitor = models.ForeignKey("agents.Competitor", on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveIntegerField()
+    chunk = models.IntegerField()
+    values = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "step", "chunk", "competitor"],
+                name="scope_series_chunk_uniq",
+            )
+        ]
+
+
 # The append-only sealing records live in their own module (cohorts/seal_models.py).
 from cohorts.seal_models import (  # noqa: E402, F401
     DecisionDigest,

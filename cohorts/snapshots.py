@@ -21,11 +21,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from django.db.models import Max, Q, Sum
+from django.db import transaction
+from django.db.models import OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
+from cohorts import series
 from cohorts.models import Cohort, Entry, Position, Snapshot
-from core.versions import data_changed
+from core.versions import values_changed
 from markets.models import Market
 from markets.pricing import outcome_price
 
@@ -100,16 +102,26 @@ def compute_snapshots(entry_filter: Q, ts: datetime) -> list[Snapshot]:
     return rows
 
 
-def _upsert(rows: list[Snapshot]) -> int:
-    # One statement per batch; a rerun in the same bucket overwrites the bucket's row.
-    Snapshot.objects.bulk_create(
-        rows,
-        update_conflicts=True,
-        unique_fields=["entry", "ts"],
-        update_fields=SNAPSHOT_FIELDS,
-        batch_size=2000,
-    )
-    data_changed()
+def store_snapshots(rows: list[Snapshot]) -> int:
+    """Upsert snapshot rows and fold them into the chart series, in one transaction.
+
+    The only way snapshots are written (ticks, settlement, replays, the demo), so the series
+    never lag the table. One statement per batch; a rerun in the same bucket overwrites the
+    bucket's row.
+    """
+    if not rows:
+        return 0
+    with transaction.atomic():
+        heads = series.lock(r.entry_id for r in rows)  # before the rows: see series.lock
+        Snapshot.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["entry", "ts"],
+            update_fields=SNAPSHOT_FIELDS,
+            batch_size=2000,
+        )
+        series.record(heads, [(r.entry_id, r.ts, r.total) for r in rows])
+        values_changed()
     return len(rows)
 
 
@@ -131,7 +143,7 @@ def take_snapshot(at: datetime | None = None, cohorts: Iterable[Cohort] | None =
     and a simulated `at`.
     """
     at = at if at is not None else timezone.now()
-    return _upsert(compute_snapshots(snapshot_cohorts(at, cohorts), bucket_for(at)))
+    return store_snapshots(compute_snapshots(snapshot_cohorts(at, cohorts), bucket_for(at)))
 
 
 def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
@@ -142,7 +154,7 @@ def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     entry_ids = list(entry_ids)
     if not entry_ids:
         return 0
-    return _upsert(compute_snapshots(Q(pk__in=entry_ids), bucket_for(at)))
+    return store_snapshots(compute_snapshots(Q(pk__in=entry_ids), bucket_for(at)))
 
 
 def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
@@ -159,17 +171,28 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     if not entry_ids:
         return 0
     bucket = bucket_for(at)
-    simulated = Entry.objects.filter(pk__in=entry_ids).exclude(cohort__kind=Cohort.Kind.LIVE)
+    # Each simulated entry's latest snapshot: one backward probe of Snapshot(entry, ts) per
+    # entry (the snapshot table, not the chart series, is the record of what exists).
+    latest_ts = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts").values("ts")[:1]
     latest = dict(
-        Snapshot.objects.filter(entry__in=simulated)
-        .values("entry_id")
-        .annotate(last=Max("ts"))
-        .values_list("entry_id", "last")
+        Entry.objects.filter(pk__in=entry_ids)
+        .exclude(cohort__kind=Cohort.Kind.LIVE)
+        .annotate(latest=Subquery(latest_ts))
+        .filter(latest__isnull=False)
+        .values_list("pk", "latest")
     )
     by_ts: dict[datetime, list[int]] = defaultdict(list)
     for entry_id in entry_ids:
         by_ts[latest.get(entry_id, bucket)].append(entry_id)
-    return sum(_upsert(compute_snapshots(Q(pk__in=ids), ts)) for ts, ids in by_ts.items())
+    written = 0
+    for ts, ids in by_ts.items():
+        written += store_snapshots(compute_snapshots(Q(pk__in=ids), ts))
+        # The entries' chart series from the earliest point the correction touches are
+        # recomputed from their snapshot rows, in the settlement's transaction: a correction
+        # dated before later rows (a replay's simulated clock, a settlement run for a past
+        # time) must not leave a chart drawing the old outcome there.
+        series.rebuild_entries(ids, since=min(at, ts))
+    return written
 
 
 def write_final_snapshot(entry: Entry, at: datetime | None = None) -> int:

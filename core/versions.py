@@ -1,9 +1,15 @@
 """Data version tokens: the ground truth of "has anything a reader sees changed?".
 
-Every write that changes what a public page shows calls `data_changed()` (or `scores_changed()`
-for a new score run), which - once the transaction commits - replaces a version token. The page
-cache (arena/cache.py) keys its entries on these tokens, and chart data caches do the same. Random
-tokens (not counters) mean two concurrent bumps can't collapse into one. This module lives in the
+Three tokens, each replaced (once the writing transaction commits) by the writes it covers:
+- data: every write that changes what a public page shows (settlements, decisions, syncs,
+  resolutions, staff changes, score runs) calls `data_changed()`;
+- values: snapshot ticks (`values_changed()`): only the pages that show portfolio values over
+  time (home, cohort, entry, competitor pages, their API) depend on it, so a tick every 10
+  minutes leaves the market, decision and methodology pages cached;
+- scores: a new score run (`scores_changed()`, which also replaces data): the leaderboard API
+  shows nothing else.
+The page cache (arena/cache.py) keys its entries on the tokens a page depends on. Random tokens
+(not counters) mean two concurrent bumps can't collapse into one. This module lives in the
 ground package because every app's write path calls it while the cache itself belongs to the site.
 """
 
@@ -13,7 +19,9 @@ from django.core.cache import cache
 from django.db import transaction
 
 DATA_KEY = "arena:data-version"
+VALUES_KEY = "arena:values-version"
 SCORES_KEY = "arena:scores-version"
+KEYS = (DATA_KEY, VALUES_KEY, SCORES_KEY)
 
 
 def version(key: str) -> str:
@@ -23,6 +31,12 @@ def version(key: str) -> str:
         cache.add(key, uuid.uuid4().hex, None)
         token = cache.get(key)
     return token
+
+
+def versions(found: dict) -> dict[str, str]:
+    """Every token, given what a `cache.get_many(KEYS + ...)` already returned (one round trip
+    when all exist); missing ones are created."""
+    return {key: found.get(key) or version(key) for key in KEYS}
 
 
 def data_version() -> str:
@@ -37,6 +51,10 @@ def _bump_data() -> None:
     cache.set(DATA_KEY, uuid.uuid4().hex, None)
 
 
+def _bump_values() -> None:
+    cache.set(VALUES_KEY, uuid.uuid4().hex, None)
+
+
 def _bump_scores() -> None:
     cache.set_many({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex}, None)
 
@@ -44,6 +62,11 @@ def _bump_scores() -> None:
 def data_changed() -> None:
     """Invalidate cached pages once the current transaction commits (now, outside one)."""
     transaction.on_commit(_bump_data)
+
+
+def values_changed() -> None:
+    """New snapshots: invalidate the pages that show values over time, once this commits."""
+    transaction.on_commit(_bump_values)
 
 
 def scores_changed() -> None:

@@ -105,15 +105,106 @@ def test_leaderboard_api_default_scope_follows_new_cohorts(client):
 
 
 def test_while_one_request_renders_a_new_version_others_get_the_previous_page(client):
-    from arena.cache import DATA_KEY, _page_id
+    from arena.cache import DATA_KEY, render_lock
 
     old = client.get("/markets/")
-    cache.set(DATA_KEY, "a-newer-version")  # a write committed
-    # Someone else is rendering the new version right now.
-    request = client.get("/markets/").wsgi_request  # renders v2 and stores it ...
-    cache.set(DATA_KEY, "newest")
-    key = f"arena:page:newest:{_page_id(request)}"
-    cache.add(f"arena:render:{key}", 1, 5)  # ... and a render of v3 is in flight
+    cache.set(DATA_KEY, "newest")  # a write committed ...
+    cache.add(render_lock(("newest",), "GET:/markets/?"), 1, 5)  # ... and a render is in flight
     resp = client.get("/markets/")
     assert resp["X-Cache"] == "stale"
     assert resp.content == old.content
+    cache.delete(render_lock(("newest",), "GET:/markets/?"))  # the renderer died
+    assert client.get("/markets/")["X-Cache"] == "miss"
+    assert client.get("/markets/")["X-Cache"] == "hit"
+
+
+def test_unknown_parameters_share_the_page_and_never_reach_the_view(client):
+    from django.core.cache import cache as django_cache
+
+    first = client.get("/markets/?utm_source=a")
+    size = len(django_cache._cache)
+    for n in range(5):
+        resp = client.get(f"/markets/?utm_source=mail-{n}&bust={n}")
+        assert resp["X-Cache"] == "hit" and resp.content == first.content
+        assert dict(resp.wsgi_request.GET) == {}  # the view saw none of them
+    assert len(django_cache._cache) == size  # and they made no new entries
+
+
+def test_declared_parameters_are_normalised_and_bad_values_are_not_stored(client):
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    cohort, _ = open_cohort(SUNDAY, at=SUNDAY)
+    assert client.get(f"/cohorts/{cohort.pk}/?range=1w")["X-Cache"] == "miss"
+    assert client.get(f"/cohorts/{cohort.pk}/?range=1W&utm=x")["X-Cache"] == "hit"
+    assert client.get(f"/cohorts/{cohort.pk}/?range=ALL")["X-Cache"] == "miss"
+    for _ in range(2):  # a value the page rejects is answered by the view, never stored
+        resp = client.get(f"/cohorts/{cohort.pk}/?range=nonsense")
+        assert resp.status_code in (200, 400) and "X-Cache" not in resp
+
+
+def test_a_hit_is_one_cache_round_trip(client, monkeypatch):
+    from django.core.cache import cache as django_cache
+
+    client.get("/methodology/")
+    calls, depth = [], [0]
+
+    def spy(name, real):
+        def call(*args, **kwargs):
+            if not depth[0]:  # locmem's get_many calls get() itself; Redis sends one MGET
+                calls.append(name)
+            depth[0] += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return call
+
+    for name in ("get", "get_many", "set", "set_many", "add", "delete", "incr"):
+        monkeypatch.setattr(django_cache, name, spy(name, getattr(django_cache, name)))
+    assert client.get("/methodology/")["X-Cache"] == "hit"
+    assert calls == ["get_many"]
+
+
+def test_a_snapshot_tick_keeps_pages_without_values_cached(client):
+    from cohorts.snapshots import take_snapshot
+
+    Competitor.objects.create(slug="cash", display_name="Cash", kind="baseline", strategy="cash")
+    cohort, _ = open_cohort(SUNDAY, at=SUNDAY)
+    pages = ["/markets/", "/methodology/", f"/cohorts/{cohort.pk}/", "/"]
+    for url in pages:
+        client.get(url)
+    take_snapshot(at=SUNDAY, cohorts=[cohort])
+    states = {url: client.get(url)["X-Cache"] for url in pages}
+    assert states == {
+        "/markets/": "hit",
+        "/methodology/": "hit",
+        f"/cohorts/{cohort.pk}/": "miss",  # shows values: rendered again
+        "/": "miss",
+    }
+
+
+def test_the_htmx_partial_is_its_own_page(client):
+    full = client.get("/markets/")
+    partial = client.get("/markets/", headers={"HX-Request": "true", "HX-Target": "market-results"})
+    assert partial["X-Cache"] == "miss" and len(partial.content) < len(full.content)
+    other = client.get("/markets/", headers={"HX-Request": "true", "HX-Target": "anything"})
+    assert other["X-Cache"] == "hit" and other.content == full.content
+
+
+@pytest.mark.redis
+def test_the_redis_backend_reuses_one_client_and_serves_hits(client, settings):
+    import os
+
+    from django.core.cache import caches
+
+    settings.CACHES = {
+        "default": {"BACKEND": "core.redis_cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]}
+    }
+    redis_cache = caches["default"]
+    redis_cache.clear()
+    redis_cache.set_many({"a": 1, "b": b"two"})
+    assert redis_cache.get_many(["a", "b", "c"]) == {"a": 1, "b": b"two"}
+    assert redis_cache._cache.get_client() is redis_cache._cache.get_client(write=True)
+    assert client.get("/methodology/")["X-Cache"] == "miss"
+    assert client.get("/methodology/?utm_source=x")["X-Cache"] == "hit"
+    redis_cache.clear()

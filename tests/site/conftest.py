@@ -26,6 +26,7 @@ from cohorts.models import (
     Trade,
     Universe,
 )
+from cohorts.snapshots import store_snapshots
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 
@@ -222,17 +223,20 @@ class World:
         )
 
     def snapshots(self, entry: Entry, n: int = 12, step_minutes: int = 10) -> None:
-        Snapshot.objects.bulk_create(
-            Snapshot(
-                entry=entry,
-                ts=entry.cohort.week_start + timedelta(minutes=step_minutes * i),
-                cash=entry.cash,
-                positions_value=Decimal("100.00"),
-                total=entry.cash + Decimal("100.00") + Decimal(i),
-                realized_pnl=Decimal("0"),
-                unrealized_pnl=Decimal(i),
-            )
-            for i in range(n)
+        # Through the service, which keeps the chart series as the snapshots are written.
+        store_snapshots(
+            [
+                Snapshot(
+                    entry=entry,
+                    ts=entry.cohort.week_start + timedelta(minutes=step_minutes * i),
+                    cash=entry.cash,
+                    positions_value=Decimal("100.00"),
+                    total=entry.cash + Decimal("100.00") + Decimal(i),
+                    realized_pnl=Decimal("0"),
+                    unrealized_pnl=Decimal(i),
+                )
+                for i in range(n)
+            ]
         )
 
     def score_run(self, scope: str = "live", n_resolved: int = 3) -> ScoreRun:

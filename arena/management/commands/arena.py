@@ -39,6 +39,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "backup": ("arena.backup", "backup", "copy the database to a file"),
     "restore": ("arena.backup", "restore", "replace the database from a backup"),
     "retention": ("cohorts.retention", "retention", "roll old snapshots up to hourly"),
+    "rebuild-series": (
+        "cohorts.cli",
+        "rebuild_series",
+        "recompute the chart series from the snapshot table",
+    ),
 }
 
 # Django's own options that mean nothing to an arena user; they still work, unlisted.
