@@ -208,3 +208,33 @@ def test_the_redis_backend_reuses_one_client_and_serves_hits(client, settings):
     assert client.get("/methodology/")["X-Cache"] == "miss"
     assert client.get("/methodology/?utm_source=x")["X-Cache"] == "hit"
     redis_cache.clear()
+
+
+def test_every_cached_view_declares_each_parameter_it_reads():
+    """The key is made of the declared parameters and the view sees only those: a view that
+    reads another one would be keyed wrong (and would never see it). Read the views' source for
+    request.GET lookups, including helpers they call in the same module."""
+    import inspect
+    import re
+
+    from django.urls import get_resolver
+
+    lookup = re.compile(r"""request\.GET(?:\.get|\.getlist)?[\(\[]\s*["']([\w-]+)["']""")
+    helper_call = re.compile(r"\b(_\w+)\(request")
+    checked = 0
+    for pattern in get_resolver().url_patterns[-1].url_patterns:  # arena.site_urls
+        view = pattern.callback
+        spec = getattr(view, "page_spec", None)
+        if spec is None:
+            continue
+        func = inspect.unwrap(view)
+        module = inspect.getmodule(func)
+        source = inspect.getsource(func)
+        for name in set(helper_call.findall(source)):
+            if hasattr(module, name):
+                source += inspect.getsource(getattr(module, name))
+        read = set(lookup.findall(source))
+        declared = {name for name, _ in spec.params}
+        assert read <= declared, f"{pattern.name} reads {read - declared} without declaring it"
+        checked += 1
+    assert checked >= 15
