@@ -14,8 +14,9 @@ every range spans its whole window: a 4-week cohort's 1W shows seven days. Readi
 two indexed queries, whatever the length of the history. All entries share one x axis, so a
 timestamp travels once; times are the grid's exact instants, in UTC, to the minute.
 
-`annotations` is a list of marks on the time axis (staff resolution changes, cohort events),
-each {"x", "kind", "label", ...}; empty until something fills it.
+Each line carries its competitor's fixed `color` and `dash` (arena/colours.py). `annotations` is
+a list of marks on the time axis, {"x", "kind", "label", "detail"}, filled by
+arena/selectors.decorate_series / decorate_overview (cohort events, staff corrections).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from arena import colours
 from cohorts import series
 from cohorts.models import Cohort, Entry
 
@@ -135,6 +137,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
                 "competitor": e.competitor.slug,
                 "replicate": e.replicate,
                 "label": entry_label(e, replicated),
+                **colours.style_for(e.competitor_id, e.replicate),
                 "y": _numbers(values, 2),
             }
         )
@@ -183,8 +186,15 @@ def scope_return_series(
             values = np.append(values, tail.get(owner, np.nan))
         if np.isnan(values).all():
             continue
-        _, slug, name = owner
-        lines.append({"competitor": slug, "label": name, "y": _numbers(values, 3)})
+        pk, slug, name = owner
+        lines.append(
+            {
+                "competitor": slug,
+                "label": name,
+                **colours.style_for(pk),
+                "y": _numbers(values, 3),
+            }
+        )
     if lines:
         payload["step_seconds"] = win.step
         payload["x"] = win.x()

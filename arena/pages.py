@@ -10,11 +10,13 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 
 from agents.models import Competitor
 from arena import charts, colours, exports, glossary, selectors, standings
 from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort
+from core.versions import data_version
 from markets.models import Market
 from scoring.metrics import provisional_threshold
 
@@ -58,21 +60,29 @@ def _replicate(request: HttpRequest) -> int:
 )  # fmt: skip
 def home(request: HttpRequest) -> HttpResponse:
     scope = selectors.scope_or_default(request.GET.get("scope"))
-    run = selectors.latest_run(scope)
+    run = selectors.latest_run_light(scope)
     sort = request.GET.get("sort", "rank")
-    direction = request.GET.get("dir")
-    descending = {"asc": False, "desc": True}.get(direction or "")
-    rows, sort, descending = selectors.leaderboard_rows(run, None, sort, descending)
-    board = standings.build(run, rows)
+    sort = sort if sort in selectors.SORTABLE else "rank"
+    descending = {"asc": False, "desc": True}.get(request.GET.get("dir") or "")
+    if descending is None:
+        descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
+    # The table changes only with data writes (score runs, lineup): templates/arena/home.html
+    # keeps it per data version, and these are evaluated only when it is rendered again.
+    board = SimpleLazyObject(
+        lambda: standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
+    )
     context = {
         "scope": scope,
         "scopes": selectors.SCOPES,
         "run": run,
         "board": board,
-        "rows": board.scored,
+        "rows": SimpleLazyObject(lambda: board.scored),
         "sort": sort,
         "descending": descending,
-        "columns": _leaderboard_columns(scope, sort, descending, board.headline),
+        "columns": SimpleLazyObject(
+            lambda: _leaderboard_columns(scope, sort, descending, board.headline)
+        ),
+        "data_version": data_version(),
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
@@ -151,9 +161,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
     cohort = get_object_or_404(Cohort, pk=cohort_id)
     entries = selectors.entry_rows(cohort)
     range_key = charts.range_or_default(request.GET.get("range"))
-    week, universe = selectors.cohort_universe(cohort)
-    decisions = selectors.recent_decisions(cohort)
-    corrections = selectors.staff_corrections(cohort)
+    corrections = selectors.staff_corrections_kept(cohort)
     names = {e.pk: entry_name(e) for e in entries}
     moved = set()
     for rc in corrections:
@@ -161,6 +169,12 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
         rc.entry_names = sorted(names[i] for i in rc.entry_ids if i in names)
     for e in entries:
         e.corrected = e.pk in moved
+    # Decisions and the universe change only with data writes: the template keeps their
+    # sections per data version, and these are read only when a section is rendered again.
+    decisions = SimpleLazyObject(lambda: selectors.recent_decisions(cohort))
+    universe = SimpleLazyObject(
+        lambda: dict(zip(("week", "markets"), selectors.cohort_universe(cohort)))
+    )
     context = {
         "cohort": cohort,
         "entries": entries,
@@ -171,13 +185,14 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[cohort.pk]),
-        "universe_week": week,
-        "universe": universe[:100],
-        "universe_total": len(universe),
+        "universe_week": SimpleLazyObject(lambda: universe["week"]),
+        "universe": SimpleLazyObject(lambda: universe["markets"][:100]),
+        "universe_total": SimpleLazyObject(lambda: len(universe["markets"])),
         "decisions": decisions,
         "seals": selectors.cohort_seal_rows(cohort),
         # Decisions are newest week first, so the first one is the latest decided week.
-        "latest_week": decisions[0].week if decisions else None,
+        "latest_week": SimpleLazyObject(lambda: decisions[0].week if decisions else None),
+        "data_version": data_version(),
     }
     return render(request, "arena/cohort_detail.html", context)
 

@@ -35,6 +35,7 @@ from agents.models import Competitor, Decision, Forecast, LLMCall
 from arena import charts, colours, standings
 from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from core.versions import DATA_KEY, VALUES_KEY, memo
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -84,6 +85,17 @@ def latest_run(scope: str) -> ScoreRun | None:
     return scoring_selectors.latest_run(scope)
 
 
+def latest_run_light(scope: str) -> ScoreRun | None:
+    """The latest run without its details (tens of kilobytes of JSON), loaded only if a page
+    reads them: the home page needs them only when its leaderboard fragment is rendered again."""
+    return (
+        ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
+        .defer("details")
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+
+
 def leaderboard_rows(
     run: ScoreRun | None, cohort: Cohort | None = None, sort: str = "rank", descending=None
 ) -> tuple[list[LeaderboardRow], str, bool]:
@@ -130,6 +142,12 @@ class SiteState:
 
 
 def site_state(scope: str) -> SiteState:
+    """Counts that change only with data writes (syncs, resolutions, new cohorts): kept per data
+    version."""
+    return memo(f"site-state:{scope}", lambda: _site_state(scope))
+
+
+def _site_state(scope: str) -> SiteState:
     market_qs = Market.objects.order_by()
     if scope == Cohort.Kind.LIVE:
         market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
@@ -515,34 +533,66 @@ def _within(events: list[dict], xs: list[str]) -> list[dict]:
     return kept[-EVENT_LIMIT:]
 
 
+def _styled(lines: list[dict], replicated: bool) -> None:
+    # charts.py styles its lines from the competitor ids it already has; other payloads get
+    # their ids here (one query).
+    missing = [line for line in lines if "color" not in line]
+    if not missing:
+        return
+    ids = _competitor_ids(line["competitor"] for line in missing)
+    for line in missing:
+        replicate = (line.get("replicate") or 1) if replicated else 1
+        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate))
+
+
+def _event_tokens(kind: str) -> tuple[str, ...]:
+    # A simulated clock's corrections sit on its snapshots, so they move with them too.
+    return (DATA_KEY,) if kind == Cohort.Kind.LIVE else (DATA_KEY, VALUES_KEY)
+
+
+EVENTS_TTL = 600  # a replay whose clock is ahead of the wall clock places events by "now"
+
+
 def decorate_series(payload: dict, cohort: Cohort, entry_ids: list[int] | None = None) -> dict:
     """A cohort's (or one entry's) value series with each line's fixed colour and the events
     that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
-    markets its entries held."""
-    ids = _competitor_ids(e["competitor"] for e in payload.get("entries", []))
-    for e in payload.get("entries", []):
-        e.update(colours.style_for(ids.get(e["competitor"], 0), e.get("replicate") or 1))
-    events = cohort_events(cohort) + correction_events([cohort], entry_ids)
-    payload["annotations"] = _within(events, payload.get("x") or [])
+    markets its entries held. The events change only with data writes, so they are kept per
+    data version (core.versions.memo), never recomputed after a snapshot tick."""
+    _styled(payload.get("entries", []), replicated=True)
+    if payload.get("x"):
+        only = ",".join(map(str, sorted(entry_ids))) if entry_ids is not None else "all"
+        events = memo(
+            f"cohort-events:{cohort.pk}:{only}",
+            lambda: cohort_events(cohort) + correction_events([cohort], entry_ids),
+            _event_tokens(cohort.kind),
+            EVENTS_TTL,
+        )
+        payload["annotations"] = _within(events, payload["x"])
     return payload
 
 
 def decorate_overview(payload: dict, scope: str) -> dict:
-    """The home chart with colours, cohorts opening and staff corrections in the scope."""
-    ids = _competitor_ids(s["competitor"] for s in payload.get("series", []))
-    for s in payload.get("series", []):
-        s.update(colours.style_for(ids.get(s["competitor"], 0)))
-    xs = payload.get("x") or []
-    events: list[dict] = []
-    if xs:
-        cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
-        for c in cohorts:
-            events.append(
-                _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
-            )
-        events += correction_events(cohorts)
-    payload["annotations"] = _within(events, xs)
+    """The home chart with colours, cohorts opening and staff corrections in the scope (kept
+    per data version, as for a cohort's chart)."""
+    _styled(payload.get("series", []), replicated=False)
+    if payload.get("x"):
+        events = memo(
+            f"overview-events:{scope}",
+            lambda: _scope_events(scope),
+            _event_tokens(scope),
+            EVENTS_TTL,
+        )
+        payload["annotations"] = _within(events, payload["x"])
     return payload
+
+
+def _scope_events(scope: str) -> list[dict]:
+    cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
+    events = [
+        _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
+        for c in cohorts
+    ]
+    return events + correction_events(cohorts)
 
 
 def _event(at, kind: str, label: str, detail: str = "") -> dict:
@@ -717,6 +767,11 @@ def competitor_headlines(competitors) -> dict[int, dict]:
                 "tier": s.tier,
             }
     return out
+
+
+def staff_corrections_kept(cohort: Cohort) -> list[ResolutionChange]:
+    """staff_corrections(cohort), kept per data version (only staff changes move it)."""
+    return memo(f"staff-corrections:{cohort.pk}", lambda: staff_corrections(cohort))
 
 
 def staff_corrections(cohort: Cohort, entry: Entry | None = None) -> list[ResolutionChange]:

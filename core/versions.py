@@ -8,8 +8,9 @@ Three tokens, each replaced (once the writing transaction commits) by the writes
   minutes leaves the market, decision and methodology pages cached;
 - scores: a new score run (`scores_changed()`, which also replaces data): the leaderboard API
   shows nothing else.
-The page cache (arena/cache.py) keys its entries on the tokens a page depends on. Random tokens
-(not counters) mean two concurrent bumps can't collapse into one. This module lives in the
+The page cache (arena/cache.py) keys its entries on the tokens a page depends on, and `memo()`
+keeps derived values (chart annotations, a leaderboard's rows) until their tokens change. Random
+tokens (not counters) mean two concurrent bumps can't collapse into one. This module lives in the
 ground package because every app's write path calls it while the cache itself belongs to the site.
 """
 
@@ -72,3 +73,20 @@ def values_changed() -> None:
 def scores_changed() -> None:
     """A new score run (or lineup change): invalidate the leaderboard API and every page."""
     transaction.on_commit(_bump_scores)
+
+
+def memo(name: str, compute, tokens: tuple[str, ...] = (DATA_KEY,), ttl: int = 3600):
+    """`compute()`, kept in the cache until one of `tokens` is replaced: for what only changes
+    with the writes those tokens cover (e.g. chart annotations change with data writes, never
+    with a snapshot tick). One round trip when it is there: the tokens and the value come back
+    in one get_many. The tokens are read before computing, so a value is never stored under
+    tokens newer than the data it was computed from."""
+    key = f"arena:memo:{name}"
+    found = cache.get_many([*tokens, key])
+    current = tuple(found.get(k) or version(k) for k in tokens)
+    stored = found.get(key)
+    if stored is not None and stored[0] == current:
+        return stored[1]
+    value = compute()
+    cache.set(key, (current, value), ttl)
+    return value

@@ -6,10 +6,14 @@ of cents (model calls cost fractions of a cent) keeps up to four decimals, and o
 for that reads "<$0.0001". So $10,000.00, -$12.50, $0.0123 and $0.00, never $0.000000.
 """
 
+import functools
 import json
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from arena import colours, glossary
 
@@ -105,9 +109,19 @@ def version(value) -> str:
     return text if text[:1] in "vV" else f"v{text}"
 
 
-@register.inclusion_tag("arena/partials/kind_badge.html")
-def kind_badge(kind: str):
-    return {"kind": kind}
+# The tags below were inclusion tags (one template each); as simple tags they give the same HTML
+# without a template render per call, which the leaderboard calls dozens of times a page.
+_KIND_BADGES = {
+    "replay": '<span class="badge badge-replay" title="Replayed historical questions, not live '
+    'trading">Replay</span>',
+    "demo": '<span class="badge badge-demo" title="Synthetic demo data generated offline">Demo</span>',
+    "live": '<span class="badge badge-live">Live</span>',
+}
+
+
+@register.simple_tag
+def kind_badge(kind: str) -> str:
+    return mark_safe(_KIND_BADGES.get(kind, ""))  # noqa: S308 - constant markup
 
 
 @register.simple_tag
@@ -116,18 +130,39 @@ def colour(competitor) -> str:
     return colours.colour_for(competitor)
 
 
-@register.inclusion_tag("arena/partials/swatch.html")
-def swatch(competitor):
-    return {"colour": colours.colour_for(competitor)}
+@register.simple_tag
+def swatch(competitor) -> str:
+    return format_html(
+        '<span class="swatch" style="--c: {}" aria-hidden="true"></span>',
+        colours.colour_for(competitor),
+    )
 
 
-@register.inclusion_tag("arena/partials/term.html")
-def term(key: str, label: str = ""):
+@register.simple_tag
+def term(key: str, label: str = "") -> str:
     """A link from a column header or label to the methodology glossary entry `key`."""
     entry = glossary.INDEX.get(key)
     if entry is None:
         raise template.TemplateSyntaxError(f"no glossary entry {key!r}")
-    return {"key": key, "label": label, "title": entry.title}
+    inner = (
+        format_html("{}", label)
+        if label
+        else format_html(
+            '<span aria-hidden="true">?</span><span class="sr-only">What is {}?</span>', entry.title
+        )
+    )
+    return format_html(
+        '<a class="term" href="{}#g-{}" title="{}: what it means">{}</a>',
+        _methodology_url(),
+        key,
+        entry.title,
+        inner,
+    )
+
+
+@functools.cache
+def _methodology_url() -> str:
+    return reverse("methodology")
 
 
 @register.filter

@@ -1,0 +1,92 @@
+"""With the page cache off, what changes only with data writes is kept per data version: a
+snapshot tick renders the values again but reuses the rest; a data write renders everything."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.models import Competitor
+from cohorts.services import BetOrder, execute_orders, open_cohort
+from cohorts.snapshots import take_snapshot
+from core.versions import memo
+from scoring.services import compute_scores
+from tests.factories import make_market
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SUNDAY = datetime(2026, 11, 15, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def page_cache_off(settings):
+    settings.ARENA_PAGE_CACHE = False
+    cache.clear()
+
+
+def _tables_read(client, url: str) -> str:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200
+    return " ".join(q["sql"] for q in ctx.captured_queries), response.content.decode()
+
+
+@pytest.fixture
+def cohort():
+    for slug in ("cash", "market"):
+        Competitor.objects.create(
+            slug=slug, display_name=slug.title(), kind="baseline", strategy="cash"
+        )
+    cohort, _ = open_cohort(SUNDAY, at=SUNDAY)
+    entry = cohort.entries.order_by("pk").first()
+    market = make_market(question="Will the fragment stay honest?")
+    execute_orders(entry, [BetOrder(market.pk, "Yes", Decimal("100"))], [], None, at=SUNDAY)
+    take_snapshot(at=SUNDAY, cohorts=[cohort])
+    compute_scores("live", as_of=SUNDAY)
+    return cohort
+
+
+def test_a_tick_renders_values_again_but_not_the_leaderboard(client, cohort):
+    _tables_read(client, "/")  # fills the fragments
+    take_snapshot(at=SUNDAY + timedelta(minutes=10), cohorts=[cohort])
+    sql, page = _tables_read(client, "/")
+    assert "scoring_leaderboardrow" not in sql  # the table came from its fragment
+    assert "cohorts_scopeserieschunk" in sql  # the chart was read afresh
+    assert charts_end(page) == "2026-11-15 00:10"
+    compute_scores("live", as_of=SUNDAY + timedelta(minutes=10))  # a data write
+    sql, page = _tables_read(client, "/")
+    assert "scoring_leaderboardrow" in sql
+    assert "00:10 UTC" in page  # the run's clock in the table's meta line
+
+
+def test_a_cohort_page_keeps_decisions_and_universe_through_ticks(client, cohort):
+    url = f"/cohorts/{cohort.pk}/"
+    _tables_read(client, url)
+    take_snapshot(at=SUNDAY + timedelta(minutes=10), cohorts=[cohort])
+    sql, page = _tables_read(client, url)
+    assert "agents_decision" not in sql and "cohorts_universe" not in sql
+    assert "cohorts_serieschunk" in sql and "$10,000.00" in page
+
+
+def test_memo_computes_once_per_data_version():
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"n": len(calls)}
+
+    assert memo("t", compute) == {"n": 1}
+    assert memo("t", compute) == {"n": 1}
+    Competitor.objects.create(slug="x", display_name="X", kind="baseline", strategy="cash")
+    open_cohort(SUNDAY, at=SUNDAY)  # a service write: replaces the data token on commit
+    assert memo("t", compute) == {"n": 2}
+
+
+def charts_end(page: str) -> str:
+    import json
+    import re
+
+    data = re.search(r'id="overview-data" type="application/json">(.*?)</script>', page, re.S)
+    return json.loads(data.group(1))["x"][-1]
