@@ -16,6 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
+# The project's interpreter: .venv's (any ./run command installs it), else through uv.
+py() {
+  if [ -x .venv/bin/python ]; then .venv/bin/python "$@"; else uv run --frozen python "$@"; fi
+}
 
 export DATABASE_URL="${LOAD_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arena_bench_load}"
 export DEBUG=0
@@ -31,18 +35,18 @@ dbname="${DATABASE_URL##*/}"
 psql "${DATABASE_URL%/*}/postgres" -tc "SELECT 1 FROM pg_database WHERE datname='$dbname'" | grep -q 1 \
   || psql "${DATABASE_URL%/*}/postgres" -qc "CREATE DATABASE $dbname"
 
-echo "== data (built once; --rebuild via: uv run python bench/load_data.py --rebuild)"
-urls="$(uv run python bench/load_data.py)"
+echo "== data (built once; --rebuild via: .venv/bin/python bench/load_data.py --rebuild)"
+urls="$(py bench/load_data.py)"
 cohort_url="$(awk '$1 == "cohort" {print $2}' <<<"$urls")"
 series_url="$(awk '$1 == "series" {print $2}' <<<"$urls")"
 entry_url="${cohort_url}entries/bench-0/"
-uv run python manage.py collectstatic --noinput -v0
+py manage.py collectstatic --noinput -v0
 
 # The page cache (arena/cache.py) must be shared by the gunicorn workers and the ticker.
 export REDIS_CACHE_URL="${REDIS_CACHE_URL:-redis://127.0.0.1:6379/12}"
 
 echo "== load (${DURATION:-15} s per run)"
-exec uv run python bench/load_run.py \
+py bench/load_run.py \
   --cohort-url "$cohort_url" --series-url "$series_url" --dbname "$dbname" \
   --candidates "$series_url" "$entry_url" /competitors/bench-0/ /cohorts/ /markets/ /methodology/ \
   --duration "${DURATION:-15}" --connections "${CONNECTIONS:-16}" \

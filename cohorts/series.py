@@ -19,9 +19,11 @@ whatever the length of the history.
 When it is maintained: `record()` runs in the snapshot upsert's own transaction
 (cohorts/snapshots.py), so every path that writes snapshots (ticks, settlement's final
 snapshots, replays, the demo) keeps the series. A snapshot older than an entry's latest (out of
-order) rebuilds that entry from its snapshot rows, as does a settlement reversal
-(`rebuild_entries`). Deleting entries rebuilds their competitor's overview once the deletion
-commits. `arena rebuild-series` and migration 0003 build everything from the snapshot table.
+order) rebuilds that entry from its snapshot rows, and so does every settlement for the entries
+it touched, from the earliest row it rewrote (`rebuild_entries`, called by
+cohorts.snapshots.write_settlement_snapshots in the settlement's transaction). Deleting
+entries rebuilds their competitor's overview once the deletion commits. `arena rebuild-series`
+and migration 0004 build everything from the snapshot table.
 
 Locking: writers lock the entries' SeriesHead rows (in pk order, before the snapshot upsert)
 and then the scope's ScopeSeriesHead row, so two writers of one entry serialise and an

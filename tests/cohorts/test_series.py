@@ -204,3 +204,43 @@ def test_deleted_entries_leave_the_overview_and_a_rebuild_restores_everything():
     call_command("arena", "rebuild-series")
     assert charts.scope_return_series("live", range_key="ALL") == after
     assert _grid(b, 600) == _reference(b, 600)
+
+
+def _overview_after_full_rebuild() -> tuple[dict, dict]:
+    kept = _overview()
+    series.rebuild_all()
+    return kept, _overview()
+
+
+@pytest.mark.parametrize("kind", ["live", "demo"])
+def test_a_correction_dated_before_later_snapshots_keeps_the_series_true(kind):
+    """Settlement rewrites a row that is not after the entry's latest: on a simulated clock its
+    latest row (the correction's wall-clock time means nothing there), on the live clock a past
+    bucket when the settlement runs for a past time. The series from that row on are rebuilt in
+    the settlement's transaction: they equal the rows, and a full rebuild changes nothing."""
+    from cohorts.services import BetOrder, execute_orders
+    from cohorts.snapshots import take_snapshot
+
+    cohort, (entry,) = make_cohort_with_entries(1, week_start=T0, kind=kind)
+    market = make_market(prices={"Yes": "0.50", "No": "0.50"})
+    execute_orders(entry, [BetOrder(market.pk, "Yes", Decimal("100"))], [], None, at=T0)
+    for i in range(12):
+        take_snapshot(T0 + i * TEN, cohorts=[cohort])
+    # Live: settled "as of" 40 minutes in, with later rows already there. Demo: at the wall
+    # clock, long after the cohort's own clock stopped.
+    at = T0 + 4 * TEN if kind == "live" else T0 + timedelta(days=30)
+    Market.objects.filter(pk=market.pk).update(status="resolved", resolved_outcome="Yes")
+    settle_market(market, at=at)
+    Market.objects.filter(pk=market.pk).update(status="resolved", resolved_outcome="No")
+    settle_market(market, at=at + TEN)  # the staff re-resolution: reversed, then lost
+    latest = Snapshot.objects.filter(entry=entry).latest("ts")
+    if kind == "demo":
+        assert latest.ts == T0 + 11 * TEN  # no row at the wall-clock time
+    for step in (600, 1800, 3600):
+        assert _grid(entry, step) == _reference(entry, step)
+    head = SeriesHead.objects.get(entry=entry)
+    assert (head.last_ts, head.last_total) == (latest.ts, latest.total)
+    kept, rebuilt = _overview_after_full_rebuild()
+    assert kept.keys() == rebuilt.keys()
+    for key, values in kept.items():
+        np.testing.assert_array_equal(values, rebuilt[key])
