@@ -18,7 +18,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
 from arena import charts, selectors
@@ -55,6 +55,20 @@ def _usd6(value: Decimal | None) -> str | None:
 
 def _json(data: Any, status: int = 200) -> JsonResponse:
     response = JsonResponse(data, status=status, json_dumps_params={"separators": (",", ":")})
+    response["Cache-Control"] = "public, max-age=60"
+    return response
+
+
+def _cohort(cohort_id: int) -> Cohort:
+    cohort = selectors.cohort_kept(cohort_id)
+    if cohort is None:
+        raise Http404(f"no cohort at /api/cohorts/{cohort_id}")
+    return cohort
+
+
+def _kept_json(chart: selectors.ChartJSON) -> HttpResponse:
+    # Kept JSON text goes out as it is (no decode and re-encode per request).
+    response = HttpResponse(chart.text, content_type="application/json")
     response["Cache-Control"] = "public, max-age=60"
     return response
 
@@ -109,8 +123,8 @@ def cohorts(request: HttpRequest) -> JsonResponse:
 @api_view
 def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """One cohort with every entry's cash, invested, value and counts (money as strings)."""
-    c = get_object_or_404(Cohort, pk=cohort_id)
-    entries = selectors.entry_rows(c)
+    c = _cohort(cohort_id)
+    entries = selectors.entry_rows_kept(c)
     return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
 
 
@@ -126,15 +140,13 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     `dash`; `annotations` ({x, kind: cohort|correction, label, detail}) mark weekly decisions,
     the cohort's lifecycle and staff corrections of markets its entries held.
     """
-    c = get_object_or_404(Cohort, pk=cohort_id)
-    entries = Entry.objects.filter(cohort=c).select_related("competitor")
+    c = _cohort(cohort_id)
+    range_key = charts.range_or_default(request.GET.get("range"))
     entry_id = request.GET.get("entry")
     only = None
     if entry_id:
-        entries = entries.filter(pk=_int(entry_id, 0, 0, 2**62))
-        only = [e.pk for e in entries]
-    payload = charts.cohort_series(c, request.GET.get("range"), entries=list(entries))
-    return _json(selectors.decorate_series(payload, c, only))
+        only = [_int(entry_id, 0, 0, 2**62)]  # not one of the cohort's: no entries
+    return _kept_json(selectors.cohort_chart(c, range_key, only=only))
 
 
 @page({"scope": KIND, "range": RANGE})
@@ -149,8 +161,7 @@ def overview_series(request: HttpRequest) -> JsonResponse:
         return _json({"error": f"scope must be one of {', '.join(selectors.SCOPES)}"}, 400)
     scope = selectors.scope_or_default(raw)
     range_key = charts.range_or_default(request.GET.get("range"))
-    payload = charts.scope_return_series(scope, range_key=range_key)
-    return _json(selectors.decorate_overview(payload, scope))
+    return _kept_json(selectors.overview_chart(scope, range_key))
 
 
 @page({"range": RANGE}, depends=("data",))

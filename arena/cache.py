@@ -38,7 +38,7 @@ from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
 
-from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, scores_changed, versions
+from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, pinned, scores_changed, versions
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
@@ -222,19 +222,23 @@ class PublicPageCacheMiddleware:
         page_id = _page_id(request, spec)
         _only_declared(request, spec)
         if page_id is None or not settings.ARENA_PAGE_CACHE or not _anonymous(request):
-            return self.get_response(request)
+            # Rendered: the values it keeps per version (core.versions.memo) read each token
+            # once, with the first of them.
+            with pinned():
+                return self.get_response(request)
         key = f"arena:page:{page_id}"
         found = cache.get_many([*KEYS, key])
-        tokens = versions(found)
-        current = tuple(tokens[k] for k in spec.version_keys(request))
-        stored = found.get(key)
-        if stored is not None and stored[0] == current:
-            return _respond(stored[1], "hit")
-        if stored is not None and not cache.add(
-            render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
-        ):
-            return _respond(stored[1], "stale")
-        response = self.get_response(request)
+        with pinned():
+            tokens = versions(found)
+            current = tuple(tokens[k] for k in spec.version_keys(request))
+            stored = found.get(key)
+            if stored is not None and stored[0] == current:
+                return _respond(stored[1], "hit")
+            if stored is not None and not cache.add(
+                render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
+            ):
+                return _respond(stored[1], "stale")
+            response = self.get_response(request)
         if _cacheable_response(response):
             content = (response.status_code, list(response.items()), response.content)
             cache.set(key, (current, content), PAGE_TTL)

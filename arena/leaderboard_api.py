@@ -12,25 +12,22 @@ A statistic that cannot be computed yet (nothing resolved, one entry only) is nu
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponse
 
 from arena.api_errors import api_view, json_error
 from arena.cache import page
 from arena.selectors import scope_or_default
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
+from core.versions import DATA_KEY, SCORES_KEY, memo
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
 
 CACHE_SECONDS = 60  # scores change at most hourly; a minute keeps the endpoint cheap and fresh
-
-
-def _json(data: dict[str, Any], status: int = 200) -> JsonResponse:
-    response = JsonResponse(data, status=status)
-    response["Cache-Control"] = f"public, max-age={CACHE_SECONDS}"
-    return response
 
 
 def _num(value) -> float | None:
@@ -95,7 +92,7 @@ def _depends(request: HttpRequest) -> tuple[str, ...]:
 
 @page({"cohort": None, "scope": None}, depends=_depends)
 @api_view
-def leaderboard_api(request: HttpRequest) -> JsonResponse:
+def leaderboard_api(request: HttpRequest) -> HttpResponse:
     """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo.
 
     Without scope (or cohort): the site's default, the first of live / replay / demo that has
@@ -107,16 +104,36 @@ def leaderboard_api(request: HttpRequest) -> JsonResponse:
     scope = request.GET.get("scope") or None
     if scope is not None and scope not in ScoreRun.Scope.values:
         return json_error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
-    cohort = None
-    scope_note = None
+    cohort_id = None
     if raw_cohort not in (None, ""):
         try:
             cohort_id = int(raw_cohort)
         except ValueError:
             return json_error("cohort must be an integer id", 400)
+    # The answer is kept, as JSON text, until the token it depends on is replaced (the same
+    # rule as the page cache's, _depends): it changes only with score runs, or with new
+    # cohorts when no scope is given.
+    tokens = (DATA_KEY,) if cohort_id is not None or scope is None else (SCORES_KEY,)
+    status, text = memo(
+        f"leaderboard-api:{scope}:{cohort_id}",
+        lambda: _answer(scope, cohort_id),
+        tokens,
+        CACHE_SECONDS * 60,
+    )
+    if status != 200:
+        return json_error(text, status)
+    response = HttpResponse(text, content_type="application/json")
+    response["Cache-Control"] = f"public, max-age={CACHE_SECONDS}"
+    return response
+
+
+def _answer(scope: str | None, cohort_id: int | None) -> tuple[int, str]:
+    cohort = None
+    scope_note = None
+    if cohort_id is not None:
         cohort = Cohort.objects.filter(pk=cohort_id).first()
         if cohort is None:
-            return json_error(f"no cohort {cohort_id}", 404)
+            return 404, f"no cohort {cohort_id}"  # the message of a json_error
         scope = cohort.kind  # a cohort is only ever scored within its own kind
     elif scope is None:
         scope = scope_or_default(None)  # what the site's home page shows
@@ -132,7 +149,7 @@ def leaderboard_api(request: HttpRequest) -> JsonResponse:
     if scope_note:
         payload["scope_note"] = scope_note
     if run is None:
-        return _json(payload | {"note": "no score run yet"})
+        return 200, _text(payload | {"note": "no score run yet"})
     key = "all" if cohort is None else str(cohort.pk)
     details = run.details or {}
     payload |= {
@@ -150,4 +167,8 @@ def leaderboard_api(request: HttpRequest) -> JsonResponse:
     }
     if cohort is not None and not payload["rows"]:
         payload["note"] = "this cohort is not in the latest score run yet"
-    return _json(payload)
+    return 200, _text(payload)
+
+
+def _text(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, cls=DjangoJSONEncoder)

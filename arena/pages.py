@@ -16,7 +16,7 @@ from agents.models import Competitor
 from arena import charts, colours, exports, glossary, selectors, standings
 from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort
-from core.versions import data_version
+from core.versions import data_version, values_version
 from markets.models import Market
 from scoring.metrics import provisional_threshold
 
@@ -88,18 +88,11 @@ def home(request: HttpRequest) -> HttpResponse:
         return render(request, "arena/home.html#leaderboard-table", context)
     range_key = charts.range_or_default(request.GET.get("range"))
     context["state"] = selectors.site_state(scope)
-    context["chart"] = overview_payload(scope, range_key)
+    context["chart"] = selectors.overview_chart(scope, range_key)
     context["range"] = range_key
     context["ranges"] = list(charts.RANGES)
     context["series_url"] = reverse("api-overview") + f"?scope={scope}"
     return render(request, "arena/home.html", context)
-
-
-def overview_payload(scope: str, range_key: str) -> dict:
-    """The home chart: each competitor's mean return over time, with its colour and the events
-    that moved it (cohorts opening, staff corrections) as annotations."""
-    payload = charts.scope_return_series(scope, range_key=range_key)
-    return selectors.decorate_overview(payload, scope)
 
 
 # (key, label, glossary term, class): "key" columns stay in view on a phone.
@@ -158,19 +151,14 @@ def cohort_list(request: HttpRequest) -> HttpResponse:
 
 @page({"range": RANGE})
 def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
-    cohort = get_object_or_404(Cohort, pk=cohort_id)
-    entries = selectors.entry_rows(cohort)
+    cohort = selectors.cohort_kept(cohort_id)
+    if cohort is None:
+        raise Http404(f"no cohort {cohort_id}")
     range_key = charts.range_or_default(request.GET.get("range"))
-    corrections = selectors.staff_corrections_kept(cohort)
-    names = {e.pk: entry_name(e) for e in entries}
-    moved = set()
-    for rc in corrections:
-        moved |= rc.entry_ids
-        rc.entry_names = sorted(names[i] for i in rc.entry_ids if i in names)
-    for e in entries:
-        e.corrected = e.pk in moved
-    # Decisions and the universe change only with data writes: the template keeps their
-    # sections per data version, and these are read only when a section is rendered again.
+    # Every section is kept per version: the entries table and the corrections (values and
+    # data), the facts, decisions and universe (data); the chart's JSON is kept on its own
+    # (selectors.cohort_chart). What a section needs is read only when it is rendered again.
+    entries = SimpleLazyObject(lambda: _entries_with_corrections(cohort))
     decisions = SimpleLazyObject(lambda: selectors.recent_decisions(cohort))
     universe = SimpleLazyObject(
         lambda: dict(zip(("week", "markets"), selectors.cohort_universe(cohort)))
@@ -178,10 +166,8 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
     context = {
         "cohort": cohort,
         "entries": entries,
-        "corrections": corrections,
-        "series": selectors.decorate_series(
-            charts.cohort_series(cohort, range_key, entries=entries), cohort
-        ),
+        "corrections": SimpleLazyObject(lambda: entries.corrections),
+        "series": selectors.cohort_chart(cohort, range_key),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[cohort.pk]),
@@ -193,8 +179,28 @@ def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
         # Decisions are newest week first, so the first one is the latest decided week.
         "latest_week": SimpleLazyObject(lambda: decisions[0].week if decisions else None),
         "data_version": data_version(),
+        "values_version": values_version(),
     }
     return render(request, "arena/cohort_detail.html", context)
+
+
+class _EntryTable(list):
+    """A cohort's entry rows, with the staff corrections that moved them."""
+
+    corrections: list
+
+
+def _entries_with_corrections(cohort: Cohort) -> _EntryTable:
+    rows = _EntryTable(selectors.entry_rows_kept(cohort))
+    rows.corrections = selectors.staff_corrections_kept(cohort)
+    names = {e.pk: entry_name(e) for e in rows}
+    moved = set()
+    for rc in rows.corrections:
+        moved |= rc.entry_ids
+        rc.entry_names = sorted(names[i] for i in rc.entry_ids if i in names)
+    for e in rows:
+        e.corrected = e.pk in moved
+    return rows
 
 
 def entry_name(e) -> str:
@@ -213,9 +219,7 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
         "cohort": entry.cohort,
         "competitor": entry.competitor,
         "replicates": selectors.entry_replicates(entry),
-        "series": selectors.decorate_series(
-            charts.entry_series(entry, range_key), entry.cohort, [entry.pk]
-        ),
+        "series": selectors.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",

@@ -8,11 +8,13 @@ query counts measured on small and large data.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import (
     Count,
     DecimalField,
@@ -64,6 +66,12 @@ def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> s
     competitor, when given): after `arena demo` on a fresh install the demo is what there is."""
     if raw in SCOPES:
         return raw
+    # Kept per data version: cohorts appear only with data writes.
+    owner = "all" if competitor is None else competitor.pk
+    return memo(f"default-scope:{owner}", lambda: _default_scope(competitor))
+
+
+def _default_scope(competitor: Competitor | None) -> str:
     cohorts = Cohort.objects.all()
     if competitor is not None:
         cohorts = cohorts.filter(entries__competitor=competitor)
@@ -87,12 +95,16 @@ def latest_run(scope: str) -> ScoreRun | None:
 
 def latest_run_light(scope: str) -> ScoreRun | None:
     """The latest run without its details (tens of kilobytes of JSON), loaded only if a page
-    reads them: the home page needs them only when its leaderboard fragment is rendered again."""
-    return (
-        ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
-        .defer("details")
-        .order_by("-finished_at", "-pk")
-        .first()
+    reads them: the home page needs them only when its leaderboard fragment is rendered again.
+    Kept per data version (a score run replaces it)."""
+    return memo(
+        f"latest-run:{scope}",
+        lambda: (
+            ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
+            .defer("details")
+            .order_by("-finished_at", "-pk")
+            .first()
+        ),
     )
 
 
@@ -229,6 +241,18 @@ def entry_rows(cohort: Cohort) -> list[Entry]:
         decorate_entry(e)
     rows.sort(key=lambda e: (-e.value, e.competitor.display_name, e.replicate))
     return rows
+
+
+def cohort_kept(cohort_id: int) -> Cohort | None:
+    """The cohort (None if there is none), kept per data version: its status, notes and
+    label change only with data writes."""
+    return memo(f"cohort:{cohort_id}", lambda: Cohort.objects.filter(pk=cohort_id).first())
+
+
+def entry_rows_kept(cohort: Cohort) -> list[Entry]:
+    """entry_rows, kept per data and values version: positions, trades and cash change only
+    with data writes, values with snapshot ticks."""
+    return memo(f"entry-rows:{cohort.pk}", lambda: entry_rows(cohort), VALUE_TOKENS)
 
 
 def decorate_entry(e: Entry) -> None:
@@ -584,6 +608,61 @@ def decorate_overview(payload: dict, scope: str) -> dict:
         )
         payload["annotations"] = _within(events, payload["x"])
     return payload
+
+
+@dataclass(frozen=True)
+class ChartJSON:
+    """A chart's finished payload as JSON text, kept per data and values version: a page embeds
+    it (`chart_script` tag) and the API returns it as it is, so a read neither recomputes nor
+    re-encodes a chart after the first one since the last write or snapshot tick. The text has
+    <, > and & escaped as \\u003C etc. (what json_script does), which is still the same JSON."""
+
+    text: str
+    x: bool  # has points (the templates' "no snapshots yet" test)
+    step_seconds: int
+
+    @classmethod
+    def of(cls, payload: dict) -> ChartJSON:
+        text = json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":"))
+        return cls(
+            text.translate(JSON_SCRIPT_ESCAPES),
+            bool(payload.get("x")),
+            int(payload.get("step_seconds") or 0),
+        )
+
+
+JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+VALUE_TOKENS = (DATA_KEY, VALUES_KEY)  # what a chart of portfolio values depends on
+
+
+def overview_chart(scope: str, range_key: str) -> ChartJSON:
+    """The home chart (charts.scope_return_series, decorated), kept per data and values
+    version."""
+    return memo(
+        f"chart:overview:{scope}:{range_key}",
+        lambda: ChartJSON.of(
+            decorate_overview(charts.scope_return_series(scope, range_key=range_key), scope)
+        ),
+        VALUE_TOKENS,
+        EVENTS_TTL,
+    )
+
+
+def cohort_chart(cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None):
+    """A cohort's value chart (all entries, or the entries `only`), kept per data and values
+    version. `entries` (with their competitors) saves a query when the caller has them."""
+
+    def compute() -> ChartJSON:
+        rows = entries
+        if rows is None:
+            rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
+            if only is not None:
+                rows = rows.filter(pk__in=only)
+        payload = charts.cohort_series(cohort, range_key, entries=list(rows))
+        return ChartJSON.of(decorate_series(payload, cohort, only))
+
+    which = "all" if only is None else ",".join(map(str, sorted(only)))
+    return memo(f"chart:cohort:{cohort.pk}:{which}:{range_key}", compute, VALUE_TOKENS, EVENTS_TTL)
 
 
 def _scope_events(scope: str) -> list[dict]:

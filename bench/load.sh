@@ -7,6 +7,7 @@
 #   bench/load.sh                                   # build the data once, then measure
 #   DURATION=20 CONNECTIONS=32 WORKERS=3 THREADS=4 bench/load.sh
 #   TICK_INTERVAL=60 bench/load.sh                  # ticks every 60 s (default 600: the real one)
+#   PHASES=off bench/load.sh                        # only some runs: off, on, heavy, ticks
 #   LOAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/other bench/load.sh
 #
 # Settings are production's (DEBUG=0, persistent database connections, whitenoise statics);
@@ -51,4 +52,5 @@ py bench/load_run.py \
   --candidates "$series_url" "$entry_url" /competitors/bench-0/ /cohorts/ /markets/ /methodology/ \
   --duration "${DURATION:-15}" --connections "${CONNECTIONS:-16}" \
   --workers "${WORKERS:-2}" --threads "${THREADS:-4}" --port "${PORT:-8391}" \
-  --tick-interval "${TICK_INTERVAL:-600}" --tick-duration "${TICK_DURATION:-45}"
+  --tick-interval "${TICK_INTERVAL:-600}" --tick-duration "${TICK_DURATION:-45}" \
+  --phases "${PHASES:-off,on,heavy,ticks}"

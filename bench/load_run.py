@@ -280,7 +280,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=15)
     parser.add_argument("--tick-interval", type=float, default=600, help="seconds between ticks")
     parser.add_argument("--tick-duration", type=float, default=45, help="seconds per tick run")
+    parser.add_argument(
+        "--phases", default="off,on,heavy,ticks", help="which runs (default: all of them)"
+    )
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
 
     bench = Bench(args)
     results: list[Result] = []
@@ -289,30 +293,39 @@ def main() -> None:
         bench.start(page_cache=False)
         floor = bench.measure("floor", FLOOR_URL)
         results.append(floor)
-        results.append(bench.measure("off:home", "/", min_ratio=0.12, max_p99=100))
-        results.append(bench.measure("off:cohort", args.cohort_url, min_ratio=0.05, max_p99=100))
-        results.append(bench.measure("off:series", args.series_url, max_p99=100))
-        results.append(bench.measure("off:api", "/api/leaderboard", max_p99=100))
+        if "off" in phases:
+            results.append(bench.measure("off:home", "/", min_ratio=0.12, max_p99=100))
+            results.append(
+                bench.measure("off:cohort", args.cohort_url, min_ratio=0.05, max_p99=100)
+            )
+            results.append(bench.measure("off:series", args.series_url, max_p99=100))
+            results.append(bench.measure("off:api", "/api/leaderboard", max_p99=100))
         bench.stop()
         load.append(os.getloadavg()[0])
 
         bench.start(page_cache=True)
-        results.append(bench.measure("on:home", "/", max_p99=100))
-        results.append(bench.measure("on:cohort", args.cohort_url, max_p99=100))
-        results.append(bench.measure("on:api", "/api/leaderboard", max_p99=100))
-        home = results[-3]
-        bench.warm("/")
-        utm = bench.wrk("/", script=bench.fresh_script("utm_source"))
-        results.append(bench.result("on:utm", "/?utm_source=<new>", utm, min_rps=home.rps * 0.5))
-        heavy, heavy_ms = heaviest(bench, [args.cohort_url, *args.candidates])
-        print(f"heaviest page: {heavy} ({heavy_ms:.0f} ms alone, rendered)", flush=True)
-        results.append(under_heavy_loop(bench, heavy, "heavy+api", "/api/leaderboard"))
-        results.append(under_heavy_loop(bench, heavy, "heavy+home", "/"))
-        for name, url in (("home", "/"), ("cohort", args.cohort_url)):
-            # The baseline: the same page, as long a run, without ticks.
-            base = bench.result(f"quiet+{name}", url, bench.wrk(url, duration=args.tick_duration))
-            results.append(base)
-            results.append(during_ticks(bench, f"tick+{name}", url, base))
+        if "on" in phases:
+            results.append(bench.measure("on:home", "/", max_p99=100))
+            results.append(bench.measure("on:cohort", args.cohort_url, max_p99=100))
+            results.append(bench.measure("on:api", "/api/leaderboard", max_p99=100))
+            home = results[-3]
+            bench.warm("/")
+            utm = bench.wrk("/", script=bench.fresh_script("utm_source"))
+            results.append(
+                bench.result("on:utm", "/?utm_source=<new>", utm, min_rps=home.rps * 0.5)
+            )
+        if "heavy" in phases:
+            heavy, heavy_ms = heaviest(bench, [args.cohort_url, *args.candidates])
+            print(f"heaviest page: {heavy} ({heavy_ms:.0f} ms alone, rendered)", flush=True)
+            results.append(under_heavy_loop(bench, heavy, "heavy+api", "/api/leaderboard"))
+            results.append(under_heavy_loop(bench, heavy, "heavy+home", "/"))
+        if "ticks" in phases:
+            for name, url in (("home", "/"), ("cohort", args.cohort_url)):
+                # The baseline: the same page, as long a run, without ticks.
+                quiet = bench.wrk(url, duration=args.tick_duration)
+                base = bench.result(f"quiet+{name}", url, quiet)
+                results.append(base)
+                results.append(during_ticks(bench, f"tick+{name}", url, base))
         load.append(os.getloadavg()[0])
     finally:
         bench.stop()

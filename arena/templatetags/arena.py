@@ -177,3 +177,17 @@ def pretty_json(value) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def chart_script(chart, element_id: str):
+    """A chart's data as a <script type="application/json">: a kept ChartJSON goes in as it
+    is (already escaped as json_script does); anything else through json_script."""
+    from django.utils.html import json_script
+
+    text = getattr(chart, "text", None)
+    if text is None:
+        return json_script(chart, element_id)
+    return format_html(
+        '<script id="{}" type="application/json">{}</script>', element_id, mark_safe(text)
+    )

@@ -1,4 +1,5 @@
-"""With the page cache off, what changes only with data writes is kept per data version: a
+"""With the page cache off, what a page shows is kept per version: what changes only with data
+writes per data version, the values (charts, entry tables) per data and values version. A
 snapshot tick renders the values again but reuses the rest; a data write renders everything."""
 
 from datetime import UTC, datetime, timedelta
@@ -90,3 +91,44 @@ def charts_end(page: str) -> str:
 
     data = re.search(r'id="overview-data" type="application/json">(.*?)</script>', page, re.S)
     return json.loads(data.group(1))["x"][-1]
+
+
+def test_a_second_read_with_nothing_written_runs_no_query(client, cohort):
+    """Everything the home and cohort pages show is kept per version: with nothing written in
+    between, reading them again is cache reads and a template, no SQL at all."""
+    for url in ("/", f"/cohorts/{cohort.pk}/", f"/cohorts/{cohort.pk}/?range=1D"):
+        first_sql, first = _tables_read(client, url)
+        assert first_sql  # the first read computed what it keeps
+        sql, again = _tables_read(client, url)
+        assert sql == "" and again == first, url
+
+
+def test_the_page_embeds_the_same_chart_json_the_api_serves(client, cohort):
+    import json
+    import re
+
+    page = client.get(f"/cohorts/{cohort.pk}/?range=1D").content.decode()
+    embedded = re.search(r'id="value-chart-data" type="application/json">(.*?)</script>', page)
+    api = client.get(f"/api/cohorts/{cohort.pk}/series?range=1D")
+    assert api["Content-Type"] == "application/json"
+    assert api.content.decode() == embedded.group(1)
+    data = json.loads(embedded.group(1))
+    assert data["range"] == "1D" and data["entries"] and data["x"]
+
+
+def test_a_transaction_reads_its_own_uncommitted_writes(client, cohort):
+    """Tokens are replaced when a write commits; until then the writing transaction itself
+    neither reads nor stores kept values, so it sees what it wrote."""
+    from django.db import transaction
+
+    url = f"/cohorts/{cohort.pk}/"
+    client.get(url)  # kept under the current tokens
+    with transaction.atomic():
+        take_snapshot(at=SUNDAY + timedelta(minutes=10), cohorts=[cohort])
+        sql, _ = _tables_read(client, url)
+        assert "cohorts_serieschunk" in sql  # computed afresh, not the kept chart
+        assert memo("t", lambda: "fresh") == "fresh"
+        assert memo("t", lambda: "again") == "again"  # and nothing was stored
+        transaction.set_rollback(True)
+    sql, _ = _tables_read(client, url)
+    assert sql == ""  # the rolled-back write replaced nothing: the kept page stands
