@@ -673,6 +673,9 @@ def replay_set(
     if decide_at > now:
         raise ReplayError(f"{rs.label}: its decision time {decide_at:%Y-%m-%d %H:%M} is after now")
     label = f"{rs.label} · {SIMULATED_LABEL}" if simulated else rs.label
+    if competitors is None and not simulated:
+        # The active lineup, less any simulated competitor an operator activated to test it.
+        competitors = Competitor.objects.filter(active=True, simulated=False).order_by("pk")
     cohort, created = open_cohort(
         start, kind=Cohort.Kind.REPLAY, label=label, competitors=competitors, at=start
     )

@@ -251,10 +251,3 @@ def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_de
         rows = list(exports.rows(what, bounds))
         assert rows and all("competitor_simulated" in r for r in rows), what
         assert {r["competitor_simulated"] for r in rows if r["competitor"] == sim.slug} == {True}
-
-
-def test_a_baseline_decision_page_says_no_model_was_called(small_demo, client):
-    decision = Decision.objects.filter(entry__competitor__slug="favorite").first()
-    page = client.get(f"/decisions/{decision.pk}/").content.decode()
-    assert "No model was called" in page and "None called" in page
-    assert "Tokens in / out" not in page and "Latency" not in page
