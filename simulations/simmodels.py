@@ -13,12 +13,18 @@ scoring ranks the recipes the way it must.
                  only where the simulation serving the endpoint registered its world (the demo's
                  plan, a replay's resolution set); the stand-alone endpoint has none, so there it
                  is a market follower.
-  overconfident  stretches the market's log-odds: ranks markets like the price, worse Brier.
-  copier         the market price plus noise of its own: no information, a little worse than it.
+  overconfident  stretches the market's log-odds: ranks markets like the price, surer than it
+                 (which pays only where the market itself is too timid).
+  copier         writes the price down roughly: a slip of its own, rounded to 5 points, never
+                 surer than 90 %. No information, so it cannot beat the market.
   chatty         a weak signal; wraps its JSON in prose and a ```json fence (the parser copes).
   sloppy         a moderate signal; breaks the format about half the time (percentages for
                  probabilities, missing forecasts, an unclosed object, overspending), so the one
-                 repair attempt, quoting the problems, shows.
+                 repair attempt, quoting the problems, shows; most repairs come back valid.
+
+All of them bet on their largest edges (fractional Kelly, within the rules), sell a held outcome
+priced well above their belief, and otherwise hold; the thorough ones (skilled, overconfident,
+copier) forecast every market they read, not only the sample, so their scores rest on more.
 
 Signal: for a market whose winning outcome w is known, each outcome k yields s_k ~ N(a*[k=w], 1),
 and the posterior is P(k) proportional to price_k * exp(a * s_k) (the likelihood ratio of k being
