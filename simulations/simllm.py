@@ -158,8 +158,8 @@ class SimulatedLLMServer:
             return 400, error_body(400, "messages must be a non-empty list")
         if not all(isinstance(m, dict) for m in messages):
             return 400, error_body(400, "each message must be an object")
-        rng = random.Random(simmodels.seed_for(model, messages, body.get("seed")))
-        answer = simmodels.respond(character, messages, rng, self.world)
+        latency_rng = random.Random(simmodels.seed_for(model, messages, body.get("seed")))
+        answer = simmodels.respond(character, messages, self.world, repr(body.get("seed")))
         text, finish = answer.text, "stop"
         completion = simmodels.count_tokens(text)
         thinking = answer.thinking_tokens
@@ -169,7 +169,7 @@ class SimulatedLLMServer:
             text = text[: len(text) * kept // max(completion, 1)]
             completion, thinking = kept, min(thinking, limit)
             finish = "length"
-        self._wait(character, completion + thinking, rng)
+        self._wait(character, completion + thinking, latency_rng)
         with self._lock:
             self.served += 1
         usage: dict[str, Any] = {

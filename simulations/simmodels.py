@@ -307,9 +307,14 @@ def seed_for(model: str, messages: list[dict], seed: object = None) -> int:
 
 
 def respond(
-    character: Character, messages: list[dict], rng: random.Random, world: World | None
+    character: Character, messages: list[dict], world: World | None, salt: str = ""
 ) -> Answer:
-    """The character's reply to a chat: a decision for a decision prompt, else a HOLD saying so."""
+    """The character's reply to a chat: a decision for a decision prompt, else a HOLD saying so.
+
+    Seeds come from what the prompt says, never from database ids (so a demo scores the same on
+    any backend): the call's draws (thinking, format slips, prose) from the model, the date, the
+    cash and the phase; each market's belief from its own content (`market_rng`). `salt` is the
+    request's seed parameter."""
     prompt = next(
         (
             view
@@ -327,8 +332,9 @@ def respond(
         return Answer(json.dumps(reply))
     last = messages[-1] if messages else {}
     repair = last.get("role") == "user" and _text(last.get("content")).startswith(REPAIR_OPENING)
+    rng = _seeded(character.model_id, salt, prompt.date, prompt.cash, repair)
     thinking = rng.randint(*character.thinking_tokens) if character.thinking_tokens[1] else 0
-    decision = decide(character, prompt, rng, world)
+    decision = decide(character, prompt, world, salt)
     return Answer(_render(character, decision, prompt, rng, repair), thinking)
 
 
@@ -386,10 +392,28 @@ class Decision:
         return out
 
 
+def market_rng(
+    character: Character, prompt: PromptView, market: MarketView, salt: str
+) -> random.Random:
+    """A generator for one market's belief, seeded by what the prompt says about it (question,
+    outcomes, prices, the date) and not by its database id: the same world draws the same beliefs
+    whatever ids a database handed out, so a demo's scores do not depend on the backend."""
+    quotes = " | ".join(f"{name} {market.prices[name]}" for name in market.outcomes)
+    return _seeded(character.model_id, salt, prompt.date, market.question, quotes)
+
+
+def _seeded(*parts: object) -> random.Random:
+    text = "\0".join(str(p) for p in parts)
+    return random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+
+
 def decide(
-    character: Character, prompt: PromptView, rng: random.Random, world: World | None
+    character: Character, prompt: PromptView, world: World | None, salt: str = ""
 ) -> Decision:
-    belief = {mid: beliefs(character, m, rng, world) for mid, m in prompt.markets.items()}
+    belief = {
+        mid: beliefs(character, m, market_rng(character, prompt, m, salt), world)
+        for mid, m in prompt.markets.items()
+    }
     stated = _forecasts(character, prompt, belief)
     sells = _sells(character, prompt, belief)
     bets = [] if sells else _bets(character, prompt, belief, stated)

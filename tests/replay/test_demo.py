@@ -234,6 +234,8 @@ def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_de
         assert badge in response.content.decode(), url
     page = client.get(f"/decisions/{decision.pk}/").content.decode()
     assert "simulated model: nothing billed" in page
+    # Inactive, yet not "retired": they run in simulations only.
+    assert "simulations only" in client.get("/competitors/").content.decode()
 
     def simulated_flags(rows, key="competitor_simulated"):
         return {r["competitor"]: r[key] for r in rows}
