@@ -38,7 +38,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "simulated-llm": (
         "simulations.simllm_cli",
         "simulated_llm",
-        "serve the simulated model endpoint on 127.0.0.1 (test a lineup, no real model)",
+        "serve the simulated model endpoint on 127.0.0.1 (no real model)",
     ),
     "export": ("arena.exports_cli", "export", "write a bounded CSV/JSON export to stdout"),
     "backup": ("arena.backup", "backup", "copy the database to a file"),
