@@ -21,8 +21,9 @@ class CompetitorAdmin(admin.ModelAdmin):
         "strategy",
         "replicates",
         "active",
+        "simulated",
     )
-    list_filter = ("kind", "active", "family", "provider")
+    list_filter = ("kind", "simulated", "active", "family", "provider")
     list_editable = ("active", "replicates")
     search_fields = ("slug", "display_name", "model_id")
     prepopulated_fields = {"slug": ("display_name",)}
@@ -32,7 +33,7 @@ class CompetitorAdmin(admin.ModelAdmin):
         ("Model", {"fields": ("provider", "model_id", "params", "knowledge_cutoff")}),
         (
             "Endpoint override (blank = the default OpenRouter endpoint and key)",
-            {"fields": ("base_url", "api_key_env")},
+            {"fields": ("base_url", "api_key_env", "simulated")},
         ),
         (
             "Fallback prices (USD per million tokens)",

@@ -135,6 +135,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
             {
                 "entry": e.pk,
                 "competitor": e.competitor.slug,
+                "competitor_simulated": e.competitor.simulated,
                 "replicate": e.replicate,
                 "label": entry_label(e, replicated),
                 **colours.style_for(e.competitor_id, e.replicate),

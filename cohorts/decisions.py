@@ -44,6 +44,7 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
+from agents.simulated import endpoint_for
 from cohorts import seals
 from cohorts.models import Cohort, Entry
 from cohorts.services import (
@@ -491,10 +492,16 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
 
     Key resolution: the competitor's own env var when it names one (a missing value skips it);
     no key at all for a competitor with its own base_url and no env var (a local vLLM/Ollama
-    server); otherwise the default OpenRouter key from settings.
+    server); otherwise the default OpenRouter key from settings. A simulated competitor calls the
+    simulated endpoint (agents/simulated.py) without any key, whatever its fields say.
     """
     base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
-    if competitor.api_key_env:
+    if competitor.simulated:
+        base_url, reason = endpoint_for(competitor.base_url)
+        if base_url is None:
+            return None, reason
+        key = ""
+    elif competitor.api_key_env:
         key = os.environ.get(competitor.api_key_env, "")
         if not key:
             return None, f"no API key: the env var {competitor.api_key_env} is not set"

@@ -124,6 +124,18 @@ def kind_badge(kind: str) -> str:
     return mark_safe(_KIND_BADGES.get(kind, ""))  # noqa: S308 - constant markup
 
 
+_SIMULATED_BADGE = (
+    '<span class="badge badge-simulated" title="Simulated model: the arena\'s built-in seeded '
+    'forecaster answered, not a real model; nothing was billed">simulated</span>'
+)
+
+
+@register.simple_tag
+def simulated_badge(competitor) -> str:
+    """The "simulated" mark every page puts next to a simulated competitor's name."""
+    return mark_safe(_SIMULATED_BADGE if getattr(competitor, "simulated", False) else "")  # noqa: S308
+
+
 @register.simple_tag
 def colour(competitor) -> str:
     """The competitor's fixed chart colour (the same on every page and chart)."""
