@@ -48,6 +48,8 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import Max, Min, Q
 
+from core.versions import data_changed, values_changed
+
 # Seconds between grid points. A chart picks the smallest step that draws its range within its
 # point budget; the ladder is dense enough that a range never gets much under two thirds of it.
 LEVELS = (600, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
@@ -558,6 +560,7 @@ def rebuild_entries(entry_ids: Iterable[int], since: datetime | None = None) -> 
         _lock_scopes(M, {scope for scope, _, _ in info.values()})
         _recompute_overview(M, touched)
         _reset_scope_heads(M, {scope for scope, _, _ in info.values()})
+        values_changed()  # charts kept from the old series (core.versions) are stale
     return len(ids)
 
 
@@ -579,6 +582,10 @@ def rebuild_all(models=None, progress=None) -> int:
         for scope, competitor in pairs:
             _recompute_overview(M, {(scope, competitor): _overview_keys(M, scope, competitor)})
         _reset_scope_heads(M, M.ScopeSeriesHead.objects.values_list("scope", flat=True))
+        if models is None:
+            # Whatever pages kept from the old series is stale now (core.versions).
+            data_changed()
+            values_changed()
     return len(ids)
 
 
