@@ -210,10 +210,12 @@ def entry_name(e) -> str:
 
 @page({"replicate": key_int(1, 32767), "range": RANGE})
 def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
-    entry = selectors.get_entry(cohort_id, slug, _replicate(request))
-    open_positions, closed_positions = selectors.entry_positions(entry)
+    entry = selectors.get_entry_kept(cohort_id, slug, _replicate(request))
     range_key = charts.range_or_default(request.GET.get("range"))
-    decisions = selectors.entry_decisions(entry)
+    # Everything but the chart changes only with data writes: the template keeps it per data
+    # version, and these are read only when it is rendered again (the entry and its replicates
+    # are kept per data version too).
+    positions = SimpleLazyObject(lambda: selectors.entry_positions(entry))
     context = {
         "entry": entry,
         "cohort": entry.cohort,
@@ -224,12 +226,13 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
         "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
-        "decisions": decisions,
-        "corrections": selectors.staff_corrections(entry.cohort, entry),
-        "open_positions": open_positions,
-        "closed_positions": closed_positions,
-        "trades": selectors.entry_trades(entry),
-        "forecasts": selectors.entry_forecasts(entry),
+        "decisions": SimpleLazyObject(lambda: selectors.entry_decisions(entry)),
+        "corrections": SimpleLazyObject(lambda: selectors.staff_corrections(entry.cohort, entry)),
+        "open_positions": SimpleLazyObject(lambda: positions[0]),
+        "closed_positions": SimpleLazyObject(lambda: positions[1]),
+        "trades": SimpleLazyObject(lambda: selectors.entry_trades(entry)),
+        "forecasts": SimpleLazyObject(lambda: selectors.entry_forecasts(entry)),
+        "data_version": data_version(),
     }
     return render(request, "arena/entry_detail.html", context)
 

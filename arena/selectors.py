@@ -30,6 +30,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -296,11 +297,31 @@ def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
     )
 
 
+def get_entry_kept(cohort_id: int, slug: str, replicate: int) -> Entry:
+    """get_entry, kept per data version (entries, their cash and competitors change only with
+    data writes); 404 when there is none."""
+    entry = memo(
+        f"entry:{cohort_id}:{slug}:{replicate}",
+        lambda: (
+            Entry.objects.select_related("cohort", "competitor")
+            .filter(cohort_id=cohort_id, competitor__slug=slug, replicate=replicate)
+            .first()
+        ),
+    )
+    if entry is None:
+        raise Http404(f"no entry {slug} #{replicate} in cohort {cohort_id}")
+    return entry
+
+
 def entry_replicates(entry: Entry) -> list[int]:
-    return list(
-        Entry.objects.filter(cohort_id=entry.cohort_id, competitor_id=entry.competitor_id)
-        .order_by("replicate")
-        .values_list("replicate", flat=True)
+    """The replicate numbers of the entry's competitor in its cohort (kept per data version)."""
+    return memo(
+        f"replicates:{entry.cohort_id}:{entry.competitor_id}",
+        lambda: list(
+            Entry.objects.filter(cohort_id=entry.cohort_id, competitor_id=entry.competitor_id)
+            .order_by("replicate")
+            .values_list("replicate", flat=True)
+        ),
     )
 
 

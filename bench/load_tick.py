@@ -18,19 +18,11 @@ import argparse
 import statistics
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pages  # noqa: E402  (Django set up with the bench's production-like settings)
-from django.db.models import Max  # noqa: E402
-
-from cohorts import series  # noqa: E402
-from cohorts.models import Snapshot  # noqa: E402
-from cohorts.settlement import settle_pending  # noqa: E402
-from cohorts.snapshots import take_snapshot  # noqa: E402
-from core.versions import values_changed  # noqa: E402
 
 
 def main() -> None:
@@ -39,12 +31,10 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=600.0)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first tick")
     args = parser.parse_args()
-    data_end = Snapshot.objects.aggregate(end=Max("ts"))["end"]
+    ticker = pages.Ticker(settle=True)
     # A production tick runs in a long-lived worker: say when start-up (imports, first query) is
     # over, so the measurement covers ticks, not the interpreter starting.
     print("ready", flush=True)
-    at = data_end
-    durations, rows = [], 0
     start = time.monotonic()
     deadline = start + args.seconds
     next_tick = start + args.delay
@@ -53,28 +43,19 @@ def main() -> None:
             time.sleep(max(0.0, min(next_tick, deadline) - time.monotonic()))
             if time.monotonic() >= deadline:
                 break
-            at += timedelta(minutes=10)
-            t = time.perf_counter()
-            settle_pending(at)
-            rows += take_snapshot(at)
-            durations.append((time.perf_counter() - t) * 1000)
+            ticker()
             next_tick += args.interval
     finally:
-        if at != data_end:
-            ticked = Snapshot.objects.filter(ts__gt=data_end)
-            entries = list(ticked.values_list("entry_id", flat=True).distinct())
-            ticked.delete()
-            series.rebuild_entries(entries, since=data_end + timedelta(minutes=10))
-            values_changed()  # the pages showed the ticks just removed
+        ticker.close()  # the pages showed the ticks just removed: the values token moves
+    durations = ticker.times
     if durations:
         print(
-            f"snapshot ticks: {len(durations)} ({rows:,} rows) in {args.seconds:.0f} s, first after "
-            f"{args.delay:g} s, then every {args.interval:g} s; per tick median "
+            f"snapshot ticks: {len(durations)} ({ticker.rows:,} rows) in {args.seconds:.0f} s, "
+            f"first after {args.delay:g} s, then every {args.interval:g} s; per tick median "
             f"{statistics.median(durations):.0f} ms, max {max(durations):.0f} ms"
         )
     else:
         print("snapshot ticks: none (the run was shorter than the delay)")
-    assert pages  # imported for its Django setup
 
 
 if __name__ == "__main__":

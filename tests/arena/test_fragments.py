@@ -94,9 +94,11 @@ def charts_end(page: str) -> str:
 
 
 def test_a_second_read_with_nothing_written_runs_no_query(client, cohort):
-    """Everything the home and cohort pages show is kept per version: with nothing written in
-    between, reading them again is cache reads and a template, no SQL at all."""
-    for url in ("/", f"/cohorts/{cohort.pk}/", f"/cohorts/{cohort.pk}/?range=1D"):
+    """Everything the home, cohort and entry pages show is kept per version: with nothing
+    written in between, reading them again is cache reads and a template, no SQL at all."""
+    entry = cohort.entries.order_by("pk").first()
+    entry_url = f"/cohorts/{cohort.pk}/entries/{entry.competitor.slug}/"
+    for url in ("/", f"/cohorts/{cohort.pk}/", f"/cohorts/{cohort.pk}/?range=1D", entry_url):
         first_sql, first = _tables_read(client, url)
         assert first_sql  # the first read computed what it keeps
         sql, again = _tables_read(client, url)
