@@ -7,7 +7,9 @@ Conventions, for every endpoint here:
   counts are JSON numbers. The chart series (`/series`) values are numbers rounded to cents,
   because they exist to be drawn.
 - Times are ISO 8601 in UTC.
-- Lists are bounded: `limit` defaults to 50 and is capped at 200; `offset` pages.
+- Lists are bounded: `limit` defaults to 50, at most 200; `offset` pages. A parameter value
+  outside what is documented (`limit=abc`, `limit=0`, an unknown `range`) answers 400 with
+  `{"error": "..."}` (arena/params.py), never a silent default.
 - Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
   mistaken for live results.
 - Errors are JSON `{"error": "..."}` with the status (400, 404, 405; arena/api_errors.py).
@@ -21,8 +23,8 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 
-from arena import charts, selectors
-from arena.api_errors import api_view, json_error
+from arena import charts, params, selectors
+from arena.api_errors import api_view
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 
@@ -31,12 +33,7 @@ MAX_LIMIT = 200
 money = charts.as_money
 
 
-def _int(raw: str | None, default: int, lo: int, hi: int) -> int:
-    try:
-        value = int(raw) if raw not in (None, "") else default
-    except ValueError:
-        value = default
-    return min(max(value, lo), hi)
+MAX_OFFSET = 10**9
 
 
 def _iso(ts) -> str | None:
@@ -88,9 +85,10 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
 @api_view
 def cohorts(request: HttpRequest) -> JsonResponse:
     """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    qs = selectors.cohorts_overview(request.GET.get("kind"))
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
+    qs = selectors.cohorts_overview(kind or None)
     rows = [
         {**_cohort_dict(c), "entries": c.n_entries, "latest_week": c.latest_week}
         for c in qs[offset : offset + limit]
@@ -117,15 +115,20 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     ({x, kind: cohort|correction, label, detail}) mark weekly decisions, the cohort's lifecycle
     and staff corrections of markets its entries held.
     """
+    range_key = _range(request)
+    entry_id = params.integer(request, "entry", None, 1, 2**62)
     c = get_object_or_404(Cohort, pk=cohort_id)
     entries = Entry.objects.filter(cohort=c).select_related("competitor")
-    entry_id = request.GET.get("entry")
     only = None
-    if entry_id:
-        entries = entries.filter(pk=_int(entry_id, 0, 0, 2**62))
+    if entry_id is not None:
+        entries = entries.filter(pk=entry_id)
         only = [e.pk for e in entries]
-    payload = charts.cohort_series(c, request.GET.get("range"), entries=list(entries))
+    payload = charts.cohort_series(c, range_key, entries=list(entries))
     return _json(selectors.decorate_series(payload, c, only))
+
+
+def _range(request: HttpRequest) -> str:
+    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
 
 
 @api_view
@@ -134,11 +137,9 @@ def overview_series(request: HttpRequest) -> JsonResponse:
     `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
     cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
     opening and staff corrections."""
-    raw = request.GET.get("scope")
-    if raw and raw not in selectors.SCOPES:
-        return _json({"error": f"scope must be one of {', '.join(selectors.SCOPES)}"}, 400)
-    scope = selectors.scope_or_default(raw)
-    range_key = charts.range_or_default(request.GET.get("range"))
+    asked = params.choice(request, "scope", selectors.SCOPES, "")
+    range_key = _range(request)
+    scope = selectors.scope_or_default(asked or None)
     payload = charts.scope_return_series(scope, range_key=range_key)
     return _json(selectors.decorate_overview(payload, scope))
 
@@ -149,8 +150,9 @@ def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
     market's latest price). Each line holds its price until the next point (draw it as a step)
     and runs to the resolution (or the latest quote); `annotations` mark the resolution and
     staff changes."""
+    range_key = _range(request)
     m = get_object_or_404(Market, pk=market_id)
-    return _json(selectors.market_price_chart(m, request.GET.get("range")))
+    return _json(selectors.market_price_chart(m, range_key))
 
 
 @api_view
@@ -290,9 +292,11 @@ def _is_number(v: Any) -> bool:
 def markets(request: HttpRequest) -> JsonResponse:
     """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
     (default 50, max 200), `offset`."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    qs = selectors.market_search(request.GET.get("q", ""), request.GET.get("status", ""))
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    q = params.text(request, "q")
+    status = params.choice(request, "status", Market.Status.values, "")
+    qs = selectors.market_search(q, status)
     rows = [_market_dict(m) for m in qs[offset : offset + limit]]
     return _json({"limit": limit, "offset": offset, "markets": rows})
 
@@ -362,13 +366,11 @@ def seals(request: HttpRequest) -> JsonResponse:
     head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
     `limit` (default 50, max 200), `offset`. The records themselves: /exports/seals.json;
     how to check them: docs/verification.md (`arena verify --export`)."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    cohort_raw = request.GET.get("cohort") or None
-    if cohort_raw is not None and not cohort_raw.isdigit():
-        return json_error(f"cohort must be a cohort id, got {cohort_raw[:40]!r}", 400)
-    cohort_id = None if cohort_raw is None else int(cohort_raw)
-    page = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    cohort_id = params.integer(request, "cohort", None, 1, 2**62)
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
+    page = list(selectors.seal_feed(kind or None, cohort_id)[offset : offset + limit])
     digests = selectors.seal_digests(page)
     return _json(
         {

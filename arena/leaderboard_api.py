@@ -16,6 +16,7 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
+from arena import params
 from arena.api_errors import api_view, json_error
 from arena.selectors import scope_or_default
 from cohorts.models import Cohort
@@ -95,17 +96,11 @@ def leaderboard_api(request: HttpRequest) -> JsonResponse:
     and labelled with that scope; a bad cohort id is 400, an unknown one 404; before any run:
     rows [] with a note.
     """
-    raw_cohort = request.GET.get("cohort")
-    scope = request.GET.get("scope") or None
-    if scope is not None and scope not in ScoreRun.Scope.values:
-        return json_error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
+    cohort_id = params.integer(request, "cohort", None, 1, 2**62)
+    scope = params.choice(request, "scope", ScoreRun.Scope.values, "") or None
     cohort = None
     scope_note = None
-    if raw_cohort not in (None, ""):
-        try:
-            cohort_id = int(raw_cohort)
-        except ValueError:
-            return json_error("cohort must be an integer id", 400)
+    if cohort_id is not None:
         cohort = Cohort.objects.filter(pk=cohort_id).first()
         if cohort is None:
             return json_error(f"no cohort {cohort_id}", 404)

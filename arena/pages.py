@@ -10,9 +10,10 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
-from arena import charts, colours, exports, glossary, selectors, standings
+from arena import charts, colours, exports, glossary, params, selectors, standings
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -39,18 +40,26 @@ def _htmx(request: HttpRequest) -> bool:
 
 
 def _replicate(request: HttpRequest) -> int:
-    try:
-        return max(1, int(request.GET.get("replicate", "1")))
-    except ValueError:
-        return 1
+    return params.integer(request, "replicate", 1, 1, 1000)
 
 
+def _scope(request: HttpRequest) -> str | None:
+    """The asked-for scope, or None (the view picks the data-aware default)."""
+    return params.choice(request, "scope", selectors.SCOPES, "") or None
+
+
+def _range(request: HttpRequest) -> str:
+    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
+
+
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    scope = selectors.scope_or_default(request.GET.get("scope"))
+    scope = selectors.scope_or_default(_scope(request))
+    sort = params.choice(request, "sort", selectors.SORTABLE, "rank")
+    direction = params.choice(request, "dir", ("asc", "desc"), "")
+    range_key = _range(request)
     run = selectors.latest_run(scope)
-    sort = request.GET.get("sort", "rank")
-    direction = request.GET.get("dir")
-    descending = {"asc": False, "desc": True}.get(direction or "")
+    descending = {"asc": False, "desc": True}.get(direction)
     rows, sort, descending = selectors.leaderboard_rows(run, None, sort, descending)
     board = standings.build(run, rows)
     context = {
@@ -65,7 +74,6 @@ def home(request: HttpRequest) -> HttpResponse:
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
-    range_key = charts.range_or_default(request.GET.get("range"))
     context["state"] = selectors.site_state(scope)
     context["chart"] = overview_payload(scope, range_key)
     context["range"] = range_key
@@ -121,8 +129,9 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
     return out
 
 
+@require_safe
 def cohort_list(request: HttpRequest) -> HttpResponse:
-    kind = request.GET.get("kind") or ""
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
     cohorts = list(selectors.cohorts_overview(kind or None)[:200])
     leaders = selectors.cohort_leaders(cohorts)
     for c in cohorts:
@@ -134,10 +143,11 @@ def cohort_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
+    range_key = _range(request)
     cohort = get_object_or_404(Cohort, pk=cohort_id)
     entries = selectors.entry_rows(cohort)
-    range_key = charts.range_or_default(request.GET.get("range"))
     week, universe = selectors.cohort_universe(cohort)
     decisions = selectors.recent_decisions(cohort)
     corrections = selectors.staff_corrections(cohort)
@@ -174,10 +184,11 @@ def entry_name(e) -> str:
     return f"{e.competitor.display_name}{rep}"
 
 
+@require_safe
 def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
+    range_key = _range(request)
     entry = selectors.get_entry(cohort_id, slug, _replicate(request))
     open_positions, closed_positions = selectors.entry_positions(entry)
-    range_key = charts.range_or_default(request.GET.get("range"))
     decisions = selectors.entry_decisions(entry)
     context = {
         "entry": entry,
@@ -201,6 +212,7 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
     return render(request, "arena/entry_detail.html", context)
 
 
+@require_safe
 def competitor_list(request: HttpRequest) -> HttpResponse:
     competitors = list(selectors.competitors_overview())
     headlines = selectors.competitor_headlines(competitors)
@@ -209,9 +221,11 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/competitor_list.html", {"competitors": competitors})
 
 
+@require_safe
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    asked = _scope(request)
     competitor = get_object_or_404(Competitor, slug=slug)
-    scope = selectors.scope_or_default(request.GET.get("scope"), competitor)
+    scope = selectors.scope_or_default(asked, competitor)
     run, rows = selectors.competitor_rows(competitor, scope)
     overall = next((r for r in rows if r.cohort_id is None), None)
     details = (overall.details if overall else None) or {}
@@ -365,11 +379,15 @@ def _signed(value, sign: int):
     return value * sign if isinstance(value, int | float) else None
 
 
+@require_safe
 def market_list(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "")
-    status = request.GET.get("status", "")
+    q = params.text(request, "q")
+    status = params.choice(request, "status", Market.Status.values, "")
+    number = params.integer(request, "page", 1, 1, 10**9)
     paginator = Paginator(selectors.market_search(q, status), selectors.MARKET_PAGE_SIZE)
-    page = paginator.get_page(request.GET.get("page"))
+    if number > paginator.num_pages:
+        raise Http404(f"there are {paginator.num_pages} pages")
+    page = paginator.page(number)
     context = {
         "page": page,
         "q": q,
@@ -381,10 +399,12 @@ def market_list(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/market_list.html", context)
 
 
+@require_safe
 def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
+    range_key = _range(request)
     market = get_object_or_404(Market, pk=market_id)
     forecasts = selectors.market_forecasts(market)
-    prices = selectors.market_price_chart(market, request.GET.get("range"))
+    prices = selectors.market_price_chart(market, range_key)
     context = {
         "market": market,
         "prices": prices,
@@ -399,6 +419,7 @@ def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
     return render(request, "arena/market_detail.html", context)
 
 
+@require_safe
 def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     decision = selectors.get_decision(decision_id)
     # Baselines answer through the same path but no model runs: zero tokens and latency would
@@ -412,6 +433,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     return render(request, "arena/decision_detail.html", context)
 
 
+@require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     try:
         from core import methodology as m
@@ -437,6 +459,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/methodology.html", context)
 
 
+@require_safe
 def exports_page(request: HttpRequest) -> HttpResponse:
     """What can be downloaded, with every filter, cap and default window (arena/exports.py)."""
     kinds = selectors.scopes_with_cohorts()
@@ -472,6 +495,7 @@ def exports_page(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/exports.html", context)
 
 
+@require_safe
 def about(request: HttpRequest) -> HttpResponse:
     return render(
         request,

@@ -88,13 +88,36 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "arena.security.ContentSecurityPolicyMiddleware",
+    # A query parameter a view cannot honour becomes a one-line 400 (arena/params.py).
+    "arena.params.BadParameterMiddleware",
+    # Turns a refused login (arena.login) into its 429 page; innermost so it sees the flag.
+    "axes.middleware.AxesMiddleware",
 ]
 
-AUTHENTICATION_BACKENDS = ["arena.security.RateLimitedModelBackend"]
-ARENA_LOGIN_MAX_FAILURES = env_int("ARENA_LOGIN_MAX_FAILURES", 5)
+# --- Login throttling (django-axes, made atomic by arena.login) --------------------------
+AUTHENTICATION_BACKENDS = [
+    "arena.login.AtomicAxesBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+ARENA_LOGIN_MAX_FAILURES = env_int("ARENA_LOGIN_MAX_FAILURES", 5)  # per account + IP pair
+ARENA_LOGIN_MAX_FAILURES_PER_IP = env_int("ARENA_LOGIN_MAX_FAILURES_PER_IP", 20)
 ARENA_LOGIN_LOCKOUT_SECONDS = env_int("ARENA_LOGIN_LOCKOUT_SECONDS", 900)
 # How many reverse proxies sit in front of us; 0 means X-Forwarded-For is ignored.
 ARENA_TRUSTED_PROXIES = env_int("ARENA_TRUSTED_PROXIES", 0)
+AXES_HANDLER = "arena.login.AtomicAxesHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_FAILURE_LIMIT = "arena.login.failure_limit"
+AXES_COOLOFF_TIME = "arena.login.cool_off"
+AXES_LOCKOUT_CALLABLE = "arena.login.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "arena.security.client_ip"
+AXES_RESET_ON_SUCCESS = True
+# A refused attempt during a lock must not push its end out: the page states when it ends.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+
+# Debug pages and error reports mask connection URLs and the process environment too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "arena.security.SecretsFilter"
 
 ROOT_URLCONF = "arena.urls"
 WSGI_APPLICATION = "arena.wsgi.application"

@@ -436,8 +436,9 @@ def test_seals_feed_cohort_page_and_decision_page_show_the_hashes(week, client):
     assert [d["record_hash"] for d in item["digests"]][0] == digest.record_hash
     assert client.get("/api/seals?kind=demo").json()["seals"] == []
     assert client.get("/api/seals?cohort=abc").json() == {
-        "error": "cohort must be a cohort id, got 'abc'"
+        "error": f"cohort must be a whole number from 1 to {2**62}"
     }
+    assert client.get("/api/seals?kind=moon").status_code == 400
     page = client.get(f"/cohorts/{week.pk}/").content.decode()
     assert f'<code class="hash">{seal.root}</code>' in page
     page = client.get(f"/decisions/{digest.decision_id}/").content.decode()

@@ -52,7 +52,9 @@ def test_exports_are_bounded_by_row_cap_and_dates(client, arena_world):
     assert [r["ts"] for r in doc["rows"]] == sorted(r["ts"] for r in doc["rows"])
     doc = json.loads(body(client.get("/exports/snapshots.json?since=2027-01-01&until=2027-02-01")))
     assert doc["rows"] == []
-    assert exports.bounds(limit=10**9).limit == exports.MAX_LIMIT
+    assert exports.bounds(limit=exports.MAX_LIMIT).limit == exports.MAX_LIMIT
+    with pytest.raises(exports.ExportError, match="limit must be a whole number"):
+        exports.bounds(limit=10**9)  # past the cap: said, not silently clamped
     b = exports.bounds(today=date(2026, 11, 22))
     assert (b.until - b.since).days == exports.DEFAULT_DAYS + 1
 
@@ -69,11 +71,33 @@ def test_exports_filter_by_cohort_and_label_demo_rows(client, arena_world):
 
 
 @pytest.mark.parametrize(
-    "query", ["since=yesterday", "since=2026-02-01&until=2026-01-01", "limit=0", "cohort=x"]
+    "query",
+    [
+        "since=yesterday",
+        "since=2026-02-01&until=2026-01-01",
+        "limit=0",
+        "limit=-1",
+        "limit=abc",
+        "cohort=x",
+        "limit=100001",
+        "until=9999-12-31",  # its day-after overflowed the date arithmetic: a 500 before
+        "since=0000-01-01",
+    ],
 )
 def test_bad_bounds_are_400(client, db, query):
     response = client.get(f"/exports/trades.csv?{query}")
     assert response.status_code == 400
+    assert response.content.decode().count("\n") <= 1  # one line
+
+
+@pytest.mark.parametrize("what", sorted(exports.SPECS))
+@pytest.mark.parametrize("fmt", exports.FORMATS)
+def test_extreme_dates_answer_on_every_export(client, db, what, fmt):
+    # Both ends of the calendar overflowed (OverflowError, a 500) on all 10 exports.
+    assert client.get(f"/exports/{what}.{fmt}?until=9999-12-31").status_code == 400
+    first = client.get(f"/exports/{what}.{fmt}?until=0001-01-01")
+    assert first.status_code == 200
+    assert b"".join(first.streaming_content)  # a header row / an empty document, not an error
 
 
 def test_export_verb_writes_to_stdout(arena_world):
