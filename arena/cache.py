@@ -16,7 +16,12 @@ keys on the data token, which every write (score runs included) replaces.
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
 that render is in flight get the page's previous version instead of piling on (stale by at most
 the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL is only a
-backstop for a write path that forgot to call data_changed().
+backstop for a write path that forgot to call data_changed(). Requests that write through the
+site invalidate everything only when they come from signed-in staff (the admin); anonymous
+POSTs cannot write anything, so they cannot empty the cache either.
+
+When the cache is unreachable (arena/cache_backend.py) the version token is None and pages are
+rendered uncached.
 """
 
 from django.conf import settings
@@ -39,6 +44,13 @@ def _cacheable_request(request) -> bool:
         return False
     # Staff (anyone with a session) always see fresh pages.
     return settings.SESSION_COOKIE_NAME not in request.COOKIES
+
+
+def _staff_write(request) -> bool:
+    if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+        return False
+    user = getattr(request, "user", None)  # set by AuthenticationMiddleware, inside us
+    return bool(user is not None and user.is_authenticated and user.is_staff)
 
 
 def _cacheable_response(response) -> bool:
@@ -75,9 +87,10 @@ class PublicPageCacheMiddleware:
     def __call__(self, request):
         if not _cacheable_request(request):
             response = self.get_response(request)
-            if request.method not in ("GET", "HEAD", "OPTIONS"):
-                # Any write through the site (staff in the admin: resolutions, lineup) may
-                # change public pages and the leaderboard.
+            if _staff_write(request):
+                # A staff write through the admin (resolutions, lineup) may change public
+                # pages and the leaderboard. Anyone else's POST changes nothing, so it must not
+                # cost every reader the cache (an anonymous POST loop used to empty it).
                 scores_changed()
             return response
         page = _page_id(request)
@@ -87,6 +100,8 @@ class PublicPageCacheMiddleware:
             request.GET.get("scope") or request.GET.get("cohort")
         )
         token = _version(SCORES_KEY if scores_only else DATA_KEY)
+        if token is None:  # the cache is unreachable: render, uncached
+            return self.get_response(request)
         key = f"arena:page:{token}:{page}"
         stored = cache.get(key)
         if stored is not None:
