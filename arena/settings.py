@@ -160,8 +160,12 @@ REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Redis unreachable = every read a miss and every write skipped (pages render
+            # uncached), never an error; short socket timeouts so a hung Redis cannot hold a
+            # request either.
+            "BACKEND": "arena.cache_backend.ResilientRedisCache",
             "LOCATION": REDIS_CACHE_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
         }
     }
 else:
