@@ -31,9 +31,7 @@ def _collected_static(tmp_path_factory):
 
     storages = {
         **settings.STORAGES,
-        "staticfiles": {
-            "BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"
-        },
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
     }
     with override_settings(STATIC_ROOT=tmp_path_factory.mktemp("static"), STORAGES=storages):
         call_command("collectstatic", interactive=False, verbosity=0)
