@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",
     "core",
     "arena",
     "markets",
@@ -110,7 +111,8 @@ AXES_FAILURE_LIMIT = "arena.login.failure_limit"
 AXES_COOLOFF_TIME = "arena.login.cool_off"
 AXES_LOCKOUT_CALLABLE = "arena.login.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "arena.security.client_ip"
-AXES_RESET_ON_SUCCESS = True
+# Success forgives that account's failures from that address only (arena.login, not axes).
+AXES_RESET_ON_SUCCESS = False
 # A refused attempt during a lock must not push its end out: the page states when it ends.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_HTTP_RESPONSE_CODE = 429
