@@ -45,13 +45,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", True)
+# Debug pages show code and settings: with DEBUG on the site answers only loopback clients
+# (arena.security.LoopbackOnlyWhenDebugMiddleware) and only loopback host names.
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = _DEV_SECRET
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", LOOPBACK_HOSTS if DEBUG else [])
+if DEBUG and set(ALLOWED_HOSTS) - set(LOOPBACK_HOSTS):
+    raise ImproperlyConfigured(
+        "DEBUG is on only for loopback hosts (127.0.0.1, localhost); set DEBUG=0 to serve "
+        f"{', '.join(sorted(set(ALLOWED_HOSTS) - set(LOOPBACK_HOSTS)))}"
+    )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -74,6 +82,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
