@@ -240,6 +240,10 @@ ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai
 ARENA_LLM_API_KEY = (
     os.environ.get("OPENROUTER_API_KEY") or os.environ.get("ARENA_LLM_API_KEY") or ""
 )
+# The only endpoints a competitor may use besides the default one: comma-separated entries
+# `URL` (no key) or `URL|KEY_VAR` (the key is read from env var KEY_VAR). Staff pick from this
+# list in the admin; they can never type a URL or a variable name (agents/endpoints.py).
+ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 # Whole-page cache for anonymous readers (arena/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)

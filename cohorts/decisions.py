@@ -31,7 +31,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from agents import baselines
+from agents import baselines, endpoints
 from agents.llm import Attempt, ChatResult, LLMClient
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from agents.parsing import DecisionValidationError, ParsedDecision, parse_decision
@@ -489,10 +489,15 @@ def _call_row(decision: Decision, a: Attempt, number: int, phase: str) -> LLMCal
 def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
     """The competitor's client, or (None, why it cannot run).
 
-    Key resolution: the competitor's own env var when it names one (a missing value skips it);
-    no key at all for a competitor with its own base_url and no env var (a local vLLM/Ollama
-    server); otherwise the default OpenRouter key from settings.
+    The endpoint must be the default one or on the operator's allow-list (agents/endpoints.py);
+    a stored endpoint that is not is never called. Key resolution: the endpoint's env var when
+    it names one (a missing value skips the competitor); no key at all for an allowed endpoint
+    without a variable (a local vLLM/Ollama server); the default OpenRouter key from settings for
+    the default endpoint.
     """
+    refused = endpoints.check(competitor.base_url, competitor.api_key_env)
+    if refused:
+        return None, refused
     base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
     if competitor.api_key_env:
         key = os.environ.get(competitor.api_key_env, "")
