@@ -266,7 +266,7 @@ def _market_dict(m: Market) -> dict[str, Any]:
         "external_id": m.external_id,
         "question": m.question,
         "slug": m.slug,
-        "url": m.url,
+        "url": m.link or None,  # only http(s): never a javascript: URL
         "kind": m.kind,
         "outcomes": m.outcomes,
         "prices": {k: float(v) for k, v in (m.last_prices or {}).items() if _is_number(v)},
