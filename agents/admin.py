@@ -27,7 +27,10 @@ class CompetitorForm(forms.ModelForm):
 
     class Meta:
         model = Competitor
-        exclude = ("base_url", "api_key_env")
+        # Everything staff edit except base_url / api_key_env, which come from `endpoint`.
+        fields = ("slug", "display_name", "kind", "family", "provider", "model_id", "strategy",
+                  "params", "price_in_per_m", "price_out_per_m", "knowledge_cutoff",
+                  "replicates", "active", "notes")  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

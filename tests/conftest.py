@@ -24,10 +24,9 @@ def _collected_static(tmp_path_factory):
     collectstatic writes (as a deploy does). Collected once per run into a private folder;
     hashing only (Django's manifest storage, the same names whitenoise serves) because
     compressing plotly on every run would cost seconds for nothing the tests read."""
+    from django.conf import settings
     from django.core.management import call_command
     from django.test.utils import override_settings
-
-    from django.conf import settings
 
     storages = {
         **settings.STORAGES,
