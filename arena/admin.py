@@ -1,6 +1,7 @@
 from axes.admin import AccessAttemptAdmin as AxesAccessAttemptAdmin
 from axes.models import AccessAttempt
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
@@ -22,7 +23,14 @@ class JobRunAdmin(admin.ModelAdmin):
         return False
 
 
+# What the attention page shows; staff without these permissions are refused (it was open to any
+# staff account, whatever its permissions).
+ATTENTION_PERMISSIONS = ("markets.view_market", "agents.view_decision", "core.view_jobrun")
+
+
 def attention_view(request):
+    if not request.user.has_perms(ATTENTION_PERMISSIONS):
+        raise PermissionDenied("the attention page needs view access to markets, decisions and jobs")
     items = attention_items()
     context = {
         **admin.site.each_context(request),

@@ -192,3 +192,15 @@ def test_healthz_reports_database_broker_and_jobs(client, db):
     assert data["jobs"]["sync"]["late"] is False
     assert data["jobs"]["snapshot"]["late"] is True
     assert "password" not in str(data).lower()
+
+
+def test_static_files_are_named_by_their_content_hash(client, db):
+    # deploy.md promised cache-busted names, but the storage did not hash them.
+    import re
+
+    assert settings.STORAGES["staticfiles"]["BACKEND"].endswith(
+        "CompressedManifestStaticFilesStorage"
+    )
+    page = client.get("/methodology/").content.decode()
+    names = re.findall(r'/static/([^"]+\.(?:css|js))"', page)
+    assert names and all(re.search(r"\.[0-9a-f]{12}\.(css|js)$", n) for n in names), names
