@@ -30,7 +30,9 @@ ATTENTION_PERMISSIONS = ("markets.view_market", "agents.view_decision", "core.vi
 
 def attention_view(request):
     if not request.user.has_perms(ATTENTION_PERMISSIONS):
-        raise PermissionDenied("the attention page needs view access to markets, decisions and jobs")
+        raise PermissionDenied(
+            "the attention page needs view access to markets, decisions and jobs"
+        )
     items = attention_items()
     context = {
         **admin.site.each_context(request),
