@@ -84,3 +84,25 @@ def test_attention_page_needs_view_permissions_not_just_staff(client, db):
         user.user_permissions.add(Permission.objects.get(codename=codename))
     client.force_login(get_user_model().objects.get(pk=user.pk))  # fresh permission cache
     assert client.get("/admin/attention/").status_code == 200
+
+
+def test_a_running_job_whose_process_is_gone_is_reaped_by_the_next_job(db):
+    import subprocess
+    import sys
+
+    from core.jobs import job_run
+    from core.models import JobRun
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    import socket
+
+    orphan = JobRun.objects.create(job="sync", started_at=timezone.now(),
+                                   owner=f"{socket.gethostname()}:{dead.stdout.strip()}:1")  # fmt: skip
+    alive = JobRun.objects.create(job="sync", started_at=timezone.now(), owner="other-host:1:1")
+    with job_run("snapshot"):
+        pass
+    orphan.refresh_from_db()
+    alive.refresh_from_db()
+    assert orphan.status == JobRun.Status.FAILED and "is gone" in orphan.error
+    assert alive.status == JobRun.Status.RUNNING  # another host's, young: left alone
