@@ -1,7 +1,6 @@
 """Record each periodic job's run so /healthz and staff can see when it last succeeded."""
 
 from contextlib import contextmanager
-
 from datetime import timedelta
 
 from django.utils import timezone

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 def test_a_killed_connection_mid_resolve_leaves_no_resolved_market_with_open_positions(
     gamma,
     gamma_client,
-    inject_fault,
+    inject_fault,  # noqa: F811 (the imported fixture)
     caplog,  # noqa: F811 (the imported fixture)
 ):
     raw = example_resolved_binary()  # resolves "No"
