@@ -30,7 +30,7 @@ def test_a_killed_connection_mid_resolve_leaves_no_resolved_market_with_open_pos
     gamma,
     gamma_client,
     inject_fault,  # noqa: F811 (the imported fixture)
-    caplog,  # noqa: F811 (the imported fixture)
+    caplog,
 ):
     raw = example_resolved_binary()  # resolves "No"
     gamma.markets = [trading_copy(raw)]
