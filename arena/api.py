@@ -3,7 +3,8 @@
 Conventions, for every endpoint here:
 - Money (cash, value, invested, amounts, cost basis, P/L, payouts) is a JSON **string with two
   decimals**, e.g. "10000.00", so no client ever sees a binary float of a cent amount. LLM costs
-  in USD are strings with six decimals. Probabilities, prices, shares, returns (percent) and
+  in USD are strings with at least six decimals, more when the provider billed finer (up to ten,
+  e.g. "0.00000735"). Probabilities, prices, shares, returns (percent) and
   counts are JSON numbers. The chart series (`/series`) values are numbers rounded to cents,
   because they exist to be drawn.
 - Times are ISO 8601 in UTC.
@@ -41,7 +42,11 @@ def _iso(ts) -> str | None:
 
 
 def _usd6(value: Decimal | None) -> str | None:
-    return None if value is None else f"{Decimal(value).quantize(Decimal('0.000001'))}"
+    """Six decimals at least, ten at most: a cost billed at 0.00000735 keeps its digits."""
+    if value is None:
+        return None
+    whole, _, frac = f"{Decimal(value).quantize(Decimal('1e-10')):f}".partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(6, '0')}"
 
 
 def _json(data: Any, status: int = 200) -> JsonResponse:

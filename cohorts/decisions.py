@@ -61,7 +61,7 @@ from core.versions import data_changed
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-COST_PLACES = Decimal("0.000001")
+COST_PLACES = Decimal("0.0000000001")  # as stored: providers bill below a millionth
 
 
 class ClaimLost(Exception):

@@ -418,7 +418,22 @@ def judge(p: ParsedMarket) -> Verdict:
         return Verdict(
             "flag", reason="legacy AMM market without an oracle resolution; resolve by hand"
         )
+    if not p.uma_status and prices is not None and _decisive(prices):
+        # Final-looking prices but no oracle status (real market 1812085: ["1","0"], closed,
+        # no umaResolutionStatus): never taken as a resolution (§1.7), but no longer waited on
+        # for ever either - staff decide from the source.
+        shown = [format(x.normalize(), "f") for x in prices]
+        return Verdict(
+            "flag",
+            reason=f"closed upstream with final prices {shown} but no UMA resolution; "
+            "check the source and resolve by hand",
+        )
     return Verdict("wait", reason=p.uma_status or "no resolution proposed yet")
+
+
+def _decisive(prices: list) -> bool:
+    """Exactly one price is 1 and every other is 0."""
+    return sorted(prices) == [0] * (len(prices) - 1) + [1]
 
 
 def _looks_legacy(p: ParsedMarket) -> bool:
