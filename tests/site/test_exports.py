@@ -231,3 +231,31 @@ def test_the_row_cap_is_reported(client, arena_world):
 
 def test_bad_scope_is_400(client, db):
     assert client.get("/exports/trades.csv?scope=moon").status_code == 400
+def test_a_decisions_export_streams_in_bounded_memory(client, arena_world):
+    # 8 concurrent decision exports took a worker from 673 to 1,120 MB: rows (with prompts of
+    # hundreds of kB) were fetched 2,000 at a time. Now a few at a time: the peak while
+    # streaming stays a small fraction of the export's size.
+    import tracemalloc
+    from datetime import timedelta
+
+    from agents.models import Decision
+    from tests.site.conftest import T0
+
+    entry = arena_world.entries[0]
+    prompt = "market line with a question and its prices\n" * 2400  # ~100 kB
+    Decision.objects.bulk_create(
+        Decision(entry=entry, week=100 + i, status="done", claimed_at=T0 + timedelta(minutes=i),
+                 decided_at=T0 + timedelta(minutes=i), user_prompt=prompt,
+                 system_prompt="You trade.")
+        for i in range(120)
+    )  # fmt: skip
+    response = client.get("/exports/decisions.json?since=2026-10-01&until=2026-12-31")
+    assert response.status_code == 200
+    tracemalloc.start()
+    try:
+        size = sum(len(chunk) for chunk in response.streaming_content)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size > 120 * len(prompt)  # every prompt went out
+    assert peak < size / 3, f"peak {peak / 1e6:.1f} MB while streaming {size / 1e6:.1f} MB"
