@@ -8,6 +8,7 @@ request through the front is still answered at once.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import sys
@@ -66,10 +67,8 @@ def open_attack(port: int, idle: int, slow: int, until: float) -> list[socket.so
     def trickle() -> None:
         while time.monotonic() < until:
             for s in trickling:
-                try:
+                with contextlib.suppress(OSError):  # nginx may have cut it (header timeout)
                     s.sendall(b"X-Slow: 1\r\n")
-                except OSError:
-                    pass
             time.sleep(1)
 
     threading.Thread(target=trickle, daemon=True).start()
