@@ -91,10 +91,12 @@ class LoopbackOnlyWhenDebugMiddleware:
 class SecretsFilter(SafeExceptionReporterFilter):
     """Debug pages and error mails hide every setting or variable that can carry a credential:
     Django's default list misses connection URLs (DATABASE_URL, REDIS_CACHE_URL,
-    CELERY_BROKER_URL hold passwords), and environment variables shown in request.META."""
+    CELERY_BROKER_URL hold passwords, and so does CACHES' LOCATION), and environment variables
+    shown in request.META."""
 
     hidden_settings = re.compile(
-        "API|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|URL|DSN|DATABASE|BROKER|REDIS|AUTH",
+        "API|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|URL|DSN|DATABASE|BROKER|REDIS|AUTH"
+        "|CACHES|LOCATION",
         flags=re.IGNORECASE,
     )
 

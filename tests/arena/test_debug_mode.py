@@ -22,6 +22,13 @@ def debug_on(settings):
     settings.DATABASE_URL = f"postgres://arena:{SECRET}@db.internal:5432/arena"
     settings.REDIS_CACHE_URL = f"redis://:{SECRET}@cache.internal:6379/1"
     settings.CELERY_BROKER_URL = f"redis://:{SECRET}@cache.internal:6379/0"
+    # The cache's LOCATION repeats the URL (the bench run found it shown on the debug page).
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"redis://:{SECRET}@cache.internal:6379/1",
+        }
+    }
     return settings
 
 
