@@ -297,7 +297,9 @@ class LoginSession:
     def post(self, password: str) -> tuple[int, float, str, dict]:
         body = urllib.parse.urlencode({"username": "ops", "password": password,
                                        "csrfmiddlewaretoken": self.token}).encode()  # fmt: skip
-        request = urllib.request.Request(self.base + "/admin/login/", data=body, method="POST")
+        request = urllib.request.Request(
+            self.base + "/admin/login/?next=/admin/", data=body, method="POST"
+        )
         t0 = time.perf_counter()
         try:
             with self.opener.open(request, timeout=30) as response:
