@@ -117,7 +117,9 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
 def reap_stale_runs() -> int:
     """Score runs whose process died (core/reaper.py) are marked failed."""
     running = ScoreRun.objects.filter(status=ScoreRun.Status.RUNNING)
-    return reap(running, failed_status=ScoreRun.Status.FAILED, max_age=RUN_MAX_AGE, what="score run")
+    return reap(
+        running, failed_status=ScoreRun.Status.FAILED, max_age=RUN_MAX_AGE, what="score run"
+    )
 
 
 def store_trade_clv(clv_rows: list[tuple], buys: list[int] | None = None) -> int:

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from scoring.services import compute_scores
 from scoring.models import ScoreRun
+from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries
 from tests.faults.conftest import Proc, child_env, wait_until
 

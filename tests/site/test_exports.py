@@ -231,6 +231,8 @@ def test_the_row_cap_is_reported(client, arena_world):
 
 def test_bad_scope_is_400(client, db):
     assert client.get("/exports/trades.csv?scope=moon").status_code == 400
+
+
 def test_a_decisions_export_streams_in_bounded_memory(client, arena_world):
     # 8 concurrent decision exports took a worker from 673 to 1,120 MB: rows (with prompts of
     # hundreds of kB) were fetched 2,000 at a time. Now a few at a time: the peak while

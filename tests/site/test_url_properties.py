@@ -47,7 +47,8 @@ URLS: dict[str, dict[str, tuple]] = {
     "/api/markets/{market}": {},
     "/exports/{what}.{fmt}": {"limit": ("int", 1, exports.MAX_LIMIT),
                               "cohort": ("int", 1, 2**62), "since": ("date",),
-                              "until": ("date",)},
+                              "until": ("date",), "scope": ("choice", SCOPES)},
+    "/exports/": {},
     "/healthz": {},
 }  # fmt: skip
 
