@@ -262,15 +262,19 @@ def case_db_kill(base: str) -> None:
            f"{len(codes)} requests after the kills: {bad} 5xx")  # fmt: skip
 
 
-def case_bad_input(base: str) -> None:
+def case_bad_input(base: str, market_id: int) -> None:
     urls = ["/markets/?q=%00", "/api/markets?q=%00", "/api/markets?limit=abc",
             "/api/markets?limit=-1", "/api/cohorts/?limit=999999", "/cohorts/1/?range=5Y",
-            "/?sort=evil", "/markets/?page=abc"]  # fmt: skip
+            "/?sort=evil", "/markets/?page=abc", "/?range=5Y", f"/markets/{market_id}/?range=5Y",
+            "/api/overview?scope=moon", "/api/overview?range=5Y",
+            f"/api/markets/{market_id}/prices?range=5Y", "/api/seals?limit=abc",
+            "/api/seals?kind=moon", "/api/leaderboard?cohort=abc"]  # fmt: skip
     urls += [f"/exports/{w}.{f}?until={d}" for w in ("decisions", "trades", "snapshots",
              "forecasts", "scores") for f in ("csv", "json") for d in ("9999-12-31", "0000-01-01")]  # fmt: skip
+    urls += [f"/exports/seals.json?until={d}" for d in ("9999-12-31", "0000-01-01")]
     answers = [get(base + u) for u in urls]
     ok = all(a[0] == 400 and len(a[1].strip().splitlines()) == 1 for a in answers)
-    record("6", "bad parameters (NUL, limits, ranges, 20 extreme export dates)", ok,
+    record("6", "bad parameters (NUL, limits, ranges, scopes, 22 extreme export dates)", ok,
            f"{len(urls)} requests: statuses {sorted({a[0] for a in answers})}, "
            f"all one line: {all(len(a[1].strip().splitlines()) == 1 for a in answers)}")  # fmt: skip
     head = get(base + "/api/markets", method="HEAD")[0]
@@ -519,7 +523,7 @@ def main() -> int:
         base, web = gunicorn()
         case_cache_under_anonymous_posts(base)
         case_db_kill(base)
-        case_bad_input(base)
+        case_bad_input(base, ids["hostile_market"])
         case_javascript_url(base, ids["hostile_market"])
         case_export_memory(base, web)
         case_login(base)
