@@ -34,7 +34,11 @@ def _collected_static(tmp_path_factory):
     }
     with override_settings(STATIC_ROOT=tmp_path_factory.mktemp("static"), STORAGES=storages):
         call_command("collectstatic", interactive=False, verbosity=0)
-        yield
+        # The live server (browser tests) serves /static/ through the finders only: let them
+        # find the hashed names too (tests/static_collected.py).
+        finders = [*settings.STATICFILES_FINDERS, "tests.static_collected.CollectedFinder"]
+        with override_settings(STATICFILES_FINDERS=finders):
+            yield
 
 
 @pytest.fixture(autouse=True, scope="session")
