@@ -13,6 +13,7 @@ from agents.models import Competitor, Decision, Forecast, LLMCall
 from agents.services import mark_decisions_retryable
 
 NOT_ALLOWED = "not-allowed"
+MOVED = ("base_url", "api_key_env")  # model fields the form sets from `endpoint`
 
 
 class CompetitorForm(forms.ModelForm):
@@ -30,7 +31,7 @@ class CompetitorForm(forms.ModelForm):
         # Everything staff edit except base_url / api_key_env, which come from `endpoint`.
         fields = ("slug", "display_name", "kind", "family", "provider", "model_id", "strategy",
                   "params", "price_in_per_m", "price_out_per_m", "knowledge_cutoff",
-                  "replicates", "active", "notes")  # fmt: skip
+                  "replicates", "active", "simulated", "notes")  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -59,10 +60,24 @@ class CompetitorForm(forms.ModelForm):
             )
         return value
 
-    def save(self, commit=True):
-        url, _, var = self.cleaned_data["endpoint"].partition("|")
-        self.instance.base_url, self.instance.api_key_env = url, var
-        return super().save(commit)
+    def clean(self):
+        cleaned = super().clean()
+        if "endpoint" in cleaned:
+            # Set before the model's own checks run (a simulated competitor: loopback only,
+            # never a key), so they judge the endpoint being saved, not the stored one.
+            url, _, var = cleaned["endpoint"].partition("|")
+            self.instance.base_url, self.instance.api_key_env = url, var
+        return cleaned
+
+    def _update_errors(self, errors):
+        # The model reports base_url / api_key_env, which this form sets from `endpoint`: the
+        # message belongs there (a field the form lacks would be a ValueError, a 500).
+        if hasattr(errors, "error_dict"):
+            moved: dict[str, list] = {}
+            for field, messages in errors.error_dict.items():
+                moved.setdefault("endpoint" if field in MOVED else field, []).extend(messages)
+            errors = forms.ValidationError(moved)
+        super()._update_errors(errors)
 
 
 @admin.register(Competitor)
@@ -77,8 +92,9 @@ class CompetitorAdmin(admin.ModelAdmin):
         "strategy",
         "replicates",
         "active",
+        "simulated",
     )
-    list_filter = ("kind", "active", "family", "provider")
+    list_filter = ("kind", "simulated", "active", "family", "provider")
     list_editable = ("active", "replicates")
     search_fields = ("slug", "display_name", "model_id")
     prepopulated_fields = {"slug": ("display_name",)}
@@ -86,7 +102,7 @@ class CompetitorAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("slug", "display_name", "kind", "family", "active", "replicates")}),
         ("Model", {"fields": ("provider", "model_id", "params", "knowledge_cutoff")}),
-        ("Endpoint", {"fields": ("endpoint",)}),
+        ("Endpoint", {"fields": ("endpoint", "simulated")}),
         (
             "Fallback prices (USD per million tokens)",
             {"fields": ("price_in_per_m", "price_out_per_m")},

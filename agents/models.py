@@ -1,6 +1,9 @@
 """Competitors and the audit trail of every decision they make."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from agents.simulated import is_loopback_url
 
 
 class Competitor(models.Model):
@@ -37,6 +40,13 @@ class Competitor(models.Model):
     knowledge_cutoff = models.DateField(null=True, blank=True)
     replicates = models.PositiveSmallIntegerField(default=1)
     active = models.BooleanField(default=True)
+    # Answered by the project's simulated endpoint, never by a real model: labelled "simulated"
+    # on every page, API row and export; never sent an API key (agents/simulated.py).
+    simulated = models.BooleanField(
+        default=False,
+        help_text="Answered by the built-in simulated endpoint (arena demo, arena simulated-llm), "
+        "not a real model",
+    )
     notes = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -50,6 +60,19 @@ class Competitor(models.Model):
     @property
     def is_llm(self) -> bool:
         return self.kind == self.Kind.LLM
+
+    def clean(self) -> None:
+        if not self.simulated:
+            return
+        errors = {}
+        if self.kind != self.Kind.LLM:
+            errors["kind"] = "A simulated competitor answers through the model path: kind LLM."
+        if self.api_key_env:
+            errors["api_key_env"] = "A simulated competitor never gets an API key."
+        if self.base_url and not is_loopback_url(self.base_url):
+            errors["base_url"] = "A simulated competitor only calls a loopback endpoint."
+        if errors:
+            raise ValidationError(errors)
 
 
 class Decision(models.Model):

@@ -12,7 +12,8 @@ Conventions, for every endpoint here:
   outside what is documented (`limit=abc`, `limit=0`, an unknown `range`) answers 400 with
   `{"error": "..."}` (arena/params.py), never a silent default.
 - Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
-  mistaken for live results.
+  mistaken for live results, and every competitor row `competitor_simulated` (true when the
+  arena's built-in simulated model answered, not a real one).
 - Errors are JSON `{"error": "..."}` with the status (400, 404, 405; arena/api_errors.py).
 """
 
@@ -74,6 +75,7 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
         "id": e.pk,
         "competitor": e.competitor.slug,
         "competitor_name": e.competitor.display_name,
+        "competitor_simulated": e.competitor.simulated,
         "replicate": e.replicate,
         "cash": money(e.cash),
         "invested": money(e.invested),
@@ -171,6 +173,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             "cohort": {"id": entry.cohort_id, "kind": entry.cohort.kind},
             "entry": entry.pk,
             "competitor": entry.competitor.slug,
+            "competitor_simulated": entry.competitor.simulated,
             "replicate": entry.replicate,
             "week": d.week,
             "status": d.status,
@@ -317,6 +320,7 @@ def market(request: HttpRequest, market_id: int) -> JsonResponse:
             "cohort": p.entry.cohort_id,
             "cohort_kind": p.entry.cohort.kind,
             "competitor": p.entry.competitor.slug,
+            "competitor_simulated": p.entry.competitor.simulated,
             "replicate": p.entry.replicate,
             "outcome": p.outcome,
             "shares": float(p.shares),

@@ -190,6 +190,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
         {
             "entry": e.pk,
             "competitor": e.competitor.slug,
+            "competitor_simulated": e.competitor.simulated,
             "replicate": e.replicate,
             "label": entry_label(e, replicated),
             "y": [values.get(e.pk, {}).get(t) for t in times],

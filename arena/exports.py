@@ -16,7 +16,8 @@ A window that holds no rows says so (`empty_note`), naming where the rows are.
 A limit that is not a whole number from 1 to MAX_LIMIT, a cohort that is not a whole number, or
 a date that is unreadable or outside FIRST_DAY..LAST_DAY answers 400, never a silent default.
 
-Every row carries its cohort's kind, so replay and demo rows can never pass for live ones.
+Every row carries its cohort's kind, so replay and demo rows can never pass for live ones, and
+whether its competitor is simulated (the built-in simulated model endpoint, not a real model).
 Money columns are strings with two decimals, as in the JSON API. Every row also carries a seal
 hash (docs/verification.md): `record_hash` (+ `week_root`) of a decision, `decision_hash` of the
 decision a trade or forecast came from, `cohort_root` for snapshots and scores. `seals.json` is the
@@ -107,6 +108,7 @@ def _entry_cols(prefix: str) -> tuple[tuple[str, str], ...]:
         ("cohort_id", f"{prefix}cohort_id"),
         ("cohort_kind", f"{prefix}cohort__kind"),
         ("competitor", f"{prefix}competitor__slug"),
+        ("competitor_simulated", f"{prefix}competitor__simulated"),
         ("replicate", f"{prefix}replicate"),
     )
 
@@ -227,6 +229,7 @@ SPECS: dict[str, Spec] = {
             ("methodology_hash", "run__methodology_hash"),
             ("cohort_id", "cohort_id"),
             ("competitor", "competitor__slug"),
+            ("competitor_simulated", "competitor__simulated"),
             ("rank", "rank"),
             ("n_forecasts", "n_forecasts"),
             ("n_resolved", "n_resolved"),

@@ -46,6 +46,7 @@ def row_payload(row: LeaderboardRow) -> dict[str, Any]:
         "rank": row.rank,
         "competitor": row.competitor.slug,
         "competitor_name": row.competitor.display_name,
+        "competitor_simulated": row.competitor.simulated,
         "n_forecasts": row.n_forecasts,
         "n_resolved": row.n_resolved,
         "brier": row.brier,

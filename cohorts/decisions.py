@@ -44,6 +44,7 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
+from agents.simulated import endpoint_for
 from cohorts import seals
 from cohorts.models import Cohort, Entry
 from cohorts.services import (
@@ -489,12 +490,20 @@ def _call_row(decision: Decision, a: Attempt, number: int, phase: str) -> LLMCal
 def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
     """The competitor's client, or (None, why it cannot run).
 
-    The endpoint must be the default one or on the operator's allow-list (agents/endpoints.py);
-    a stored endpoint that is not is never called. Key resolution: the endpoint's env var when
-    it names one (a missing value skips the competitor); no key at all for an allowed endpoint
-    without a variable (a local vLLM/Ollama server); the default OpenRouter key from settings for
-    the default endpoint.
+    A simulated competitor calls the simulated endpoint (agents/simulated.py), loopback only and
+    without any key, whatever its fields say. Any other competitor's endpoint must be the default
+    one or on the operator's allow-list (agents/endpoints.py); a stored endpoint that is not is
+    never called. Key resolution: the endpoint's env var when it names one (a missing value skips
+    the competitor); no key at all for an allowed endpoint without a variable (a local
+    vLLM/Ollama server); the default OpenRouter key from settings for the default endpoint.
     """
+    if competitor.simulated:
+        # Its own guard, stricter than the allow-list: loopback only and never a key, so no
+        # stored field can send a secret anywhere.
+        base_url, reason = endpoint_for(competitor.base_url)
+        if base_url is None:
+            return None, reason
+        return _client(base_url, ""), ""
     refused = endpoints.check(competitor.base_url, competitor.api_key_env)
     if refused:
         return None, refused
@@ -509,7 +518,11 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
         key = settings.ARENA_LLM_API_KEY
         if not key:
             return None, "no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
-    client = LLMClient(
+    return _client(base_url, key), ""
+
+
+def _client(base_url: str, key: str) -> LLMClient:
+    return LLMClient(
         base_url,
         key or None,
         timeout=settings.ARENA_LLM_TIMEOUT,
@@ -517,4 +530,3 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
         backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
         max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
     )
-    return client, ""

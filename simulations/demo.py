@@ -6,8 +6,11 @@ What it builds (source "demo" markets, kind "demo" cohorts, scope "demo" scores)
 - a price path per market: a random walk in logit space, bounded away from 0 and 1, pulled
   toward the eventual outcome harder and harder as the close approaches (a Brownian bridge),
   so early prices are informative but uncertain and late prices nearly certain;
-- N weekly demo cohorts of the active baseline competitors, deciding every decision week
-  through the real pipeline (freeze_universe + decide(sync=True, at=...));
+- N weekly demo cohorts of the active baseline competitors and the simulated model competitors
+  (simulations/simllm.py), deciding every decision week through the real pipeline
+  (freeze_universe + decide(sync=True, at=...)); the simulated ones are real HTTP calls to the
+  simulated endpoint served in this process, which knows the plan's outcomes (the skilled
+  forecaster peeks at them through noise) and nothing else;
 - resolutions (market status) and settlements (settle_market), snapshots, and scores.
 
 Only the clock is simulated: the same services as the live arena run at each tick.
@@ -48,10 +51,17 @@ from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
 from markets.models import Market, PricePoint
 from scoring.models import ScoreRun
+from simulations.simllm import (
+    SIMULATION_LATENCY_SCALE,
+    MappingWorld,
+    ensure_simulated_competitors,
+    simulated_llm,
+)
 
 DEFAULT_WEEKS = 8
 DEFAULT_SEED = 42
 DEFAULT_MARKETS = 300
+DEFAULT_LATENCY_SCALE = SIMULATION_LATENCY_SCALE
 HOUR = timedelta(hours=1)
 TEN_MINUTES = timedelta(minutes=10)
 DECISION_DELAY = timedelta(minutes=5)  # like the live beat: open 00:00, decide 00:05
@@ -290,6 +300,7 @@ class DemoReport:
     decisions: int = 0
     resolved: int = 0
     snapshots: int = 0
+    model_calls: int = 0  # HTTP calls the simulated endpoint answered in this run
     score_run_id: int | None = None
 
 
@@ -301,8 +312,13 @@ def run_demo(
     reset: bool = False,
     now: datetime | None = None,
     progress_factory: Callable[[int], object] | None = None,
+    simulated: bool = True,
+    latency_scale: float = DEFAULT_LATENCY_SCALE,
 ) -> DemoReport:
-    """Build (or continue) the demo history up to `now` (default: the wall clock)."""
+    """Build (or continue) the demo history up to `now` (default: the wall clock).
+
+    `simulated`: new cohorts also enter the simulated model competitors (an existing cohort keeps
+    the lineup it opened with). `latency_scale`: see DEFAULT_LATENCY_SCALE (0: no waiting)."""
     if weeks < 1:
         raise DemoError("--weeks must be at least 1")
     if reset:
@@ -319,7 +335,7 @@ def run_demo(
                 f"{identity.get('markets')} markets exists; rerun with those options to continue "
                 "it, or pass --reset to delete the demo data and rebuild"
             )
-    competitors = _baselines()
+    competitors = _baselines() + (ensure_simulated_competitors() if simulated else [])
     plan = build_plan(seed=seed, weeks=weeks, n_markets=n_markets, start=start)
     end = _floor(min(now, plan.horizon))
     report = DemoReport(plan=plan, end=end)
@@ -328,14 +344,16 @@ def run_demo(
     ticks = [t for t in tick_times(plan, end) if clock is None or t > clock]
     progress = progress_factory(len(ticks) + 1) if progress_factory else None
     sim = _Sim(plan, competitors, report)
-    for day in _by_day(ticks):
-        # One transaction per simulated day: per-statement commits (an fsync each on SQLite)
-        # would dominate the run. An interrupted day rolls back whole and is redone next time.
-        with transaction.atomic():
-            for t in day:
-                sim.tick(t)
-        if progress is not None:
-            progress.advance(len(day))
+    with simulated_llm(_world(plan), latency_scale) as endpoint:
+        for day in _by_day(ticks):
+            # One transaction per simulated day: per-statement commits (an fsync each on SQLite)
+            # would dominate the run. An interrupted day rolls back whole and is redone next time.
+            with transaction.atomic():
+                for t in day:
+                    sim.tick(t)
+            if progress is not None:
+                progress.advance(len(day))
+        report.model_calls = endpoint.served
     with transaction.atomic():
         sim.finish(end)
     from scoring.services import compute_scores
@@ -346,6 +364,13 @@ def run_demo(
         progress.advance()
         progress.close()
     return report
+
+
+def _world(plan: DemoPlan) -> MappingWorld:
+    """What the simulated endpoint may know: each demo market's outcome, by the id prompts show."""
+    outcome = {m.key: m.outcome for m in plan.markets}
+    ids = Market.objects.filter(source=Market.Source.DEMO).values_list("pk", "external_id")
+    return MappingWorld({str(pk): outcome.get(key, "") for pk, key in ids})
 
 
 def _by_day(ticks: list[datetime]) -> list[list[datetime]]:
@@ -365,7 +390,7 @@ def _baselines():
     ensure_default_lineup()
     baselines = Competitor.objects.filter(kind=Competitor.Kind.BASELINE, active=True).order_by("pk")
     if not baselines.exists():
-        raise DemoError("no active baseline competitor: the demo runs baselines only")
+        raise DemoError("no active baseline competitor: the demo needs the baselines")
     return list(baselines)
 
 

@@ -1,4 +1,5 @@
-"""`arena demo [--weeks N] [--seed S] [--markets M] [--reset]`: the offline synthetic history."""
+"""`arena demo [--weeks N] [--seed S] [--markets M] [--latency-scale X] [--reset]`: the offline
+synthetic history, with baselines and simulated model competitors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from core.progress import Progress
-from simulations.demo import DEFAULT_MARKETS, DEFAULT_SEED, DEFAULT_WEEKS, DemoError, run_demo
+from simulations.demo import (
+    DEFAULT_LATENCY_SCALE,
+    DEFAULT_MARKETS,
+    DEFAULT_SEED,
+    DEFAULT_WEEKS,
+    DemoError,
+    run_demo,
+)
+from simulations.simllm_cli import latency_scale
 
 
 def demo_arguments(parser) -> None:
@@ -16,6 +25,14 @@ def demo_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     parser.add_argument(
         "--markets", type=int, default=DEFAULT_MARKETS, help="number of synthetic markets"
+    )
+    parser.add_argument(
+        "--latency-scale",
+        type=latency_scale,
+        default=DEFAULT_LATENCY_SCALE,
+        metavar="X",
+        help="simulated models' answer time as a fraction of a realistic one "
+        f"(default {DEFAULT_LATENCY_SCALE}; 1 = real time, 0 = no waiting)",
     )
     parser.add_argument(
         "--reset",
@@ -34,6 +51,7 @@ def demo(cmd, options) -> None:
             seed=options["seed"],
             n_markets=options["markets"],
             reset=options["reset"],
+            latency_scale=options["latency_scale"],
             progress_factory=lambda total: Progress(total, "demo"),
         )
     except DemoError as exc:
@@ -42,10 +60,12 @@ def demo(cmd, options) -> None:
     cmd.stdout.write(
         f"demo (seed {plan.seed}): {len(plan.markets)} synthetic markets, {plan.weeks} weekly "
         f"cohorts from {plan.start:%Y-%m-%d}, clock at {report.end:%Y-%m-%d %H:%M} UTC; this run: "
-        f"{report.ticks} ticks, {report.cohorts} cohorts opened, {report.decisions} decisions, "
+        f"{report.ticks} ticks, {report.cohorts} cohorts opened, {report.decisions} decisions "
+        f"({report.model_calls} calls to the simulated model endpoint), "
         f"{report.resolved} markets resolved, {report.snapshots} snapshot rows, "
         f"score run {report.score_run_id} ({time.monotonic() - started:.1f}s)"
     )
     cmd.stdout.write(
-        "labelled as demo data everywhere (source 'demo', kind 'demo'); remove with --reset"
+        "labelled as demo data everywhere (source 'demo', kind 'demo'), the simulated models as "
+        "'simulated' (no real model was called, nothing billed); remove with --reset"
     )

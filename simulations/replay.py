@@ -4,7 +4,9 @@ A ForecastBench question set (published every two weeks) lists ~500 questions wi
 price (or community forecast) at freeze time; its resolution set says later how each resolved.
 The market questions (polymarket, manifold, metaculus, infer) become replay markets; each set
 becomes one replay cohort whose universe is exactly that set's market questions, priced at the
-freeze values. The active competitors decide once, at the set's due date; then the replay clock
+freeze values. The active competitors (or, with `simulated`, the active baselines and the simulated
+model competitors, never together with real models) decide once, at the set's due date; then the
+replay clock
 walks through the resolution dates, moving prices, resolving markets, settling, snapshotting and
 finally scoring, with the same services live cohorts use (only the clock is simulated).
 
@@ -20,6 +22,7 @@ id because metaculus and infer both use small integers as question ids.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -48,6 +51,7 @@ from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
 from markets.models import Market, PricePoint, ResolutionChange, http_url
 from markets.pricing import PRICE_PLACES, to_price
+from simulations.simllm import MappingWorld, ensure_simulated_competitors, simulated_llm
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,12 @@ DECISION_DELAY = timedelta(minutes=5)
 # A resolution never lands in the decision's own 10-minute snapshot bucket.
 MIN_EVENT_GAP = timedelta(minutes=10)
 EXTERNAL_ID_MAX = 120
+SIMULATED_LABEL = "simulated models"
+SIMULATED_NOTE = (
+    "Simulated models (labelled 'simulated') are the arena's built-in seeded forecasters, not "
+    "real models: no training data, no cost. The skilled one reads this set's resolutions through "
+    "noise, so its score shows what skill over the market looks like, not what a model can do."
+)
 CUTOFF_WARNING = (
     "Warning: this is a replay of past questions. A model may already know outcomes that "
     "predate its training cutoff, so its scores here can be better than it could do live."
@@ -612,6 +622,23 @@ def timeline(rs: ReplaySet, markets: dict[str, Market]) -> list[Step]:
     return [steps[at] for at in sorted(steps)]
 
 
+def _check_lineup(rs: ReplaySet, cohort: Cohort, simulated: bool) -> None:
+    models = set(
+        cohort.entries.filter(competitor__kind=Competitor.Kind.LLM).values_list(
+            "competitor__simulated", flat=True
+        )
+    )
+    if simulated and False in models:
+        raise ReplayError(
+            f"{rs.label}: cohort {cohort.pk} was replayed with real models; simulated models "
+            "never share a cohort with them (replay another set, or use a fresh database)"
+        )
+    if not simulated and True in models:
+        raise ReplayError(
+            f"{rs.label}: cohort {cohort.pk} holds simulated models; rerun with --simulated"
+        )
+
+
 def replay_clock(cohort: Cohort) -> datetime | None:
     """How far the cohort's replay got: its latest snapshot (every step ends with one)."""
     return Snapshot.objects.filter(entry__cohort=cohort).aggregate(ts=Max("ts"))["ts"]
@@ -623,6 +650,7 @@ def replay_set(
     competitors=None,
     on_step: Callable[[], None] | None = None,
     now: datetime | None = None,
+    simulated: bool = False,
 ) -> SetReport:
     """Run one set end to end (idempotent: a rerun continues where the clock stopped).
 
@@ -634,15 +662,24 @@ def replay_set(
     (ForecastBench dates some early-resolved market questions at their scheduled end) is held
     back, counted in the report, and applied by an import run on or after its date. Scores are
     computed as of the replay clock, so they never show a date after today either.
+
+    `simulated`: the set is answered by simulated models (the caller serves their endpoint); a
+    set's cohort holds either simulated or real models, never both, so a set already replayed
+    the other way is refused.
     """
     now = now or timezone.now()
     start = week_start_for(_midnight(rs.due))
     decide_at = decision_time(rs.due)
     if decide_at > now:
         raise ReplayError(f"{rs.label}: its decision time {decide_at:%Y-%m-%d %H:%M} is after now")
+    label = f"{rs.label} · {SIMULATED_LABEL}" if simulated else rs.label
+    if competitors is None and not simulated:
+        # The active lineup, less any simulated competitor an operator activated to test it.
+        competitors = Competitor.objects.filter(active=True, simulated=False).order_by("pk")
     cohort, created = open_cohort(
-        start, kind=Cohort.Kind.REPLAY, label=rs.label, competitors=competitors, at=start
+        start, kind=Cohort.Kind.REPLAY, label=label, competitors=competitors, at=start
     )
+    _check_lineup(rs, cohort, simulated)
     if created:
         # A replay decides once, at the due date; from week 2 on it only tracks.
         Cohort.objects.filter(pk=cohort.pk).update(decision_weeks=1)
@@ -760,7 +797,7 @@ def _write_notes(cohort: Cohort, rs: ReplaySet) -> None:
         "Knowledge cutoffs:",
     ]
     for c in competitors:
-        if c.kind == Competitor.Kind.BASELINE:
+        if c.kind == Competitor.Kind.BASELINE or c.simulated:
             continue
         if c.knowledge_cutoff is None:
             lines.append(f"- {c.display_name}: not declared")
@@ -770,6 +807,8 @@ def _write_notes(cohort: Cohort, rs: ReplaySet) -> None:
             )
             lines.append(f"- {c.display_name}: {c.knowledge_cutoff}{flag}")
     lines.append("- baselines: no training data (they only read the prices)")
+    if any(c.simulated for c in competitors):
+        lines.append(SIMULATED_NOTE)
     if rs.skipped:
         reasons = ", ".join(f"{n} {kind}" for kind, n in sorted(rs.skip_summary().items()))
         lines.append(f"Rows skipped as invalid: {reasons}.")
@@ -797,21 +836,41 @@ def replay(
     score: bool = True,
     progress_factory: Callable[[int], object] | None = None,
     now: datetime | None = None,
+    simulated: bool = False,
+    latency_scale: float = 0.0,
 ) -> ReplayResult:
     """Read, validate and replay every set at `location`; score the replay scope once at the end.
 
     Nothing dated after `now` (default: the wall clock) is applied; see replay_set.
+    `simulated`: the active baselines and the simulated model competitors answer (instead of the
+    active lineup), through the simulated endpoint served in this process for the run; it knows
+    the sets' resolutions (the skilled forecaster peeks at them through noise).
     """
     now = now or timezone.now()
     files = load_sets(location, dues)
     sets = [parse_set(f) for f in files]
     total = sum(len({r.on for q in s.questions for r in q.resolutions}) + 1 for s in sets)
+    world = None
+    if simulated:
+        if competitors is None:
+            baselines = Competitor.objects.filter(kind=Competitor.Kind.BASELINE, active=True)
+            competitors = [*baselines.order_by("pk"), *ensure_simulated_competitors()]
+        world = _world(sets)
     progress = progress_factory(total) if progress_factory else None
     reports = []
-    for rs in sets:
-        reports.append(replay_set(rs, competitors=competitors, on_step=_advance(progress), now=now))
-        if progress is not None:
-            progress.advance()
+    with simulated_llm(world, latency_scale) if simulated else contextlib.nullcontext():
+        for rs in sets:
+            reports.append(
+                replay_set(
+                    rs,
+                    competitors=competitors,
+                    on_step=_advance(progress),
+                    now=now,
+                    simulated=simulated,
+                )
+            )
+            if progress is not None:
+                progress.advance()
     if progress is not None:
         progress.close()
     run_id = None
@@ -822,6 +881,16 @@ def replay(
         # this import's), the instant `arena score` and the hourly job use too.
         run_id = compute_scores("replay").pk
     return ReplayResult(sets=sets, reports=reports, score_run_id=run_id)
+
+
+def _world(sets: list[ReplaySet]) -> MappingWorld:
+    """Each set's outcomes, by the market ids its prompts show (the simulated endpoint's world)."""
+    outcomes = {}
+    for rs in sets:
+        markets = upsert_markets(rs)
+        for q in rs.questions:
+            outcomes[str(markets[rs.external_id(q)].pk)] = q.outcome or ""
+    return MappingWorld(outcomes)
 
 
 def _advance(progress) -> Callable[[], None] | None:

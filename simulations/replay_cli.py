@@ -1,4 +1,5 @@
-"""`arena replay-forecastbench PATH_OR_URL [--due YYYY-MM-DD ...]`: ForecastBench replay cohorts."""
+"""`arena replay-forecastbench PATH_OR_URL [--due YYYY-MM-DD ...] [--simulated]`: ForecastBench
+replay cohorts, answered by the active lineup or (--simulated) by the simulated models."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from django.core.management.base import CommandError
 
 from core.progress import Notes, Progress
 from simulations.replay import PUBLIC_BASE_URL, ReplayError, replay
+from simulations.simllm import SIMULATION_LATENCY_SCALE
+from simulations.simllm_cli import latency_scale
 
 
 def _due(text: str) -> date:
@@ -36,6 +39,20 @@ def replay_forecastbench_arguments(parser) -> None:
         metavar="YYYY-MM-DD",
         help="only the set due that day (repeatable); a root URL without --due reads latest-llm.json",
     )
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="the simulated models answer (with the baselines) instead of the real ones, offline, "
+        "in cohorts of their own labelled 'simulated models'",
+    )
+    parser.add_argument(
+        "--latency-scale",
+        type=latency_scale,
+        default=SIMULATION_LATENCY_SCALE,
+        metavar="X",
+        help="with --simulated: answer time as a fraction of a realistic one "
+        f"(default {SIMULATION_LATENCY_SCALE}; 1 = real time, 0 = at once)",
+    )
 
 
 def replay_forecastbench(cmd, options) -> None:
@@ -50,6 +67,8 @@ def replay_forecastbench(cmd, options) -> None:
             options["location"],
             options["due"],
             progress_factory=lambda total: Progress(total, "replay"),
+            simulated=options["simulated"],
+            latency_scale=options["latency_scale"],
         )
     except ReplayError as exc:
         raise CommandError(str(exc)) from exc
@@ -66,8 +85,8 @@ def replay_forecastbench(cmd, options) -> None:
             notes.add("no resolution set published yet: positions stay open")
         if report.decisions.get("skipped"):
             notes.add(
-                "skipped decisions are LLM entries without an API key "
-                "(set OPENROUTER_API_KEY to include them)"
+                "skipped decisions are LLM entries without an API key (set OPENROUTER_API_KEY "
+                "to include them, or replay other sets with --simulated to see simulated models)"
             )
         if report.held:
             cmd.stdout.write(

@@ -18,7 +18,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> int:
+def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> int:
+    # A readiness wait, not a speed target: a CI machine at load 10+ took over 60 s to migrate,
+    # start gunicorn, a worker and beat; an early exit still fails at once (proc.poll below).
     deadline = time.monotonic() + timeout
     last_error = None
     while time.monotonic() < deadline:

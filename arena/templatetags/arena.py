@@ -105,6 +105,12 @@ def version(value) -> str:
     return text if text[:1] in "vV" else f"v{text}"
 
 
+@register.inclusion_tag("arena/partials/simulated_badge.html")
+def simulated_badge(competitor):
+    """The "simulated" mark every page puts next to a simulated competitor's name."""
+    return {"competitor": competitor}
+
+
 @register.inclusion_tag("arena/partials/kind_badge.html")
 def kind_badge(kind: str):
     return {"kind": kind}

@@ -148,3 +148,20 @@ def test_a_stored_endpoint_off_the_list_shows_as_not_allowed_and_cannot_be_kept(
     admin_client.post(f"/admin/agents/competitor/{old.pk}/change/", {**form, "endpoint": ""})
     old.refresh_from_db()
     assert (old.base_url, old.api_key_env) == ("", "")  # back on the default endpoint
+
+
+def test_a_simulated_competitor_cannot_be_given_a_remote_endpoint(admin_client, settings):
+    # The model refuses a simulated competitor off loopback or with a key; the admin used to
+    # reach that check only through fields this form no longer has (a ValueError, a 500).
+    settings.ARENA_LLM_ENDPOINTS = "https://api.example.com/v1|EXAMPLE_KEY,http://127.0.0.1:8765/v1"
+    form = {"slug": "sim", "display_name": "Sim", "kind": "llm", "replicates": 1,
+            "params": "{}", "simulated": "on"}  # fmt: skip
+    remote = admin_client.post("/admin/agents/competitor/add/",
+                               {**form, "endpoint": "https://api.example.com/v1|EXAMPLE_KEY"})  # fmt: skip
+    assert remote.status_code == 200 and not Competitor.objects.filter(slug="sim").exists()
+    assert "only calls a loopback endpoint" in remote.content.decode()
+    assert "never gets an API key" in remote.content.decode()
+    admin_client.post("/admin/agents/competitor/add/",
+                      {**form, "endpoint": "http://127.0.0.1:8765/v1"})  # fmt: skip
+    sim = Competitor.objects.get(slug="sim")
+    assert sim.simulated and sim.base_url == "http://127.0.0.1:8765/v1" and not sim.api_key_env

@@ -14,7 +14,7 @@ from django.db.models import Max
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.models import Decision, Forecast
+from agents.models import Decision, Forecast, LLMCall
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, LedgerEntry, Position, Settlement, Snapshot, Trade, Universe
 from cohorts.seal_models import EventLogEntry, WeekSeal
@@ -27,11 +27,11 @@ from tests.factories import make_market
 
 # A Wednesday noon: two weekly cohorts (Sundays 03-01 and 03-08), clock stopped mid-week.
 NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
-SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": NOW}
+SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": NOW, "latency_scale": 0}
 
 
 def _counts() -> dict[str, int]:
-    models = [Market, PricePoint, Cohort, Decision, Forecast, Trade, LedgerEntry, Snapshot]
+    models = [Market, PricePoint, Cohort, Decision, LLMCall, Forecast, Trade, LedgerEntry, Snapshot]
     return {m.__name__: m.objects.count() for m in models}
 
 
@@ -57,10 +57,10 @@ def test_small_demo_builds_a_consistent_history(small_demo):
         datetime(2026, 3, 1, tzinfo=UTC),
         datetime(2026, 3, 8, tzinfo=UTC),
     ]
-    # Baselines only, every decision through the real pipeline and done.
-    assert set(cohorts.values_list("entries__competitor__kind", flat=True).distinct()) == {
-        "baseline"
-    }
+    # Baselines and the simulated models (no real model), every decision through the real
+    # pipeline and done.
+    lineup = set(cohorts.values_list("entries__competitor__kind", "entries__competitor__simulated"))
+    assert lineup == {("baseline", False), ("llm", True)}
     decisions = Decision.objects.filter(entry__cohort__kind=Cohort.Kind.DEMO)
     assert decisions.exists()
     assert set(decisions.values_list("status", flat=True)) == {Decision.Status.DONE}
@@ -208,3 +208,48 @@ def test_interrupted_demo_resumes_without_gaps_or_duplicates(db, settings):
     assert len(set(decisions)) == 3 and set(Decision.objects.values_list("status", flat=True)) == {
         "done"
     }
+
+
+def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_demo, client):
+    from agents.models import Competitor
+    from arena import exports
+
+    sim = Competitor.objects.get(slug="sim-skilled")
+    entry = sim.entries.order_by("pk").first()
+    decision = entry.decisions.order_by("pk").first()
+    cohort = entry.cohort
+    market_id = decision.forecasts.order_by("pk").first().market_id
+    badge = 'class="badge badge-simulated"'
+    for url in [
+        "/?scope=demo",
+        "/competitors/",
+        f"/competitors/{sim.slug}/?scope=demo",
+        f"/cohorts/{cohort.pk}/",
+        f"/cohorts/{cohort.pk}/entries/{sim.slug}/",
+        f"/decisions/{decision.pk}/",
+        f"/markets/{market_id}/",
+    ]:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert badge in response.content.decode(), url
+    page = client.get(f"/decisions/{decision.pk}/").content.decode()
+    assert "simulated model: nothing billed" in page
+    # Inactive, yet not "retired": they run in simulations only.
+    assert "simulations only" in client.get("/competitors/").content.decode()
+
+    def simulated_flags(rows, key="competitor_simulated"):
+        return {r["competitor"]: r[key] for r in rows}
+
+    api = client.get(f"/api/cohorts/{cohort.pk}").json()
+    assert simulated_flags(api["entries"])[sim.slug] is True
+    assert simulated_flags(api["entries"])["market"] is False
+    assert client.get(f"/api/decisions/{decision.pk}").json()["competitor_simulated"] is True
+    board = client.get("/api/leaderboard?scope=demo").json()["rows"]
+    assert simulated_flags(board)[sim.slug] is True and simulated_flags(board)["cash"] is False
+    series = client.get(f"/api/cohorts/{cohort.pk}/series").json()["entries"]
+    assert simulated_flags(series)[sim.slug] is True
+    bounds = exports.bounds(since="2026-01-01", until="2026-12-31")
+    for what in exports.SPECS:
+        rows = list(exports.rows(what, bounds))
+        assert rows and all("competitor_simulated" in r for r in rows), what
+        assert {r["competitor_simulated"] for r in rows if r["competitor"] == sim.slug} == {True}

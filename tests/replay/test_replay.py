@@ -33,6 +33,7 @@ from scoring.selectors import latest_run, leaderboard_rows
 from scoring.services import compute_scores
 from simulations.replay import (
     CUTOFF_WARNING,
+    SIMULATED_NOTE,
     ReplayError,
     load_sets,
     parse_set,
@@ -410,3 +411,31 @@ def test_cli_says_a_warning_shared_by_sets_once_with_a_count(lineup, capsys):
     assert "2 sets: skipped decisions are LLM entries without an API key" in out
     assert out.count("no resolution set published yet") == 1
     assert "ForecastBench 2026-01-18: cohort" in out and "; no resolution set yet" in out
+
+
+def test_simulated_replay_answers_through_the_endpoint_and_never_mixes_with_real_models(
+    lineup, capsys
+):
+    call_command("arena", "replay-forecastbench", str(FIXTURES), "--due", str(DUE),
+                 "--simulated", "--latency-scale", "0")  # fmt: skip
+    assert "decisions: 10 done" in capsys.readouterr().out  # 5 baselines, 5 simulated models
+    cohort = Cohort.objects.get(kind=Cohort.Kind.REPLAY)
+    assert cohort.label == f"ForecastBench {DUE} · simulated models"
+    assert SIMULATED_NOTE in cohort.notes
+    models = Competitor.objects.filter(entries__cohort=cohort, kind=Competitor.Kind.LLM)
+    assert models.count() == 5 and not models.filter(simulated=False).exists()
+    decisions = Decision.objects.filter(entry__cohort=cohort, entry__competitor__simulated=True)
+    assert set(decisions.values_list("status", flat=True)) == {Decision.Status.DONE}
+    # Every question is in the forecast sample of a replay: each model forecast every one.
+    n_questions = len(cohort.universes.get(week=1).markets)
+    for d in decisions:
+        assert d.llm_calls.filter(http_status=200).exists()
+        assert d.forecasts.values("market").distinct().count() == n_questions
+    # The set's cohort holds simulated models: a plain replay of it is refused, and the other
+    # way round a set replayed with real models refuses --simulated.
+    with pytest.raises(ReplayError, match="holds simulated models"):
+        replay(str(FIXTURES), [DUE])
+    other = date(2026, 1, 18)
+    replay(str(FIXTURES), [other])
+    with pytest.raises(ReplayError, match="replayed with real models"):
+        replay(str(FIXTURES), [other], simulated=True)

@@ -35,6 +35,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "replay_forecastbench",
         "replay ForecastBench question sets as cohorts",
     ),
+    "simulated-llm": (
+        "simulations.simllm_cli",
+        "simulated_llm",
+        "serve the simulated model endpoint on 127.0.0.1 (no real model)",
+    ),
     "export": ("arena.exports_cli", "export", "write a bounded CSV/JSON export to stdout"),
     "backup": ("arena.backup", "backup", "copy the database to a file"),
     "restore": ("arena.backup", "restore", "replace the database from a backup"),

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0003_alter_decision_status'),
+        ('agents', '0004_competitor_simulated'),
     ]
 
     operations = [

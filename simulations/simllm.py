@@ -1,0 +1,338 @@
+"""The built-in simulated model endpoint: OpenAI-compatible chat completions on 127.0.0.1.
+
+A small threaded HTTP server, part of the product (not a test fake): it lets an install without
+an API key run the arena's whole model path for real. The arena's own client (agents/llm.py)
+calls it exactly as it calls OpenRouter; the seeded forecasters of simulations/simmodels.py
+answer. Served two ways:
+- in-process by `arena demo` and `arena replay-forecastbench --simulated` (`simulated_llm()`),
+  which register their world (each market's outcome, which only a simulation knows) so the
+  skilled forecaster has something to peek at;
+- by `arena simulated-llm --port N` for an operator testing a lineup: that server has no world
+  and no way to receive one over HTTP, so nothing a simulation knows reaches live use.
+
+Routes (under /v1): POST /chat/completions, GET /models. The answer has the OpenAI shape with
+`usage` counted from the actual text (simmodels.count_tokens), reasoning tokens for a thinking
+character, `usage.cost` 0 (nothing is billed; the pages say "simulated"), and a finish_reason of
+"length" when max_tokens cuts the answer. Latency is realistic (seconds to the first token plus
+tokens over a per-character throughput, seeded) times `latency_scale`: 1 for real time, small
+for the demo, 0 in tests.
+
+Bad requests get OpenAI-style error bodies and a 4xx: not JSON, no messages, an unknown model,
+a body over MAX_BODY_BYTES, and any request carrying an API key (a simulated competitor never has
+one; refusing it makes a misconfigured competitor fail loudly instead of working).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from agents.models import Competitor
+from agents.simulated import simulated_endpoint
+from simulations import simmodels
+from simulations.simmodels import CHARACTERS, World
+
+DEFAULT_PORT = 8765
+HOST = "127.0.0.1"
+API_PREFIX = "/v1"
+MAX_BODY_BYTES = 8_000_000
+# Inside a simulation (demo, replay) the simulated models answer in a realistic time (seconds to
+# a minute or two, from the tokens they write) times this, so a demo's few hundred calls add
+# seconds, not hours; the latencies recorded are the scaled ones.
+SIMULATION_LATENCY_SCALE = 0.005
+OWNER = "simulated"
+
+
+@dataclass(frozen=True)
+class MappingWorld:
+    """A world from {market id: winning outcome} ("" or missing: unknown or void)."""
+
+    outcomes: Mapping[str, str]
+
+    def outcome(self, market_id: str) -> str | None:
+        return self.outcomes.get(market_id) or None
+
+
+class SimulatedLLMServer:
+    def __init__(
+        self, port: int = 0, latency_scale: float = 1.0, world: World | None = None
+    ) -> None:
+        if latency_scale < 0:
+            raise ValueError("latency_scale must be at least 0")
+        self.port = port
+        self.latency_scale = latency_scale
+        self.world = world
+        self.stopping = threading.Event()
+        self.served = 0
+        self.refused_keys = 0  # requests that carried an Authorization header
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://{HOST}:{self._httpd.server_address[1]}{API_PREFIX}"
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def bind(self) -> SimulatedLLMServer:
+        """Open the socket (OSError when the port is taken) without serving yet."""
+        self._httpd = ThreadingHTTPServer((HOST, self.port), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.simulated = self  # type: ignore[attr-defined]
+        return self
+
+    def start(self) -> SimulatedLLMServer:
+        if self._httpd is None:
+            self.bind()
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,  # type: ignore[union-attr]
+            kwargs={"poll_interval": 0.05},
+            name="simulated-llm",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (the `arena simulated-llm` verb)."""
+        if self._httpd is None:
+            self.bind()
+        try:
+            self._httpd.serve_forever(poll_interval=0.2)  # type: ignore[union-attr]
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()  # wakes handlers sleeping out a simulated latency
+        if self._httpd is not None:
+            if self._thread is not None:
+                self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> SimulatedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- answering (handler threads) ---------------------------------------------------------
+
+    def models(self) -> dict:
+        return {
+            "data": [
+                {
+                    "id": c.model_id,
+                    "object": "model",
+                    "owned_by": OWNER,
+                    "name": f"{c.name} (simulated)",
+                    "description": c.blurb,
+                    "pricing": {"prompt": "0", "completion": "0"},
+                }
+                for c in CHARACTERS.values()
+            ]
+        }
+
+    def chat(self, body: Any) -> tuple[int, dict]:
+        """(status, payload) for a chat-completions request body."""
+        if not isinstance(body, dict):
+            return 400, error_body(400, "the request body must be a JSON object")
+        model = body.get("model")
+        messages = body.get("messages")
+        character = CHARACTERS.get(model) if isinstance(model, str) else None
+        if character is None:
+            served = ", ".join(CHARACTERS)
+            return 404, error_body(404, f"model {model!r} is not served here; models: {served}")
+        if not isinstance(messages, list) or not messages:
+            return 400, error_body(400, "messages must be a non-empty list")
+        if not all(isinstance(m, dict) for m in messages):
+            return 400, error_body(400, "each message must be an object")
+        latency_rng = random.Random(simmodels.seed_for(model, messages, body.get("seed")))
+        answer = simmodels.respond(character, messages, self.world, repr(body.get("seed")))
+        text, finish = answer.text, "stop"
+        completion = simmodels.count_tokens(text)
+        thinking = answer.thinking_tokens
+        limit = _max_tokens(body)
+        if limit is not None and completion + thinking > limit:
+            kept = max(limit - thinking, 0)
+            text = text[: len(text) * kept // max(completion, 1)]
+            completion, thinking = kept, min(thinking, limit)
+            finish = "length"
+        self._wait(character, completion + thinking, latency_rng)
+        with self._lock:
+            self.served += 1
+        usage: dict[str, Any] = {
+            "prompt_tokens": simmodels.count_prompt_tokens(messages),
+            "completion_tokens": completion + thinking,
+            "cost": 0,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if thinking:
+            usage["completion_tokens_details"] = {"reasoning_tokens": thinking}
+        return 200, {
+            "id": f"gen-sim-{secrets.token_hex(12)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "provider": "Simulated",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": usage,
+        }
+
+    def _wait(self, character: simmodels.Character, tokens: int, rng: random.Random) -> None:
+        """Sleep as long as the character would take to answer, times latency_scale."""
+        if not self.latency_scale:
+            return
+        seconds = rng.uniform(*character.first_token) + tokens / rng.uniform(
+            *character.tokens_per_second
+        )
+        self.stopping.wait(seconds * self.latency_scale)
+
+    def note_key(self) -> None:
+        with self._lock:
+            self.refused_keys += 1
+
+
+def _max_tokens(body: dict) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def error_body(status: int, message: str) -> dict:
+    return {"error": {"message": message, "code": status}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # One request per connection: no idle keep-alive threads outlive a run.
+    protocol_version = "HTTP/1.0"
+    server_version = "arena-simulated-llm"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the demo's and the verb's output is their own summary, not an access log
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0].rstrip("/") == f"{API_PREFIX}/models":
+            self._send(200, self._sim.models())
+        else:
+            self._send(404, error_body(404, f"no route GET {self.path[:100]}"))
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0].rstrip("/") != f"{API_PREFIX}/chat/completions":
+            self._send(404, error_body(404, f"no route POST {self.path[:100]}"))
+            return
+        if self.headers.get("Authorization"):
+            self._sim.note_key()
+            self._send(400, error_body(400, "the simulated endpoint takes no API key"))
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            self._send(411, error_body(411, "a Content-Length header is required"))
+            return
+        if length < 0 or length > MAX_BODY_BYTES:
+            self._send(413, error_body(413, f"request body over {MAX_BODY_BYTES} bytes"))
+            return
+        try:
+            body = json.loads(self.rfile.read(length))
+        except (ValueError, UnicodeDecodeError):
+            self._send(400, error_body(400, "the request body is not JSON"))
+            return
+        try:
+            status, payload = self._sim.chat(body)
+        except Exception as exc:  # a bug here must reach the caller as an answer, not a hang
+            status, payload = 500, error_body(500, f"simulated endpoint error: {exc!r}"[:300])
+        self._send(status, payload)
+
+    def _not_allowed(self) -> None:
+        self._send(405, error_body(405, f"method {self.command} not allowed"))
+
+    do_PUT = do_PATCH = do_DELETE = _not_allowed
+
+    @property
+    def _sim(self) -> SimulatedLLMServer:
+        return self.server.simulated  # type: ignore[attr-defined]
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout); nothing to tell it
+
+
+# --- for simulations: the lineup and the in-process endpoint ---------------------------------
+
+
+def simulated_competitor_specs() -> list[dict[str, Any]]:
+    return [
+        {
+            "slug": f"sim-{c.slug}",
+            "display_name": f"{c.name} (simulated)",
+            "kind": Competitor.Kind.LLM,
+            "family": "Simulated",
+            "provider": "simulated",
+            "model_id": c.model_id,
+            "params": {"temperature": 0, "max_tokens": 32000},
+            "price_in_per_m": 0,
+            "price_out_per_m": 0,
+            "simulated": True,
+            # Never in the live lineup by default: simulations pass their competitors explicitly.
+            "active": False,
+            "notes": f"Simulated model (no real model is called). {c.blurb}",
+        }
+        for c in CHARACTERS.values()
+    ]
+
+
+def ensure_simulated_competitors() -> list[Competitor]:
+    """The simulated competitors, created (inactive) when missing. A staff competitor that took
+    one of their slugs without being simulated is refused rather than mixed in."""
+    competitors = []
+    for spec in simulated_competitor_specs():
+        fields = dict(spec)
+        competitor, _ = Competitor.objects.get_or_create(slug=fields.pop("slug"), defaults=fields)
+        if not competitor.simulated:
+            raise ValueError(
+                f"competitor {competitor.slug!r} exists and is not simulated; rename it so the "
+                "simulated lineup can use its slug"
+            )
+        competitors.append(competitor)
+    return competitors
+
+
+@contextmanager
+def simulated_llm(
+    world: World | None = None, latency_scale: float = 0.0
+) -> Iterator[SimulatedLLMServer]:
+    """Serve the simulated endpoint in this process and route simulated competitors' calls made
+    inside the block (in this thread) to it; stopped when the block ends."""
+    server = SimulatedLLMServer(latency_scale=latency_scale, world=world).start()
+    try:
+        with simulated_endpoint(server.base_url):
+            yield server
+    finally:
+        server.stop()
