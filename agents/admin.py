@@ -2,16 +2,87 @@
 
 from __future__ import annotations
 
+from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agents import endpoints
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from agents.services import mark_decisions_retryable
+
+NOT_ALLOWED = "not-allowed"
+MOVED = ("base_url", "api_key_env")  # model fields the form sets from `endpoint`
+
+
+class CompetitorForm(forms.ModelForm):
+    """The endpoint is a choice among the operator's allow-list (agents/endpoints.py), never a
+    typed URL or variable name."""
+
+    endpoint = forms.ChoiceField(
+        label="Endpoint",
+        required=False,  # "" is the default endpoint
+        help_text="The operator's list (ARENA_LLM_ENDPOINTS); ask them to add an endpoint.",
+    )
+
+    class Meta:
+        model = Competitor
+        # Everything staff edit except base_url / api_key_env, which come from `endpoint`.
+        fields = ("slug", "display_name", "kind", "family", "provider", "model_id", "strategy",
+                  "params", "price_in_per_m", "price_out_per_m", "knowledge_cutoff",
+                  "replicates", "active", "simulated", "notes")  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        default = f"Default: {settings.ARENA_LLM_BASE_URL} (key from $OPENROUTER_API_KEY)"
+        choices = [("", default)]
+        try:
+            choices += [(e.value, e.label) for e in endpoints.allowed()]
+        except endpoints.EndpointConfigError as exc:
+            self.fields["endpoint"].help_text = str(exc)
+        current = self.instance
+        if current.pk and not endpoints.is_default(current.base_url, current.api_key_env):
+            why = endpoints.check(current.base_url, current.api_key_env)
+            url = (current.base_url or settings.ARENA_LLM_BASE_URL).rstrip("/")
+            value = endpoints.Endpoint(url, current.api_key_env).value
+            if why:  # stored before the allow-list, or since removed from it
+                choices.append((NOT_ALLOWED, f"Not allowed: {why}"))
+                value = NOT_ALLOWED
+            self.initial.setdefault("endpoint", value)
+        self.fields["endpoint"].choices = choices
+
+    def clean_endpoint(self) -> str:
+        value = self.cleaned_data["endpoint"]
+        if value == NOT_ALLOWED:
+            raise forms.ValidationError(
+                "This competitor's endpoint is not on the allow-list; pick an allowed one."
+            )
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        if "endpoint" in cleaned:
+            # Set before the model's own checks run (a simulated competitor: loopback only,
+            # never a key), so they judge the endpoint being saved, not the stored one.
+            url, _, var = cleaned["endpoint"].partition("|")
+            self.instance.base_url, self.instance.api_key_env = url, var
+        return cleaned
+
+    def _update_errors(self, errors):
+        # The model reports base_url / api_key_env, which this form sets from `endpoint`: the
+        # message belongs there (a field the form lacks would be a ValueError, a 500).
+        if hasattr(errors, "error_dict"):
+            moved: dict[str, list] = {}
+            for field, messages in errors.error_dict.items():
+                moved.setdefault("endpoint" if field in MOVED else field, []).extend(messages)
+            errors = forms.ValidationError(moved)
+        super()._update_errors(errors)
 
 
 @admin.register(Competitor)
 class CompetitorAdmin(admin.ModelAdmin):
+    form = CompetitorForm
     list_display = (
         "display_name",
         "slug",
@@ -31,10 +102,7 @@ class CompetitorAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("slug", "display_name", "kind", "family", "active", "replicates")}),
         ("Model", {"fields": ("provider", "model_id", "params", "knowledge_cutoff")}),
-        (
-            "Endpoint override (blank = the default OpenRouter endpoint and key)",
-            {"fields": ("base_url", "api_key_env", "simulated")},
-        ),
+        ("Endpoint", {"fields": ("endpoint", "simulated")}),
         (
             "Fallback prices (USD per million tokens)",
             {"fields": ("price_in_per_m", "price_out_per_m")},
@@ -42,12 +110,6 @@ class CompetitorAdmin(admin.ModelAdmin):
         ("Baseline", {"fields": ("strategy",)}),
         (None, {"fields": ("notes", "created_at", "updated_at")}),
     )
-
-    def formfield_for_dbfield(self, db_field, request, **kwargs):
-        if db_field.name == "base_url":
-            # A scheme-less endpoint typed by staff means https (Django 6's default too).
-            kwargs["assume_scheme"] = "https"
-        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 
 class ReadOnlyInline(admin.TabularInline):

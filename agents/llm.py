@@ -8,6 +8,9 @@ Failure handling, and why:
 - Timeouts, connection errors, 408, 429 and 5xx are transient: retried with exponential backoff
   and jitter, or after the server's `Retry-After` (seconds or an HTTP date), capped at
   `max_backoff` so one slow provider cannot stall a weekly decision run.
+- Except a 429 that says the quota is spent until later than `max_backoff` (OpenRouter's
+  daily free-model quota: `X-RateLimit-Remaining: 0` with a reset hours away, or a message
+  about a per-day limit): retrying within the run cannot succeed, so one attempt.
 - 400/401/402/403/404 (and other 4xx) are the caller's problem (bad model id, key, credits,
   moderation): retrying only burns time and, for 402, money. One attempt.
 - OpenRouter reports errors that happen after generation started as HTTP 200 with
@@ -57,6 +60,9 @@ TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED = (
 )
 # Content-level failures: retried, but only a couple of times (see module docstring).
 CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
+# Words of a 429 about a spent quota rather than a momentary rate (OpenRouter: "Rate limit
+# exceeded: free-models-per-day").
+QUOTA_MARKERS = ("per-day", "per day", "daily", "quota")
 MILLION = Decimal(1_000_000)
 
 
@@ -88,6 +94,7 @@ class Attempt:
     generation_id: str = ""
     finish_reason: str = ""
     retry_after: float | None = None
+    quota_reset: float | None = None  # seconds until an exhausted rate-limit quota refills
 
     @property
     def ok(self) -> bool:
@@ -298,6 +305,7 @@ class LLMClient:
             attempt.raw_response = raw
             attempt.generation_id = response.headers.get("X-Generation-Id", "")
             attempt.retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            attempt.quota_reset = _quota_reset(response.headers)
             if truncated:
                 attempt.fail(MALFORMED, f"response body larger than {MAX_RAW_BYTES} bytes", False)
             elif response.status_code != 200:
@@ -332,7 +340,20 @@ class LLMClient:
     def _read_http_error(self, attempt: Attempt, raw: str) -> None:
         status = attempt.http_status or 0
         message = _error_message(raw) or raw.strip()[:200] or "(empty body)"
+        if status == 429 and self._quota_spent(attempt, message):
+            wait = attempt.quota_reset or attempt.retry_after
+            when = f"; it refills in about {wait / 3600:.1f} h" if wait else ""
+            attempt.fail(HTTP, f"HTTP 429: quota exhausted, not retried{when}: {message}", False)
+            return
         attempt.fail(HTTP, f"HTTP {status}: {message}", status in RETRYABLE_STATUSES)
+
+    def _quota_spent(self, attempt: Attempt, message: str) -> bool:
+        """A 429 that no wait within this run can cure (see the module docstring)."""
+        waits = [w for w in (attempt.quota_reset, attempt.retry_after) if w is not None]
+        if waits:  # the server said when: believe it
+            return max(waits) > self.max_backoff
+        text = message.lower()
+        return any(marker in text for marker in QUOTA_MARKERS)
 
     def _read_success(
         self, attempt: Attempt, raw: str, prices: tuple[Decimal | None, Decimal | None]
@@ -432,8 +453,43 @@ def _describe_error(error: Any) -> str:
     metadata = error.get("metadata")
     if isinstance(metadata, dict) and metadata.get("provider_name"):
         message += f" (provider {metadata['provider_name']})"
+    if isinstance(metadata, dict) and metadata.get("raw"):
+        # OpenRouter's "Provider returned error" says nothing; the provider's reason is here.
+        raw = metadata["raw"]
+        message += f": {_raw_reason(raw if isinstance(raw, str) else json.dumps(raw))}"
     code = error.get("code")
     return f"{message} [code {code}]" if code is not None else message
+
+
+def _raw_reason(raw: str) -> str:
+    """The provider's own message inside metadata.raw (often a JSON error body), else the text."""
+    try:
+        inner = json.loads(raw)
+    except ValueError:
+        return one_line(raw, 200)
+    if isinstance(inner, dict):
+        err = inner.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return one_line(str(err["message"]), 200)
+        if isinstance(err, str):
+            return one_line(err, 200)
+        if inner.get("message"):
+            return one_line(str(inner["message"]), 200)
+    return one_line(raw, 200)
+
+
+def _quota_reset(headers) -> float | None:
+    """Seconds until a spent rate-limit quota refills (X-RateLimit-Remaining 0 with an
+    X-RateLimit-Reset in epoch milliseconds or seconds), else None."""
+    if headers.get("X-RateLimit-Remaining", "").strip() != "0":
+        return None
+    try:
+        reset = float(headers.get("X-RateLimit-Reset", ""))
+    except ValueError:
+        return None
+    if reset > 1e11:  # milliseconds, as OpenRouter sends
+        reset /= 1000
+    return max(0.0, reset - time.time())
 
 
 def _declared_charset(response: requests.Response) -> str | None:

@@ -125,7 +125,8 @@ class Decision(models.Model):
 
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # Ten places: providers bill in fractions of a millionth (0.00000735 was stored as 0.000007).
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=10, default=0)
     latency_ms = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -154,7 +155,7 @@ class LLMCall(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=10, null=True, blank=True)
     cost_source = models.CharField(max_length=20, blank=True)
     latency_ms = models.PositiveIntegerField(default=0)
     served_model = models.CharField(max_length=200, blank=True)

@@ -1,6 +1,11 @@
-from django.contrib import admin
+from axes.admin import AccessAttemptAdmin as AxesAccessAttemptAdmin
+from axes.models import AccessAttempt
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
+from arena import login
 from arena.attention import attention_count, attention_items
 from core.models import JobRun
 
@@ -18,7 +23,16 @@ class JobRunAdmin(admin.ModelAdmin):
         return False
 
 
+# What the attention page shows; staff without these permissions are refused (it was open to any
+# staff account, whatever its permissions).
+ATTENTION_PERMISSIONS = ("markets.view_market", "agents.view_decision", "core.view_jobrun")
+
+
 def attention_view(request):
+    if not request.user.has_perms(ATTENTION_PERMISSIONS):
+        raise PermissionDenied(
+            "the attention page needs view access to markets, decisions and jobs"
+        )
     items = attention_items()
     context = {
         **admin.site.each_context(request),
@@ -27,3 +41,28 @@ def attention_view(request):
         "total": attention_count(items),
     }
     return TemplateResponse(request, "admin/arena_attention.html", context)
+
+
+# Login throttling (arena/login.py): attempts and locks, and the action that lifts a lock.
+admin.site.unregister(AccessAttempt)
+
+
+@admin.register(AccessAttempt)
+class AccessAttemptAdmin(AxesAccessAttemptAdmin):
+    list_display = ["attempt_time", "username", "ip_address", "failures_since_start",
+                    "locked_until", "user_agent"]  # fmt: skip
+    list_filter = ["attempt_time"]
+    actions = ["unlock"]
+
+    @admin.display(description="locked until (UTC)")
+    def locked_until(self, obj: AccessAttempt) -> str:
+        state = login.lock_state(obj.username, obj.ip_address, timezone.now())
+        return state.until.strftime("%Y-%m-%d %H:%M:%S") if state.locked else "—"
+
+    @admin.action(description="Unlock: forget these failed attempts", permissions=["delete"])
+    def unlock(self, request, queryset):
+        self.log_deletions(request, queryset)  # who unlocked whom, in the admin history
+        count, _ = queryset.delete()
+        self.message_user(
+            request, f"Unlocked: {count} attempt record(s) forgotten.", messages.SUCCESS
+        )

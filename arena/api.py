@@ -3,11 +3,14 @@
 Conventions, for every endpoint here:
 - Money (cash, value, invested, amounts, cost basis, P/L, payouts) is a JSON **string with two
   decimals**, e.g. "10000.00", so no client ever sees a binary float of a cent amount. LLM costs
-  in USD are strings with six decimals. Probabilities, prices, shares, returns (percent) and
+  in USD are strings with at least six decimals, more when the provider billed finer (up to ten,
+  e.g. "0.00000735"). Probabilities, prices, shares, returns (percent) and
   counts are JSON numbers. The chart series (`/series`) values are numbers rounded to cents,
   because they exist to be drawn.
 - Times are ISO 8601 in UTC.
-- Lists are bounded: `limit` defaults to 50 and is capped at 200; `offset` pages.
+- Lists are bounded: `limit` defaults to 50, at most 200; `offset` pages. A parameter value
+  outside what is documented (`limit=abc`, `limit=0`, an unknown `range`) answers 400 with
+  `{"error": "..."}` (arena/params.py), never a silent default.
 - Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
   mistaken for live results, and every competitor row `competitor_simulated` (true when the
   arena's built-in simulated model answered, not a real one).
@@ -22,8 +25,8 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
-from arena import charts, selectors
-from arena.api_errors import api_view, json_error
+from arena import charts, params, selectors
+from arena.api_errors import api_view
 from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort, Entry
 from markets.models import Market
@@ -31,19 +34,15 @@ from markets.models import Market
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 money = charts.as_money
-# What each endpoint reads from its query string (the page cache keys on exactly these).
+MAX_OFFSET = 10**9
+MAX_ID = 2**62
+# What each endpoint reads from its query string (the page cache keys on exactly these, parsed as
+# the views parse them with arena/params.py).
 LIMIT = key_int(1, MAX_LIMIT)
-OFFSET = key_int(0, 10**9)
+OFFSET = key_int(0, MAX_OFFSET)
 KIND = key_choice(selectors.SCOPES)
 RANGE = key_choice(charts.RANGES, upper=True)
-
-
-def _int(raw: str | None, default: int, lo: int, hi: int) -> int:
-    try:
-        value = int(raw) if raw not in (None, "") else default
-    except ValueError:
-        value = default
-    return min(max(value, lo), hi)
+ID = key_int(1, MAX_ID)
 
 
 def _iso(ts) -> str | None:
@@ -51,7 +50,11 @@ def _iso(ts) -> str | None:
 
 
 def _usd6(value: Decimal | None) -> str | None:
-    return None if value is None else f"{Decimal(value).quantize(Decimal('0.000001'))}"
+    """Six decimals at least, ten at most: a cost billed at 0.00000735 keeps its digits."""
+    if value is None:
+        return None
+    whole, _, frac = f"{Decimal(value).quantize(Decimal('1e-10')):f}".partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(6, '0')}"
 
 
 def _json(data: Any, status: int = 200) -> JsonResponse:
@@ -111,9 +114,10 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
 @api_view
 def cohorts(request: HttpRequest) -> JsonResponse:
     """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    qs = selectors.cohorts_overview(request.GET.get("kind"))
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
+    qs = selectors.cohorts_overview(kind or None)
     rows = [
         {**_cohort_dict(c), "entries": c.n_entries, "latest_week": c.latest_week}
         for c in qs[offset : offset + limit]
@@ -130,7 +134,7 @@ def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
 
 
-@page({"range": RANGE, "entry": key_int(0, 2**62)})
+@page({"range": RANGE, "entry": ID})
 @api_view
 def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """Per-entry value series, `?range=` one of charts.RANGES (default ALL), `?entry=<id>` for one.
@@ -142,13 +146,15 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     `dash`; `annotations` ({x, kind: cohort|correction, label, detail}) mark weekly decisions,
     the cohort's lifecycle and staff corrections of markets its entries held.
     """
+    range_key = _range(request)
+    entry_id = params.integer(request, "entry", None, 1, MAX_ID)
     c = _cohort(cohort_id)
-    range_key = charts.range_or_default(request.GET.get("range"))
-    entry_id = request.GET.get("entry")
-    only = None
-    if entry_id:
-        only = [_int(entry_id, 0, 0, 2**62)]  # not one of the cohort's: no entries
+    only = None if entry_id is None else [entry_id]  # not one of the cohort's: no entries
     return _kept_json(selectors.cohort_chart(c, range_key, only=only))
+
+
+def _range(request: HttpRequest) -> str:
+    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
 
 
 @page({"scope": KIND, "range": RANGE})
@@ -158,11 +164,9 @@ def overview_series(request: HttpRequest) -> JsonResponse:
     `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
     cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
     opening and staff corrections."""
-    raw = request.GET.get("scope")
-    if raw and raw not in selectors.SCOPES:
-        return _json({"error": f"scope must be one of {', '.join(selectors.SCOPES)}"}, 400)
-    scope = selectors.scope_or_default(raw)
-    range_key = charts.range_or_default(request.GET.get("range"))
+    asked = params.choice(request, "scope", selectors.SCOPES, "")
+    range_key = _range(request)
+    scope = selectors.scope_or_default(asked or None)
     return _kept_json(selectors.overview_chart(scope, range_key))
 
 
@@ -173,8 +177,9 @@ def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
     market's latest price). Each line holds its price until the next point (draw it as a step)
     and runs to the resolution (or the latest quote); `annotations` mark the resolution and
     staff changes."""
+    range_key = _range(request)
     m = get_object_or_404(Market, pk=market_id)
-    return _json(selectors.market_price_chart(m, request.GET.get("range")))
+    return _json(selectors.market_price_chart(m, range_key))
 
 
 @page(depends=("data",))
@@ -290,7 +295,7 @@ def _market_dict(m: Market) -> dict[str, Any]:
         "external_id": m.external_id,
         "question": m.question,
         "slug": m.slug,
-        "url": m.url,
+        "url": m.link or None,  # only http(s): never a javascript: URL
         "kind": m.kind,
         "outcomes": m.outcomes,
         "prices": {k: float(v) for k, v in (m.last_prices or {}).items() if _is_number(v)},
@@ -320,9 +325,11 @@ def _is_number(v: Any) -> bool:
 def markets(request: HttpRequest) -> JsonResponse:
     """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
     (default 50, max 200), `offset`."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    qs = selectors.market_search(request.GET.get("q", ""), request.GET.get("status", ""))
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    q = params.text(request, "q")
+    status = params.choice(request, "status", Market.Status.values, "")
+    qs = selectors.market_search(q, status)
     rows = [_market_dict(m) for m in qs[offset : offset + limit]]
     return _json({"limit": limit, "offset": offset, "markets": rows})
 
@@ -389,7 +396,7 @@ def _seal_dict(s, digests) -> dict[str, Any]:
 
 
 @page(
-    {"cohort": key_int(0, 2**62), "kind": KIND, "limit": LIMIT, "offset": OFFSET},
+    {"cohort": ID, "kind": KIND, "limit": LIMIT, "offset": OFFSET},
     depends=("data",),
 )
 @api_view
@@ -398,13 +405,11 @@ def seals(request: HttpRequest) -> JsonResponse:
     head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
     `limit` (default 50, max 200), `offset`. The records themselves: /exports/seals.json;
     how to check them: docs/verification.md (`arena verify --export`)."""
-    limit = _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int(request.GET.get("offset"), 0, 0, 10**9)
-    cohort_raw = request.GET.get("cohort") or None
-    if cohort_raw is not None and not cohort_raw.isdigit():
-        return json_error(f"cohort must be a cohort id, got {cohort_raw[:40]!r}", 400)
-    cohort_id = None if cohort_raw is None else int(cohort_raw)
-    found = list(selectors.seal_feed(request.GET.get("kind"), cohort_id)[offset : offset + limit])
+    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
+    cohort_id = params.integer(request, "cohort", None, 1, MAX_ID)
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
+    found = list(selectors.seal_feed(kind or None, cohort_id)[offset : offset + limit])
     digests = selectors.seal_digests(found)
     return _json(
         {

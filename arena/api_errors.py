@@ -2,7 +2,8 @@
 
 Three pieces, so no path can answer an API client with an HTML page:
 - `json_error(message, status)` is what an API view returns for a request it refuses (400, 404).
-- `@api_view` guards an endpoint's methods (read-only: GET) with a JSON 405 that names the
+- `@api_view` guards an endpoint's methods (read-only: GET, and HEAD for monitors and caches
+  that only want the headers) with a JSON 405 that names the
   allowed ones; the endpoints take no cookies' authority, so CSRF does not apply to them.
 - `ApiErrorMiddleware` covers what happens outside the views: an `Http404` raised inside one
   (`get_object_or_404`), an /api/ path that matches no URL, and any other non-JSON 4xx/5xx that
@@ -19,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 API_PREFIX = "/api/"
-ALLOWED_METHODS = ("GET",)
+ALLOWED_METHODS = ("GET", "HEAD")
 _DEFAULT_MESSAGES = {
     400: "bad request",
     403: "forbidden",
@@ -39,7 +40,7 @@ def json_error(message: str, status: int, headers: dict[str, str] | None = None)
 
 
 def api_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A read-only API endpoint: GET only, anything else is a JSON 405."""
+    """A read-only API endpoint: GET and HEAD, anything else is a JSON 405."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:

@@ -8,8 +8,7 @@ The key is built only from what the page reads: its path, the query parameters i
 (normalised: `?range=1w` and `?range=1W` are one page) and, for pages with an htmx partial,
 whether the request asks for it. The view itself only sees the declared parameters, so the key
 cannot miss one it reads, and anything else (`?utm_source=...`, cache busters) neither makes a
-new entry nor forces a render. A declared parameter with a value its normaliser rejects is
-passed to the view uncached (the view answers it; it never becomes an entry).
+new entry nor forces a render.
 
 How it is invalidated: every write that changes what a page shows replaces, once its transaction
 commits, one of the version tokens of core/versions.py (data, values, scores). A page depends on
@@ -24,7 +23,15 @@ A hit is one round trip: the tokens and the page come back in one `get_many` (MG
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
 that render is in flight get the page's previous version instead of piling on (stale by at most
 the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL is only a
-backstop for a write path that forgot to replace a token.
+backstop for a write path that forgot to replace a token. Requests that write through the site
+invalidate everything only when they come from signed-in staff (the admin); anonymous POSTs
+cannot write anything, so they cannot empty the cache either.
+
+A declared parameter with a value its normaliser rejects is answered here with the page's own
+one-line 400 (arena/params.py: the same parsing and message the view applies), never cached.
+
+When the cache is unreachable (arena/cache_backend.py) the tokens are None and pages are
+rendered uncached.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
 
+from arena import params
+from arena.params import BadParameter, bad_request
 from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, pinned, scores_changed, versions
 
 PAGE_TTL = 120
@@ -45,7 +54,7 @@ RENDER_LOCK_SECONDS = 5
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
 
-Normaliser = Callable[[str | None], str | None]
+Normaliser = Callable[[str, str | None], str | None]
 
 
 Depends = tuple[str, ...] | Callable[[object], tuple[str, ...]]
@@ -67,10 +76,11 @@ def page(
     depends: Depends = ("data", "values"),
     htmx_target: str | None = None,
 ):
-    """Declare a view cacheable: the query parameters it reads (each with an optional
-    normaliser returning the canonical value, None for "absent", or raising ValueError for a
-    value it rejects), the version tokens its content depends on ("data", "values", "scores",
-    or a function of the request naming them), and the HX-Target of its htmx partial, if any."""
+    """Declare a view cacheable: the query parameters it reads (each with an optional normaliser
+    of (name, raw value) returning the canonical value, None for "absent", or raising
+    params.BadParameter for a value it refuses), the version tokens its content depends on
+    ("data", "values", "scores", or a function of the request naming them), and the HX-Target
+    of its htmx partial, if any."""
     if not isinstance(params, dict):
         params = dict.fromkeys(params)
     if not callable(depends):
@@ -86,50 +96,40 @@ def page(
 
 
 # --- normalisers for `@page(params)` ---------------------------------------------------------
-# Each returns the canonical text of a value (two spellings of one page give one key), None when
-# the parameter is absent or empty, and raises ValueError for a value the page does not accept:
-# such a request is answered by the view, uncached, and never becomes an entry.
+# Each takes the parameter's name and raw value and returns the canonical text of the value (two
+# spellings of one page give one key), or None when the parameter is absent or empty. A value
+# the page does not accept raises params.BadParameter: the request is answered with that one-line
+# 400 (JSON under /api/) and never becomes an entry. They parse with arena/params.py, as the
+# views do, so a value is accepted or refused the same with the cache on or off.
 
 
 def key_choice(values: Iterable[str], *, upper: bool = False) -> Normaliser:
-    """One of `values` (compared upper-cased with upper=True)."""
-    allowed = frozenset(values)
+    """One of `values` (compared upper-cased with upper=True), as params.choice takes it."""
+    options = list(values)
 
-    def normalise(raw: str | None) -> str | None:
-        if raw in (None, ""):
-            return None
-        value = raw.upper() if upper else raw
-        if value not in allowed:
-            raise ValueError(f"not one of {sorted(allowed)}")
-        return value
+    def normalise(name: str, raw: str | None) -> str | None:
+        return params.parse_choice(name, raw, options, "", fold_case=upper) or None
 
     return normalise
 
 
 def key_int(lo: int, hi: int) -> Normaliser:
-    """A whole number in [lo, hi]; anything else is the view's to answer (never clamped here,
-    so a cached page is always the one the view would render)."""
+    """A whole number in [lo, hi], as params.integer takes it (never clamped: a cached page is
+    always the one the view would render)."""
 
-    def normalise(raw: str | None) -> str | None:
-        if raw in (None, ""):
-            return None
-        value = int(raw)
-        if not lo <= value <= hi:
-            raise ValueError(f"not in [{lo}, {hi}]")
-        return str(value)
+    def normalise(name: str, raw: str | None) -> str | None:
+        value = params.parse_integer(name, raw, None, lo, hi)
+        return None if value is None else str(value)
 
     return normalise
 
 
-def key_text(limit: int = 200) -> Normaliser:
-    """Free text (a search): kept as typed, since the page shows it back, bounded in length."""
+def key_text(limit: int = params.MAX_TEXT) -> Normaliser:
+    """Free text (a search), as params.text takes it: kept as typed, since the page shows it
+    back."""
 
-    def normalise(raw: str | None) -> str | None:
-        if raw in (None, ""):
-            return None
-        if len(raw) > limit:
-            raise ValueError("too long")
-        return raw
+    def normalise(name: str, raw: str | None) -> str | None:
+        return params.parse_text(name, raw, limit) or None
 
     return normalise
 
@@ -155,16 +155,14 @@ def _only_declared(request, spec: PageSpec) -> None:
         request.GET = kept
 
 
-def _page_id(request, spec: PageSpec) -> str | None:
-    """The canonical id of the page asked for, or None when a parameter value is rejected."""
+def _page_id(request, spec: PageSpec) -> str:
+    """The canonical id of the page asked for; raises params.BadParameter for a value the page
+    refuses."""
     parts = []
     for name, normalise in spec.params:
         raw = request.GET.get(name)
         if normalise is not None:
-            try:
-                raw = normalise(raw)
-            except (ValueError, TypeError):
-                return None
+            raw = normalise(name, raw)
         if raw not in (None, ""):
             parts.append(f"{name}={quote(raw, safe='')}")
     partial = ""
@@ -186,6 +184,13 @@ def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
 def _anonymous(request) -> bool:
     # Staff (anyone with a session) always see fresh pages.
     return settings.SESSION_COOKIE_NAME not in request.COOKIES
+
+
+def _staff_write(request) -> bool:
+    if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+        return False
+    user = getattr(request, "user", None)  # set by AuthenticationMiddleware, inside us
+    return bool(user is not None and user.is_authenticated and user.is_staff)
 
 
 def _cacheable_response(response) -> bool:
@@ -211,17 +216,21 @@ class PublicPageCacheMiddleware:
     def __call__(self, request):
         if request.method not in ("GET", "HEAD"):
             response = self.get_response(request)
-            if request.method != "OPTIONS":
-                # Any write through the site (staff in the admin: resolutions, lineup) may
-                # change public pages and the leaderboard.
+            if _staff_write(request):
+                # A staff write through the admin (resolutions, lineup) may change public
+                # pages and the leaderboard. Anyone else's POST changes nothing, so it must not
+                # cost every reader the cache (an anonymous POST loop used to empty it).
                 scores_changed()
             return response
         spec = _spec(request)
         if spec is None:
             return self.get_response(request)
-        page_id = _page_id(request, spec)
+        try:
+            page_id = _page_id(request, spec)
+        except BadParameter as exc:
+            return bad_request(request, str(exc))
         _only_declared(request, spec)
-        if page_id is None or not settings.ARENA_PAGE_CACHE or not _anonymous(request):
+        if not settings.ARENA_PAGE_CACHE or not _anonymous(request):
             # Rendered: the values it keeps per version (core.versions.memo) read each token
             # once, with the first of them.
             with pinned():
@@ -231,6 +240,8 @@ class PublicPageCacheMiddleware:
         with pinned():
             tokens = versions(found)
             current = tuple(tokens[k] for k in spec.version_keys(request))
+            if None in current:  # the cache is unreachable: render, uncached
+                return self.get_response(request)
             stored = found.get(key)
             if stored is not None and stored[0] == current:
                 return _respond(stored[1], "hit")

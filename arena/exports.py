@@ -1,7 +1,9 @@
 """Bounded, streamed exports of decisions, trades, snapshots, forecasts and scores.
 
 The same generator feeds `/exports/<what>.<csv|json>` and `arena export`; `/exports/` lists them.
-Rows stream from the database with `.iterator()` (constant memory), oldest first, and every
+Rows stream from the database with `.iterator()` in chunks sized to the rows (a decision carries
+its prompts, often hundreds of kB, so it is fetched a few at a time: memory stays bounded by the
+chunk, not the export), oldest first, and every
 export is bounded by a row cap (default DEFAULT_LIMIT, at most MAX_LIMIT) and, unless it is a
 replay or demo scope or one cohort, by a date window. `since`/`until` filter the date column the
 export shows (decided_at, executed_at, ts, created_at, as_of).
@@ -10,6 +12,9 @@ Default window: live data (or all kinds together) runs on the wall clock, so the
 DEFAULT_DAYS days up to today. A replay or demo scope, and a single cohort, run on their own
 simulated clock, which has nothing to do with today's date: all of their time, under the row cap.
 A window that holds no rows says so (`empty_note`), naming where the rows are.
+
+A limit that is not a whole number from 1 to MAX_LIMIT, a cohort that is not a whole number, or
+a date that is unreadable or outside FIRST_DAY..LAST_DAY answers 400, never a silent default.
 
 Every row carries its cohort's kind, so replay and demo rows can never pass for live ones, and
 whether its competitor is simulated (the built-in simulated model endpoint, not a real model).
@@ -34,12 +39,13 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
     StreamingHttpResponse,
 )
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from agents.models import Decision, Forecast
+from arena import params
 from cohorts import seal_verify, seals
 from cohorts.models import Cohort, Snapshot, Trade
 from cohorts.seal_models import DecisionDigest, WeekSeal
@@ -48,7 +54,9 @@ from scoring.models import LeaderboardRow, ScoreRun
 DEFAULT_DAYS = 90
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 100_000
-CHUNK = 2_000
+CHUNK = 2_000  # rows per database fetch for small rows
+FIRST_DAY = date(1, 1, 1)
+LAST_DAY = date(9998, 12, 31)  # until is inclusive: the day after must still be a date
 FORMATS = ("csv", "json")
 SCOPES = tuple(Cohort.Kind.values)
 # Scopes whose rows are dated by a simulated clock: a window counted back from today means nothing.
@@ -75,6 +83,7 @@ class Spec:
     columns: tuple[tuple[str, str], ...]  # (output column, queryset lookup)
     # Rows that do not come from one decision carry their cohort's root (seals.cohort_root).
     cohort_root: bool = False
+    chunk: int = CHUNK  # rows per fetch: small for wide rows, so memory stays bounded
 
     @property
     def date_column(self) -> str:
@@ -138,6 +147,7 @@ SPECS: dict[str, Spec] = {
             ("record_hash", "sealed_hash"),
             ("week_root", "sealed_root"),
         ),
+        chunk=16,  # each row holds both prompts (up to ~1 MB): 16 rows is ~16 MB at worst
     ),
     "trades": Spec(
         title="Trades",
@@ -262,9 +272,12 @@ def _parse_day(raw: str | date | None, name: str) -> date | None:
     if isinstance(raw, date):
         return raw
     try:
-        return date.fromisoformat(str(raw))
+        day = date.fromisoformat(str(raw))
     except ValueError as exc:
-        raise ExportError(f"{name} must be a date YYYY-MM-DD, got {raw!r}") from exc
+        raise ExportError(f"{name} must be a date YYYY-MM-DD, got {str(raw)[:40]!r}") from exc
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise ExportError(f"{name} must be between {FIRST_DAY} and {LAST_DAY}")
+    return day
 
 
 def bounds(
@@ -275,7 +288,7 @@ def bounds(
     today: date | None = None,
     scope: str | None = None,
 ) -> Bounds:
-    """Validate export bounds. `until` is inclusive (a whole day); the row cap is clamped.
+    """Validate export bounds. `until` is inclusive (a whole day); a limit past the cap is refused.
 
     Missing dates follow the data's clock: the last DEFAULT_DAYS days up to today for live data
     (or all kinds), everything for a replay or demo scope or a single cohort.
@@ -283,13 +296,8 @@ def bounds(
     scope = scope or None
     if scope is not None and scope not in SCOPES:
         raise ExportError(f"scope must be one of {', '.join(SCOPES)}")
-    try:
-        n = DEFAULT_LIMIT if limit in (None, "") else int(limit)
-        cohort_id = None if cohort in (None, "") else int(cohort)
-    except (TypeError, ValueError) as exc:
-        raise ExportError("limit and cohort must be integers") from exc
-    if n < 1:
-        raise ExportError("limit must be at least 1")
+    n = _whole(limit, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    cohort_id = _whole(cohort, "cohort", None, 1, 2**62)
     until_day = _parse_day(until, "until")
     since_day = _parse_day(since, "since")
     own_clock = cohort_id is not None or scope in OWN_CLOCK
@@ -300,7 +308,9 @@ def bounds(
     else:
         today = today or timezone.now().date()
         until_day = until_day or today
-        since_day = since_day or until_day - timedelta(days=DEFAULT_DAYS)
+        since_day = since_day or max(
+            FIRST_DAY, until_day - timedelta(days=min(DEFAULT_DAYS, (until_day - FIRST_DAY).days))
+        )
         window = f"the last {DEFAULT_DAYS} days up to today: live data runs on the wall clock"
     if asked:
         window = f"as asked: {since_day or 'the start'} to {until_day or 'the end'}, both included"
@@ -313,11 +323,22 @@ def bounds(
             if until_day
             else None
         ),
-        limit=min(n, MAX_LIMIT),
+        limit=n,
         cohort=cohort_id,
         scope=scope,
         window=window,
     )
+
+
+def _whole(raw: int | str | None, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    """As the pages and the API read whole numbers (arena/params.py)."""
+    if raw in (None, ""):
+        return default
+    text = str(raw)
+    value = int(text) if params.WHOLE.fullmatch(text) else None
+    if value is None or not lo <= value <= hi:
+        raise ExportError(f"{name} must be a whole number from {lo} to {hi}")
+    return value
 
 
 def _spec(what: str) -> Spec:
@@ -357,7 +378,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
         .values_list(*lookups)[: b.limit]
     )
     roots: dict[int | None, str | None] = {None: None}
-    for values in qs.iterator(chunk_size=CHUNK):
+    for values in qs.iterator(chunk_size=spec.chunk):
         row = {name: _plain(v) for name, v in zip(names, values)}
         if spec.cohort_root:
             cohort_id = row.get("cohort_id")
@@ -473,6 +494,7 @@ def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Ite
     yield f'\n], "row_cap_reached": {json.dumps(n >= b.limit)}}}\n'
 
 
+@require_safe
 def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
     """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
     if what not in WHATS or fmt not in FORMATS:
@@ -488,7 +510,7 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
         note = None if what == SEALS else empty_note(what, b)
         body = stream(what, fmt, b, note)
     except ExportError as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain")
+        return params.bad_request(request, str(exc))
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/json"
     response = StreamingHttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="arena-{what}.{fmt}"'

@@ -18,8 +18,9 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
 
+from arena import params
 from arena.api_errors import api_view, json_error
-from arena.cache import page
+from arena.cache import key_choice, key_int, page
 from arena.selectors import scope_or_default
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
@@ -27,6 +28,7 @@ from core.versions import DATA_KEY, SCORES_KEY, memo
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
 
+MAX_ID = 2**62
 CACHE_SECONDS = 60  # scores change at most hourly; a minute keeps the endpoint cheap and fresh
 
 
@@ -91,7 +93,7 @@ def _depends(request: HttpRequest) -> tuple[str, ...]:
     return ("scores",) if request.GET.get("scope") or request.GET.get("cohort") else ("data",)
 
 
-@page({"cohort": None, "scope": None}, depends=_depends)
+@page({"cohort": key_int(1, MAX_ID), "scope": key_choice(ScoreRun.Scope.values)}, depends=_depends)
 @api_view
 def leaderboard_api(request: HttpRequest) -> HttpResponse:
     """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo.
@@ -101,16 +103,8 @@ def leaderboard_api(request: HttpRequest) -> HttpResponse:
     and labelled with that scope; a bad cohort id is 400, an unknown one 404; before any run:
     rows [] with a note.
     """
-    raw_cohort = request.GET.get("cohort")
-    scope = request.GET.get("scope") or None
-    if scope is not None and scope not in ScoreRun.Scope.values:
-        return json_error(f"scope must be one of {', '.join(ScoreRun.Scope.values)}", 400)
-    cohort_id = None
-    if raw_cohort not in (None, ""):
-        try:
-            cohort_id = int(raw_cohort)
-        except ValueError:
-            return json_error("cohort must be an integer id", 400)
+    cohort_id = params.integer(request, "cohort", None, 1, MAX_ID)
+    scope = params.choice(request, "scope", ScoreRun.Scope.values, "") or None
     # The answer is kept, as JSON text, until the token it depends on is replaced (the same
     # rule as the page cache's, _depends): it changes only with score runs, or with new
     # cohorts when no scope is given.

@@ -11,9 +11,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
+from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
-from arena import charts, colours, exports, glossary, selectors, standings
+from arena import charts, colours, exports, glossary, params, selectors, standings
 from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort
 from core.versions import data_version, values_version
@@ -37,9 +38,13 @@ TRADING_RULES = [
 ]
 
 
-# What each page reads from its query string (the page cache keys on exactly these).
+# What each page reads from its query string (the page cache keys on exactly these, parsed as
+# the views parse them with arena/params.py).
+MAX_REPLICATE = 1000
+MAX_PAGE = 10**9
 SCOPE = key_choice(selectors.SCOPES)
 RANGE = key_choice(charts.RANGES, upper=True)
+REPLICATE = key_int(1, MAX_REPLICATE)
 
 
 def _htmx(request: HttpRequest) -> bool:
@@ -47,10 +52,16 @@ def _htmx(request: HttpRequest) -> bool:
 
 
 def _replicate(request: HttpRequest) -> int:
-    try:
-        return max(1, int(request.GET.get("replicate", "1")))
-    except ValueError:
-        return 1
+    return params.integer(request, "replicate", 1, 1, MAX_REPLICATE)
+
+
+def _scope(request: HttpRequest) -> str | None:
+    """The asked-for scope, or None (the view picks the data-aware default)."""
+    return params.choice(request, "scope", selectors.SCOPES, "") or None
+
+
+def _range(request: HttpRequest) -> str:
+    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
 
 
 @page(
@@ -58,12 +69,14 @@ def _replicate(request: HttpRequest) -> int:
      "range": RANGE},
     htmx_target="leaderboard-table",
 )  # fmt: skip
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    scope = selectors.scope_or_default(request.GET.get("scope"))
+    scope = selectors.scope_or_default(_scope(request))
+    sort = params.choice(request, "sort", selectors.SORTABLE, "rank")
+    direction = params.choice(request, "dir", ("asc", "desc"), "")
+    range_key = _range(request)
     run = selectors.latest_run_light(scope)
-    sort = request.GET.get("sort", "rank")
-    sort = sort if sort in selectors.SORTABLE else "rank"
-    descending = {"asc": False, "desc": True}.get(request.GET.get("dir") or "")
+    descending = {"asc": False, "desc": True}.get(direction)
     if descending is None:
         descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
     # The table changes only with data writes (score runs, lineup): templates/arena/home.html
@@ -86,7 +99,6 @@ def home(request: HttpRequest) -> HttpResponse:
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
-    range_key = charts.range_or_default(request.GET.get("range"))
     context["state"] = selectors.site_state(scope)
     context["chart"] = selectors.overview_chart(scope, range_key)
     context["range"] = range_key
@@ -136,8 +148,9 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
 
 
 @page({"kind": SCOPE}, depends=("data",))
+@require_safe
 def cohort_list(request: HttpRequest) -> HttpResponse:
-    kind = request.GET.get("kind") or ""
+    kind = params.choice(request, "kind", selectors.SCOPES, "")
     cohorts = list(selectors.cohorts_overview(kind or None)[:200])
     leaders = selectors.cohort_leaders(cohorts)
     for c in cohorts:
@@ -150,11 +163,12 @@ def cohort_list(request: HttpRequest) -> HttpResponse:
 
 
 @page({"range": RANGE})
+@require_safe
 def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
+    range_key = _range(request)
     cohort = selectors.cohort_kept(cohort_id)
     if cohort is None:
         raise Http404(f"no cohort {cohort_id}")
-    range_key = charts.range_or_default(request.GET.get("range"))
     # Every section is kept per version: the entries table and the corrections (values and
     # data), the facts, decisions and universe (data); the chart's JSON is kept on its own
     # (selectors.cohort_chart). What a section needs is read only when it is rendered again.
@@ -208,10 +222,11 @@ def entry_name(e) -> str:
     return f"{e.competitor.display_name}{rep}"
 
 
-@page({"replicate": key_int(1, 32767), "range": RANGE})
+@page({"replicate": REPLICATE, "range": RANGE})
+@require_safe
 def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
+    range_key = _range(request)
     entry = selectors.get_entry_kept(cohort_id, slug, _replicate(request))
-    range_key = charts.range_or_default(request.GET.get("range"))
     # Everything but the chart changes only with data writes: the template keeps it per data
     # version, and these are read only when it is rendered again (the entry and its replicates
     # are kept per data version too).
@@ -238,6 +253,7 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
 
 
 @page(depends=("data",))
+@require_safe
 def competitor_list(request: HttpRequest) -> HttpResponse:
     competitors = list(selectors.competitors_overview())
     headlines = selectors.competitor_headlines(competitors)
@@ -247,9 +263,11 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
 
 
 @page({"scope": SCOPE})
+@require_safe
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    asked = _scope(request)
     competitor = get_object_or_404(Competitor, slug=slug)
-    scope = selectors.scope_or_default(request.GET.get("scope"), competitor)
+    scope = selectors.scope_or_default(asked, competitor)
     run, rows = selectors.competitor_rows(competitor, scope)
     overall = next((r for r in rows if r.cohort_id is None), None)
     details = (overall.details if overall else None) or {}
@@ -404,15 +422,19 @@ def _signed(value, sign: int):
 
 
 @page(
-    {"q": key_text(), "status": key_choice(Market.Status.values), "page": key_int(1, 10**6)},
+    {"q": key_text(), "status": key_choice(Market.Status.values), "page": key_int(1, MAX_PAGE)},
     depends=("data",),
     htmx_target="market-results",
 )
+@require_safe
 def market_list(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "")
-    status = request.GET.get("status", "")
+    q = params.text(request, "q")
+    status = params.choice(request, "status", Market.Status.values, "")
+    number = params.integer(request, "page", 1, 1, MAX_PAGE)
     paginator = Paginator(selectors.market_search(q, status), selectors.MARKET_PAGE_SIZE)
-    page = paginator.get_page(request.GET.get("page"))
+    if number > paginator.num_pages:
+        raise Http404(f"there are {paginator.num_pages} pages")
+    page = paginator.page(number)
     context = {
         "page": page,
         "q": q,
@@ -425,10 +447,12 @@ def market_list(request: HttpRequest) -> HttpResponse:
 
 
 @page({"range": RANGE}, depends=("data",))
+@require_safe
 def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
+    range_key = _range(request)
     market = get_object_or_404(Market, pk=market_id)
     forecasts = selectors.market_forecasts(market)
-    prices = selectors.market_price_chart(market, request.GET.get("range"))
+    prices = selectors.market_price_chart(market, range_key)
     context = {
         "market": market,
         "prices": prices,
@@ -444,6 +468,7 @@ def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
 
 
 @page(depends=("data",))
+@require_safe
 def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     decision = selectors.get_decision(decision_id)
     # Baselines answer through the same path but no model runs: zero tokens and latency would
@@ -458,6 +483,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
 
 
 @page(depends=("data",))
+@require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     try:
         from core import methodology as m
@@ -483,6 +509,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
     return render(request, "arena/methodology.html", context)
 
 
+@require_safe
 def exports_page(request: HttpRequest) -> HttpResponse:
     """What can be downloaded, with every filter, cap and default window (arena/exports.py)."""
     kinds = selectors.scopes_with_cohorts()
@@ -519,6 +546,7 @@ def exports_page(request: HttpRequest) -> HttpResponse:
 
 
 @page(depends=("data",))
+@require_safe
 def about(request: HttpRequest) -> HttpResponse:
     return render(
         request,

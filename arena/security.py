@@ -1,9 +1,13 @@
-"""Security pieces Django doesn't ship: a Content-Security-Policy header and login throttling."""
+"""Security pieces Django doesn't ship: a Content-Security-Policy header, the client address
+(login throttling in arena/login.py keys on it), and a debug mode that cannot leak.
+"""
+
+import ipaddress
+import re
 
 from django.conf import settings
-from django.contrib.auth.backends import ModelBackend
-from django.core.cache import cache
-from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseForbidden
+from django.views.debug import SafeExceptionReporterFilter
 
 # Only our own scripts; chart data travels in json_script tags, never inline code. Plotly writes
 # inline style attributes, so styles allow 'unsafe-inline' (styles cannot run code).
@@ -35,44 +39,75 @@ class ContentSecurityPolicyMiddleware:
         return response
 
 
-def client_ip(request) -> str:
-    """The caller's IP. X-Forwarded-For is trusted only when we are told how many proxies we sit
-    behind (ARENA_TRUSTED_PROXIES), and then only the entry those proxies appended."""
+def client_ip(request) -> str | None:
+    """The caller's IP, or None when there is none (a test request, a unix socket).
+    X-Forwarded-For is trusted only when we are told how many proxies we sit behind
+    (ARENA_TRUSTED_PROXIES), and then only the entry those proxies appended; an entry that is
+    not an address is ignored (it is stored in an address column)."""
     hops = settings.ARENA_TRUSTED_PROXIES
     if hops > 0:
         forwarded = [
             p.strip() for p in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if p.strip()
         ]
-        if len(forwarded) >= hops:
+        if len(forwarded) >= hops and _is_address(forwarded[-hops]):
             return forwarded[-hops]
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
+    remote = request.META.get("REMOTE_ADDR", "")
+    return remote if _is_address(remote) else None
 
 
-def _keys(username: str, ip: str) -> list[str]:
-    return [f"login-fail:user:{username.lower()[:150]}", f"login-fail:ip:{ip}"]
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
-class RateLimitedModelBackend(ModelBackend):
-    """ModelBackend that locks out an account and a client IP after repeated failures.
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
-    Both counters expire ARENA_LOGIN_LOCKOUT_SECONDS after the last failure; while either is over
-    the limit even a correct password is refused, so guessing gains nothing.
-    """
 
-    def authenticate(self, request, username=None, password=None, **kwargs):
-        if request is None or username is None:
-            return super().authenticate(request, username=username, password=password, **kwargs)
-        keys = _keys(username, client_ip(request))
-        limit = settings.ARENA_LOGIN_MAX_FAILURES
-        if any((cache.get(k) or 0) >= limit for k in keys):
-            raise PermissionDenied("too many failed logins; try again later")
-        user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is None:
-            for k in keys:
-                cache.add(k, 0, settings.ARENA_LOGIN_LOCKOUT_SECONDS)
-                try:
-                    cache.incr(k)
-                except ValueError:
-                    cache.set(k, 1, settings.ARENA_LOGIN_LOCKOUT_SECONDS)
-                cache.touch(k, settings.ARENA_LOGIN_LOCKOUT_SECONDS)
-        return user
+class LoopbackOnlyWhenDebugMiddleware:
+    """With DEBUG on, answer only clients on this machine: a debug page shows code, settings and
+    the request, which nobody else may see (settings also refuse non-loopback ALLOWED_HOSTS while
+    DEBUG is on). Outermost middleware, so no other code runs for a refused client."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if settings.DEBUG and not _is_loopback(request.META.get("REMOTE_ADDR", "")):
+            return HttpResponseForbidden(
+                "This server runs with DEBUG on and answers only 127.0.0.1; set DEBUG=0 to serve "
+                "other addresses.\n",
+                content_type="text/plain",
+            )
+        return self.get_response(request)
+
+
+class SecretsFilter(SafeExceptionReporterFilter):
+    """Debug pages and error mails hide every setting or variable that can carry a credential:
+    Django's default list misses connection URLs (DATABASE_URL, REDIS_CACHE_URL,
+    CELERY_BROKER_URL hold passwords, and so does CACHES' LOCATION), and environment variables
+    shown in request.META."""
+
+    hidden_settings = re.compile(
+        "API|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|URL|DSN|DATABASE|BROKER|REDIS|AUTH"
+        "|CACHES|LOCATION",
+        flags=re.IGNORECASE,
+    )
+
+    def get_safe_request_meta(self, request):
+        if not hasattr(request, "META"):
+            return {}
+        # Only HTTP headers and a few CGI variables; the process environment stays out.
+        keep = {"REMOTE_ADDR", "REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "SERVER_NAME",
+                "SERVER_PORT", "CONTENT_TYPE", "CONTENT_LENGTH"}  # fmt: skip
+        return {
+            k: self.cleanse_setting(k, v)
+            for k, v in request.META.items()
+            if k.startswith("HTTP_") or k in keep
+        }

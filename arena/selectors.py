@@ -449,7 +449,8 @@ def market_search(q: str = "", status: str = "") -> QuerySet[Market]:
     qs = Market.objects.all()
     if status in Market.Status.values:
         qs = qs.filter(status=status)
-    q = q.strip()[:200]
+    # PostgreSQL cannot compare text with NUL in it (views refuse such a q with a 400 already).
+    q = q.replace("\x00", "").strip()[:200]
     if q:
         qs = qs.filter(
             Q(question__icontains=q) | Q(slug__icontains=q) | Q(event_title__icontains=q)

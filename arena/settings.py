@@ -45,13 +45,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", True)
+# Debug pages show code and settings: with DEBUG on the site answers only loopback clients
+# (arena.security.LoopbackOnlyWhenDebugMiddleware) and only loopback host names.
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = _DEV_SECRET
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", LOOPBACK_HOSTS if DEBUG else [])
+if DEBUG and set(ALLOWED_HOSTS) - set(LOOPBACK_HOSTS):
+    raise ImproperlyConfigured(
+        "DEBUG is on only for loopback hosts (127.0.0.1, localhost); set DEBUG=0 to serve "
+        f"{', '.join(sorted(set(ALLOWED_HOSTS) - set(LOOPBACK_HOSTS)))}"
+    )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -64,6 +72,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",
     "core",
     "arena",
     "markets",
@@ -73,6 +82,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
@@ -88,13 +98,37 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "arena.security.ContentSecurityPolicyMiddleware",
+    # A query parameter a view cannot honour becomes a one-line 400 (arena/params.py).
+    "arena.params.BadParameterMiddleware",
+    # Turns a refused login (arena.login) into its 429 page; innermost so it sees the flag.
+    "axes.middleware.AxesMiddleware",
 ]
 
-AUTHENTICATION_BACKENDS = ["arena.security.RateLimitedModelBackend"]
-ARENA_LOGIN_MAX_FAILURES = env_int("ARENA_LOGIN_MAX_FAILURES", 5)
+# --- Login throttling (django-axes, made atomic by arena.login) --------------------------
+AUTHENTICATION_BACKENDS = [
+    "arena.login.AtomicAxesBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+ARENA_LOGIN_MAX_FAILURES = env_int("ARENA_LOGIN_MAX_FAILURES", 5)  # per account + IP pair
+ARENA_LOGIN_MAX_FAILURES_PER_IP = env_int("ARENA_LOGIN_MAX_FAILURES_PER_IP", 20)
 ARENA_LOGIN_LOCKOUT_SECONDS = env_int("ARENA_LOGIN_LOCKOUT_SECONDS", 900)
 # How many reverse proxies sit in front of us; 0 means X-Forwarded-For is ignored.
 ARENA_TRUSTED_PROXIES = env_int("ARENA_TRUSTED_PROXIES", 0)
+AXES_HANDLER = "arena.login.AtomicAxesHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_FAILURE_LIMIT = "arena.login.failure_limit"
+AXES_COOLOFF_TIME = "arena.login.cool_off"
+AXES_LOCKOUT_CALLABLE = "arena.login.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "arena.security.client_ip"
+# Success forgives that account's failures from that address only (arena.login, not axes).
+AXES_RESET_ON_SUCCESS = False
+# A refused attempt during a lock must not push its end out: the page states when it ends.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+
+# Debug pages and error reports mask connection URLs and the process environment too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "arena.security.SecretsFilter"
 
 ROOT_URLCONF = "arena.urls"
 WSGI_APPLICATION = "arena.wsgi.application"
@@ -116,7 +150,13 @@ TEMPLATES = [
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'arena.sqlite3'}"
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
+        # A persistent connection the server dropped (restart, pg_terminate_backend, a proxy's
+        # idle cut) is replaced at the start of the next request instead of failing it.
+        conn_health_checks=True,
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout turns brief
@@ -131,9 +171,12 @@ REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {
-            # Django's backend, reusing one Redis client per pool (see core/redis_cache.py).
-            "BACKEND": "core.redis_cache.RedisCache",
+            # Redis unreachable = every read a miss and every write skipped (pages render
+            # uncached), never an error; short socket timeouts so a hung Redis cannot hold a
+            # request either. One Redis client per connection pool, not one per operation.
+            "BACKEND": "arena.cache_backend.ResilientRedisCache",
             "LOCATION": REDIS_CACHE_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
         }
     }
 else:
@@ -157,7 +200,9 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    # Content-hashed, compressed names (collectstatic writes the manifest), so static files can
+    # be cached for ever by browsers and proxies.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = DEBUG
 
@@ -195,6 +240,10 @@ ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai
 ARENA_LLM_API_KEY = (
     os.environ.get("OPENROUTER_API_KEY") or os.environ.get("ARENA_LLM_API_KEY") or ""
 )
+# The only endpoints a competitor may use besides the default one: comma-separated entries
+# `URL` (no key) or `URL|KEY_VAR` (the key is read from env var KEY_VAR). Staff pick from this
+# list in the admin; they can never type a URL or a variable name (agents/endpoints.py).
+ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 # Whole-page cache for anonymous readers (arena/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)

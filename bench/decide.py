@@ -239,6 +239,9 @@ def _bench(args: argparse.Namespace) -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     with FakeOpenAIServer() as server:
+        from django.conf import settings
+
+        settings.ARENA_LLM_ENDPOINTS = f"{server.base_url}|{KEY_ENV}"  # the operator allows it
         cohort = seed_data(args.markets, server.base_url)
         t0 = time.perf_counter()
         universe = freeze_universe(cohort, 1, AT)

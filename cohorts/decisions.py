@@ -31,7 +31,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from agents import baselines
+from agents import baselines, endpoints
 from agents.llm import Attempt, ChatResult, LLMClient
 from agents.models import Competitor, Decision, Forecast, LLMCall
 from agents.parsing import DecisionValidationError, ParsedDecision, parse_decision
@@ -62,7 +62,7 @@ from core.versions import data_changed
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-COST_PLACES = Decimal("0.000001")
+COST_PLACES = Decimal("0.0000000001")  # as stored: providers bill below a millionth
 
 
 class ClaimLost(Exception):
@@ -490,18 +490,25 @@ def _call_row(decision: Decision, a: Attempt, number: int, phase: str) -> LLMCal
 def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
     """The competitor's client, or (None, why it cannot run).
 
-    Key resolution: the competitor's own env var when it names one (a missing value skips it);
-    no key at all for a competitor with its own base_url and no env var (a local vLLM/Ollama
-    server); otherwise the default OpenRouter key from settings. A simulated competitor calls the
-    simulated endpoint (agents/simulated.py) without any key, whatever its fields say.
+    A simulated competitor calls the simulated endpoint (agents/simulated.py), loopback only and
+    without any key, whatever its fields say. Any other competitor's endpoint must be the default
+    one or on the operator's allow-list (agents/endpoints.py); a stored endpoint that is not is
+    never called. Key resolution: the endpoint's env var when it names one (a missing value skips
+    the competitor); no key at all for an allowed endpoint without a variable (a local
+    vLLM/Ollama server); the default OpenRouter key from settings for the default endpoint.
     """
-    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
     if competitor.simulated:
+        # Its own guard, stricter than the allow-list: loopback only and never a key, so no
+        # stored field can send a secret anywhere.
         base_url, reason = endpoint_for(competitor.base_url)
         if base_url is None:
             return None, reason
-        key = ""
-    elif competitor.api_key_env:
+        return _client(base_url, ""), ""
+    refused = endpoints.check(competitor.base_url, competitor.api_key_env)
+    if refused:
+        return None, refused
+    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
+    if competitor.api_key_env:
         key = os.environ.get(competitor.api_key_env, "")
         if not key:
             return None, f"no API key: the env var {competitor.api_key_env} is not set"
@@ -511,7 +518,11 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
         key = settings.ARENA_LLM_API_KEY
         if not key:
             return None, "no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
-    client = LLMClient(
+    return _client(base_url, key), ""
+
+
+def _client(base_url: str, key: str) -> LLMClient:
+    return LLMClient(
         base_url,
         key or None,
         timeout=settings.ARENA_LLM_TIMEOUT,
@@ -519,4 +530,3 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
         backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
         max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
     )
-    return client, ""

@@ -1,16 +1,23 @@
 """Record each periodic job's run so /healthz and staff can see when it last succeeded."""
 
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.utils import timezone
 
 from core.models import JobRun
+from core.reaper import owner_token, reap
+
+# No periodic job runs this long; a row still "running" after it belongs to a dead process.
+JOB_MAX_AGE = timedelta(hours=12)
 
 
 @contextmanager
 def job_run(job: str):
-    """Yield a dict the job fills with its summary; the row ends ok, or failed with the error."""
-    run = JobRun.objects.create(job=job, started_at=timezone.now())
+    """Yield a dict the job fills with its summary; the row ends ok, or failed with the error.
+    Runs of killed processes are reaped first (marked failed, not "running" for ever)."""
+    reap_stale_jobs()
+    run = JobRun.objects.create(job=job, started_at=timezone.now(), owner=owner_token())
     summary: dict = {}
     try:
         yield summary
@@ -25,3 +32,8 @@ def job_run(job: str):
     JobRun.objects.filter(pk=run.pk).update(
         status=JobRun.Status.OK, finished_at=timezone.now(), summary=summary
     )
+
+
+def reap_stale_jobs() -> int:
+    running = JobRun.objects.filter(status=JobRun.Status.RUNNING)
+    return reap(running, failed_status=JobRun.Status.FAILED, max_age=JOB_MAX_AGE, what="job run")

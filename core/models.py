@@ -15,6 +15,9 @@ class JobRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # host:pid:start of the process running it, so a killed one is reaped (core/reaper.py); a
+    # database default so rows written by older code or by hand still insert.
+    owner = models.CharField(max_length=120, blank=True, default="", db_default="")
 
     class Meta:
         # The table keeps the name it had when the model lived in the `arena` app (moved here by

@@ -202,15 +202,15 @@ class MarketAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/markets/market/resolution_action.html", context)
 
     def _apply(self, request: HttpRequest, queryset, change: dict, reason: str, done: str) -> None:
-        changed, refused, unsettled = 0, [], []
+        # Each market's change is all or nothing (set_resolution): one that cannot be carried
+        # out (its settlement cannot follow) is left as it was and listed with the reason.
+        changed, refused = 0, []
         for market in queryset:
             try:
                 services.set_resolution(market, user=request.user, reason=reason, **change)
             except ValidationError as exc:
                 refused.append(f"#{market.pk}: {' '.join(exc.messages)}")
                 continue
-            except Exception as exc:  # recorded, but settlement raised; the resolve job retries
-                unsettled.append(f"#{market.pk}: {type(exc).__name__}: {exc}")
             changed += 1
         if changed:
             self.message_user(request, f"{done} {changed} market(s).", messages.SUCCESS)
@@ -219,13 +219,6 @@ class MarketAdmin(admin.ModelAdmin):
                 request,
                 f"{len(refused)} market(s) not changed: " + "; ".join(refused[:10]),
                 messages.WARNING,
-            )
-        if unsettled:
-            self.message_user(
-                request,
-                f"{len(unsettled)} change(s) recorded but settlement failed: "
-                + "; ".join(unsettled[:10]),
-                messages.ERROR,
             )
 
 

@@ -1,7 +1,20 @@
 """Markets we track (live Polymarket, ForecastBench replays, synthetic demo) and their prices."""
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.db import models
+
+
+def http_url(text: str | None) -> str:
+    """`text` if it is an http(s) URL with a host, else "": upstream and replay data may carry
+    `javascript:` or `data:` URLs, which must never become a link (or reach an API client)."""
+    value = (text or "").strip()
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return ""
+    return value if parts.scheme.lower() in ("http", "https") and parts.hostname else ""
 
 
 class MarketQuerySet(models.QuerySet):
@@ -107,6 +120,11 @@ class Market(models.Model):
 
     def __str__(self) -> str:
         return self.question[:80]
+
+    @property
+    def link(self) -> str:
+        """The source page, only when it is http(s) (what templates and the API may show)."""
+        return http_url(self.url)
 
     @property
     def is_replay(self) -> bool:

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -418,7 +418,22 @@ def judge(p: ParsedMarket) -> Verdict:
         return Verdict(
             "flag", reason="legacy AMM market without an oracle resolution; resolve by hand"
         )
+    if not p.uma_status and prices is not None and _decisive(prices):
+        # Final-looking prices but no oracle status (real market 1812085: ["1","0"], closed,
+        # no umaResolutionStatus): never taken as a resolution (§1.7), but no longer waited on
+        # for ever either - staff decide from the source.
+        shown = [format(x.normalize(), "f") for x in prices]
+        return Verdict(
+            "flag",
+            reason=f"closed upstream with final prices {shown} but no UMA resolution; "
+            "check the source and resolve by hand",
+        )
     return Verdict("wait", reason=p.uma_status or "no resolution proposed yet")
+
+
+def _decisive(prices: list) -> bool:
+    """Exactly one price is 1 and every other is 0."""
+    return sorted(prices) == [0] * (len(prices) - 1) + [1]
 
 
 def _looks_legacy(p: ParsedMarket) -> bool:
@@ -517,7 +532,7 @@ def _apply(
     else:
         to_status = RESOLVED if verdict.action == "resolve" else VOID
         resolved_at = p.uma_end_date or p.closed_time or now
-        if _record_upstream_resolution(market.pk, to_status, verdict.outcome, resolved_at):
+        if _record_upstream_resolution(market.pk, to_status, verdict.outcome, resolved_at, report):
             report.resolved += to_status == RESOLVED
             report.voided += to_status == VOID
 
@@ -533,35 +548,61 @@ def _flag(market: Market, reason: str, *, missing: bool, report: ResolveReport) 
 
 
 def _record_upstream_resolution(
-    pk: int, to_status: str, outcome: str, resolved_at: datetime
+    pk: int, to_status: str, outcome: str, resolved_at: datetime, report: ResolveReport
 ) -> bool:
-    """Record it once: only the run whose conditional UPDATE finds the market still
-    open/closed writes the audit row; a concurrent run sees rowcount 0."""
-    with transaction.atomic():
-        current = Market.objects.select_for_update().get(pk=pk)
-        if current.status not in (OPEN, CLOSED):
-            return False
-        updated = Market.objects.filter(pk=pk, status=current.status).update(
-            status=to_status,
-            resolved_outcome=outcome,
-            resolved_at=resolved_at,
-            resolved_by=Market.ResolvedBy.UPSTREAM,
-            upstream_missing=False,
-            updated_at=timezone.now(),
-        )
-        if not updated:
-            return False
-        ResolutionChange.objects.create(
-            market_id=pk,
-            changed_by=None,
-            source=Market.ResolvedBy.UPSTREAM,
-            from_status=current.status,
-            from_outcome=current.resolved_outcome,
-            to_status=to_status,
-            to_outcome=outcome,
-            reason=UPSTREAM_REASON,
-        )
+    """Record it once and settle it in the same transaction: only the run whose conditional
+    UPDATE finds the market still open/closed writes the audit row (a concurrent run sees
+    rowcount 0). A database error (a killed connection) undoes both - a resolved market with
+    open positions used to be left behind until the next snapshot, unlogged - and the next run
+    retries; a settlement that fails for another reason leaves the resolution recorded and the
+    market pending (retried by every resolve and snapshot run, flagged by settlement)."""
+    try:
+        with transaction.atomic():
+            current = Market.objects.select_for_update().get(pk=pk)
+            if current.status not in (OPEN, CLOSED):
+                return False
+            updated = Market.objects.filter(pk=pk, status=current.status).update(
+                status=to_status,
+                resolved_outcome=outcome,
+                resolved_at=resolved_at,
+                resolved_by=Market.ResolvedBy.UPSTREAM,
+                upstream_missing=False,
+                updated_at=timezone.now(),
+            )
+            if not updated:
+                return False
+            ResolutionChange.objects.create(
+                market_id=pk,
+                changed_by=None,
+                source=Market.ResolvedBy.UPSTREAM,
+                from_status=current.status,
+                from_outcome=current.resolved_outcome,
+                to_status=to_status,
+                to_outcome=outcome,
+                reason=UPSTREAM_REASON,
+            )
+            _settle_within(Market.objects.get(pk=pk), report)
+    except DatabaseError as exc:
+        log.error("market %s: resolution not recorded (the next run retries): %s", pk, exc)
+        report.settle_failed += 1
+        return False
     return True
+
+
+def _settle_within(market: Market, report: ResolveReport) -> None:
+    """Settle inside the caller's transaction; a non-database failure rolls back only the
+    settlement (a savepoint), a database error propagates and undoes the whole market."""
+    try:
+        with transaction.atomic():
+            if _settle(market):
+                report.settled += 1
+            else:
+                report.settlement_unavailable = True
+    except DatabaseError:
+        raise
+    except Exception:
+        log.exception("settling market %s failed; retried by the next resolve/snapshot", market.pk)
+        report.settle_failed += 1
 
 
 def _settle_pending(report: ResolveReport) -> None:
@@ -607,11 +648,14 @@ def set_resolution(
     reason: str,
 ) -> ResolutionChange:
     """Staff sets a market's resolution: resolved to one of its outcomes, void (50-50), or
-    reopened (open/closed, outcome cleared, upstream detection resumes). Writes the audit row,
-    then brings settlements in line (which may reverse an earlier settlement).
+    reopened (open/closed, outcome cleared, upstream detection resumes). Writes the audit row
+    and brings settlements in line (which may reverse an earlier settlement) in one transaction.
 
-    Raises ValidationError for a bad request; settlement errors propagate after the
-    resolution is recorded (the hourly resolve run retries settlement of final markets).
+    Raises ValidationError for a bad request, and for a change that cannot be carried out (a
+    reversal of a payout that was already spent, a database error mid-way): then nothing is
+    changed, the reason is logged and returned to staff. Before, the resolution was committed
+    first and a failed settlement left the books and the market disagreeing until someone
+    fixed it by hand.
     """
     reason = (reason or "").strip()
     outcome = (outcome or "").strip()
@@ -626,37 +670,52 @@ def set_resolution(
     if status != RESOLVED and outcome:
         raise ValidationError("Only a resolved market has an outcome.")
 
-    with transaction.atomic():
-        current = Market.objects.select_for_update().get(pk=market.pk)
-        if current.status == status and current.resolved_outcome == outcome:
-            raise ValidationError(
-                f"The market is already {status}{' to ' + outcome if outcome else ''}."
+    try:
+        with transaction.atomic():
+            current = Market.objects.select_for_update().get(pk=market.pk)
+            if current.status == status and current.resolved_outcome == outcome:
+                raise ValidationError(
+                    f"The market is already {status}{' to ' + outcome if outcome else ''}."
+                )
+            final = status in FINAL
+            Market.objects.filter(pk=market.pk).update(
+                status=status,
+                resolved_outcome=outcome,
+                resolved_at=timezone.now() if final else None,
+                # Cleared on reopen so the hourly upstream check takes the market back.
+                resolved_by=Market.ResolvedBy.ADMIN if final else "",
+                tracked=True,  # until settled again
+                needs_attention=False,
+                attention_reason="",
+                updated_at=timezone.now(),
             )
-        final = status in FINAL
-        Market.objects.filter(pk=market.pk).update(
-            status=status,
-            resolved_outcome=outcome,
-            resolved_at=timezone.now() if final else None,
-            # Cleared on reopen so the hourly upstream check takes the market back.
-            resolved_by=Market.ResolvedBy.ADMIN if final else "",
-            tracked=True,  # until settled again
-            needs_attention=False,
-            attention_reason="",
-            updated_at=timezone.now(),
-        )
-        change = ResolutionChange.objects.create(
-            market_id=market.pk,
-            changed_by=user if getattr(user, "pk", None) else None,
-            source=Market.ResolvedBy.ADMIN,
-            from_status=current.status,
-            from_outcome=current.resolved_outcome,
-            to_status=status,
-            to_outcome=outcome,
-            reason=reason,
-        )
+            change = ResolutionChange.objects.create(
+                market_id=market.pk,
+                changed_by=user if getattr(user, "pk", None) else None,
+                source=Market.ResolvedBy.ADMIN,
+                from_status=current.status,
+                from_outcome=current.resolved_outcome,
+                to_status=status,
+                to_outcome=outcome,
+                reason=reason,
+            )
+            market.refresh_from_db()
+            # Inside the transaction: a settlement that cannot follow undoes the change.
+            _settle(market)
+    except ValidationError:
+        raise
+    except Exception as exc:
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        log.warning(
+            "staff change of market %s to %s%s refused, nothing changed: %s",
+            market.pk, status, f" {outcome}" if outcome else "", why,
+        )  # fmt: skip
+        raise ValidationError(f"Not changed, the settlement cannot follow: {why}") from exc
+    log.info(
+        "staff changed market %s from %s to %s%s (%s)",
+        market.pk, change.from_status, status, f" {outcome}" if outcome else "", reason,
+    )  # fmt: skip
     market.refresh_from_db()
-    if _settle(market):
-        market.refresh_from_db()
     data_changed()
     _request_rescore()
     return change

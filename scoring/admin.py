@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.tasks import request_rescore
+from scoring.tasks import enqueue_rescore
 
 
 class LeaderboardRowInline(admin.TabularInline):
@@ -34,8 +34,17 @@ class ScoreRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Recompute all scopes now (enqueues the score task)")
     def rescore(self, request, queryset):
-        request_rescore()
-        self.message_user(request, "Rescore enqueued for every scope with cohorts.", messages.INFO)
+        if enqueue_rescore():
+            self.message_user(
+                request, "Rescore enqueued for every scope with cohorts.", messages.INFO
+            )
+        else:
+            self.message_user(
+                request,
+                "Rescore not queued: the task broker is unreachable. The hourly score run will "
+                "do it once the broker is back (or run `arena score`).",
+                messages.WARNING,
+            )
 
 
 @admin.register(LeaderboardRow)

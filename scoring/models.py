@@ -27,6 +27,8 @@ class ScoreRun(models.Model):
     # Run-wide results the pages draw: DM matrices, tournament tables, ... keyed by cohort id or "all".
     details = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # host:pid:start of the process computing it, so a killed run is reaped (core/reaper.py).
+    owner = models.CharField(max_length=120, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [

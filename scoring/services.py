@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from cohorts.models import Snapshot, Trade
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
+from core.reaper import owner_token, reap
 from core.versions import scores_changed
 from scoring.compute import (
     Questions,
@@ -54,6 +55,7 @@ from scoring.present import ALL, HEADLINE_RULE, NOTES, json_safe, make_row, rank
 from scoring.tournament import tournament_pairs, tournament_table
 
 ENGINE_VERSION = "2.0"
+RUN_MAX_AGE = timedelta(hours=6)  # a score run takes minutes; one "running" longer is dead
 
 
 def scope_clock(scope: str) -> datetime:
@@ -76,10 +78,12 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     if scope not in ScoreRun.Scope.values:
         raise ValueError(f"unknown scope {scope!r}; expected one of {ScoreRun.Scope.values}")
     as_of = as_of or scope_clock(scope)
+    reap_stale_runs()  # a killed `arena score` left its run "running" for ever
     run = ScoreRun.objects.create(
         scope=scope,
         as_of=as_of,
         started_at=timezone.now(),
+        owner=owner_token(),
         methodology_version=METHODOLOGY_VERSION,
         methodology_hash=METHODOLOGY_HASH,
         engine_version=ENGINE_VERSION,
@@ -108,6 +112,14 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
         raise
     run.refresh_from_db()
     return run
+
+
+def reap_stale_runs() -> int:
+    """Score runs whose process died (core/reaper.py) are marked failed."""
+    running = ScoreRun.objects.filter(status=ScoreRun.Status.RUNNING)
+    return reap(
+        running, failed_status=ScoreRun.Status.FAILED, max_age=RUN_MAX_AGE, what="score run"
+    )
 
 
 def store_trade_clv(clv_rows: list[tuple], buys: list[int] | None = None) -> int:

@@ -7,6 +7,8 @@ finished DONE run, so no lock is needed. A crash marks that run FAILED (never se
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.core.cache import cache
 from django.db import OperationalError, transaction
@@ -14,6 +16,8 @@ from django.db import OperationalError, transaction
 from cohorts.models import Cohort
 from core.jobs import job_run
 from scoring.services import compute_scores
+
+log = logging.getLogger(__name__)
 
 
 def scopes_with_cohorts() -> list[str]:
@@ -74,8 +78,19 @@ def request_rescore() -> None:
     processes on the shared cache (Redis in production, files on one machine).
     """
 
-    def enqueue() -> None:
-        if cache.add(RESCORE_KEY, "1", timeout=RESCORE_DELAY_S):
-            score.apply_async(countdown=RESCORE_DELAY_S)
+    transaction.on_commit(enqueue_rescore)
 
-    transaction.on_commit(enqueue)
+
+def enqueue_rescore() -> bool:
+    """Queue the debounced rescore now; False (logged) when the broker cannot take it. Called
+    after a commit, so an unreachable broker must not turn a staff action into a 500: the hourly
+    score run catches up."""
+    if not cache.add(RESCORE_KEY, "1", timeout=RESCORE_DELAY_S):
+        return True  # one is pending already (or the cache is away: the hourly run covers it)
+    try:
+        score.apply_async(countdown=RESCORE_DELAY_S, retry=False)
+    except Exception as exc:  # kombu's OperationalError and friends: broker unreachable
+        cache.delete(RESCORE_KEY)
+        log.warning("rescore not queued, broker unreachable (the hourly run will do it): %s", exc)
+        return False
+    return True

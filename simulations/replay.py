@@ -49,7 +49,7 @@ from cohorts.services import advance_cohorts, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
-from markets.models import Market, PricePoint, ResolutionChange
+from markets.models import Market, PricePoint, ResolutionChange, http_url
 from markets.pricing import PRICE_PLACES, to_price
 from simulations.simllm import MappingWorld, ensure_simulated_competitors, simulated_llm
 
@@ -395,7 +395,7 @@ def _question(
         platform=platform,
         question=question,
         description=description if criteria else background,
-        url=_text(row.get("url"))[:500],
+        url=http_url(_text(row.get("url")))[:500],  # a javascript: URL is no source
         open_time=times["market_info_open_datetime"],
         close_time=times["market_info_close_datetime"],
         freeze_time=times["freeze_datetime"],

@@ -19,6 +19,29 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _collected_static(tmp_path_factory):
+    """Pages name static files by their content-hashed names, which come from the manifest that
+    collectstatic writes (as a deploy does). Collected once per run into a private folder;
+    hashing only (Django's manifest storage, the same names whitenoise serves) because
+    compressing plotly on every run would cost seconds for nothing the tests read."""
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.test.utils import override_settings
+
+    storages = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+    }
+    with override_settings(STATIC_ROOT=tmp_path_factory.mktemp("static"), STORAGES=storages):
+        call_command("collectstatic", interactive=False, verbosity=0)
+        # The live server (browser tests) serves /static/ through the finders only: let them
+        # find the hashed names too (tests/static_collected.py).
+        finders = [*settings.STATICFILES_FINDERS, "tests.static_collected.CollectedFinder"]
+        with override_settings(STATICFILES_FINDERS=finders):
+            yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _isolated_cache_and_broker():
     """Keep test runs off the developer's var/: a private in-memory cache (so parallel test runs
     cannot clear each other's login counters) and an in-memory broker for tasks that tests enqueue

@@ -51,6 +51,11 @@ def make_markets(count: int, **kw) -> list[Market]:
     ]
 
 
+def allowed_endpoints(server) -> str:
+    """ARENA_LLM_ENDPOINTS as an operator would write it to let competitors use the fake."""
+    return f"{server.base_url}|{KEY_ENV}"
+
+
 def llm_competitor(server, slug: str = "gpt-test", **kw) -> Competitor:
     defaults = {
         "display_name": slug,

@@ -21,6 +21,7 @@ from markets.models import Market
 from tests.agents.helpers import (
     AT,
     KEY_ENV,
+    allowed_endpoints,
     answer,
     baseline_competitor,
     llm_competitor,
@@ -54,8 +55,9 @@ def fast_llm(settings, monkeypatch):
 
 
 @pytest.fixture
-def server():
+def server(settings):
     with FakeOpenAIServer() as fake:
+        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)  # the operator allows the fake
         yield fake
 
 
@@ -375,6 +377,7 @@ def test_without_api_key_llm_entries_are_skipped_and_baselines_decide(settings):
 
 def test_skipped_llm_entry_runs_once_a_key_is_set(server, settings):
     settings.ARENA_LLM_API_KEY = ""
+    settings.ARENA_LLM_ENDPOINTS = f"{server.base_url}|ARENA_MISSING_KEY"
     make_markets(4)
     cohort = make_cohort([llm_competitor(server, api_key_env="ARENA_MISSING_KEY")])
     entry = cohort.entries.get()
@@ -452,3 +455,27 @@ def test_run_decision_task_runs_the_service():
     decision = Decision.objects.get(entry=entry)
     assert decision.decided_at == AT
     assert Trade.objects.filter(decision=decision).exists()
+
+
+def test_an_endpoint_off_the_allow_list_is_never_called_and_says_why(server, settings, monkeypatch):
+    # Staff once could type base_url=<their listener> and api_key_env=SECRET_KEY: the app sent
+    # the SECRET_KEY there as a Bearer token. Such a row (stored before the allow-list) fails
+    # closed: skipped with the reason, no request made.
+    monkeypatch.setenv("SECRET_KEY", "the-django-secret")
+    make_markets(4)
+    cohort = make_cohort([llm_competitor(server, api_key_env="SECRET_KEY")])
+    decision = run_decision(cohort.entries.get().pk, 1, AT)
+    assert decision.status == Decision.Status.SKIPPED
+    assert "not in the operator's allow-list (ARENA_LLM_ENDPOINTS)" in decision.error
+    assert not server.chat_requests
+    assert "the-django-secret" not in decision.error
+
+
+def test_the_operator_cannot_allow_the_arenas_own_secrets_as_keys(server, settings):
+    settings.ARENA_LLM_ENDPOINTS = f"{server.base_url}|DATABASE_URL"
+    make_markets(4)
+    cohort = make_cohort([llm_competitor(server, api_key_env="DATABASE_URL")])
+    decision = run_decision(cohort.entries.get().pk, 1, AT)
+    assert decision.status == Decision.Status.SKIPPED
+    assert "'DATABASE_URL' cannot hold a model key" in decision.error
+    assert not server.chat_requests

@@ -19,6 +19,7 @@ from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
     KEY_ENV,
+    allowed_endpoints,
     answer,
     baseline_competitor,
     llm_competitor,
@@ -58,9 +59,10 @@ def _run_in_threads(target, n=2):
     assert not errors, errors
 
 
-def test_two_concurrent_decides_make_one_decision_and_one_set_of_trades_per_entry():
+def test_two_concurrent_decides_make_one_decision_and_one_set_of_trades_per_entry(settings):
     markets = make_markets(10)
     with FakeOpenAIServer() as server:
+        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(server)
         competitors = [llm_competitor(server, slug=f"llm-{i}") for i in range(3)]
         competitors += [baseline_competitor("favorite"), baseline_competitor("random")]
         cohort = make_cohort(competitors)

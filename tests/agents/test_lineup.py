@@ -111,3 +111,57 @@ def test_admin_rerun_action_leaves_an_audit_row(admin_client):
     assert failed.status == "retryable"
     entry = LogEntry.objects.get(object_id=str(failed.pk))
     assert entry.user.username == "admin" and "retryable" in entry.get_change_message()
+
+
+def test_the_admin_offers_only_the_operators_endpoints(admin_client, settings):
+    settings.ARENA_LLM_ENDPOINTS = (
+        "http://127.0.0.1:11434/v1,https://api.example.com/v1|EXAMPLE_KEY"
+    )
+    page = admin_client.get("/admin/agents/competitor/add/").content.decode()
+    assert 'name="base_url"' not in page and 'name="api_key_env"' not in page  # no free text
+    assert "https://api.example.com/v1 (key from $EXAMPLE_KEY)" in page
+    form = {"slug": "local", "display_name": "Local", "kind": "llm", "replicates": 1,
+            "params": "{}", "active": "on"}  # fmt: skip
+    # A value not on the list (as a forged POST would send) is refused ...
+    forged = admin_client.post("/admin/agents/competitor/add/",
+                               {**form, "endpoint": "http://evil.example:9|SECRET_KEY"})  # fmt: skip
+    assert forged.status_code == 200 and not Competitor.objects.filter(slug="local").exists()
+    # ... an allowed one is stored as the pair.
+    admin_client.post("/admin/agents/competitor/add/",
+                      {**form, "endpoint": "https://api.example.com/v1|EXAMPLE_KEY"})  # fmt: skip
+    local = Competitor.objects.get(slug="local")
+    assert (local.base_url, local.api_key_env) == ("https://api.example.com/v1", "EXAMPLE_KEY")
+
+
+def test_a_stored_endpoint_off_the_list_shows_as_not_allowed_and_cannot_be_kept(
+    admin_client, settings
+):
+    settings.ARENA_LLM_ENDPOINTS = ""
+    old = Competitor.objects.create(slug="old", display_name="Old", kind="llm",
+                                    base_url="http://10.9.9.9:8000/v1", api_key_env="SECRET_KEY")  # fmt: skip
+    page = admin_client.get(f"/admin/agents/competitor/{old.pk}/change/").content.decode()
+    assert "Not allowed: endpoint http://10.9.9.9:8000/v1 (key from $SECRET_KEY)" in page
+    form = {"slug": "old", "display_name": "Old", "kind": "llm", "replicates": 1,
+            "params": "{}", "endpoint": "not-allowed"}  # fmt: skip
+    response = admin_client.post(f"/admin/agents/competitor/{old.pk}/change/", form)
+    assert "pick an allowed one" in response.content.decode()
+    admin_client.post(f"/admin/agents/competitor/{old.pk}/change/", {**form, "endpoint": ""})
+    old.refresh_from_db()
+    assert (old.base_url, old.api_key_env) == ("", "")  # back on the default endpoint
+
+
+def test_a_simulated_competitor_cannot_be_given_a_remote_endpoint(admin_client, settings):
+    # The model refuses a simulated competitor off loopback or with a key; the admin used to
+    # reach that check only through fields this form no longer has (a ValueError, a 500).
+    settings.ARENA_LLM_ENDPOINTS = "https://api.example.com/v1|EXAMPLE_KEY,http://127.0.0.1:8765/v1"
+    form = {"slug": "sim", "display_name": "Sim", "kind": "llm", "replicates": 1,
+            "params": "{}", "simulated": "on"}  # fmt: skip
+    remote = admin_client.post("/admin/agents/competitor/add/",
+                               {**form, "endpoint": "https://api.example.com/v1|EXAMPLE_KEY"})  # fmt: skip
+    assert remote.status_code == 200 and not Competitor.objects.filter(slug="sim").exists()
+    assert "only calls a loopback endpoint" in remote.content.decode()
+    assert "never gets an API key" in remote.content.decode()
+    admin_client.post("/admin/agents/competitor/add/",
+                      {**form, "endpoint": "http://127.0.0.1:8765/v1"})  # fmt: skip
+    sim = Competitor.objects.get(slug="sim")
+    assert sim.simulated and sim.base_url == "http://127.0.0.1:8765/v1" and not sim.api_key_env

@@ -25,6 +25,7 @@ from tests.fakes.openai_server import (
     fenced_json,
     forbidden,
     hold_decision_responder,
+    http_error,
     in_band_error,
     malformed,
     not_found,
@@ -478,3 +479,38 @@ def test_parse_retry_after_forms():
     assert parse_retry_after("soon", now) is None
     assert parse_retry_after("nan", now) is None
     assert parse_retry_after(None, now) is None
+
+
+def test_a_daily_quota_429_is_not_retried_and_says_when_it_refills(server):
+    # OpenRouter's free-models-per-day 429 was retried three times (each doomed) before.
+    import time as _time
+
+    refill_ms = int((_time.time() + 6 * 3600) * 1000)
+    server.enqueue(rate_limited(retry_after=None, reset_ms=refill_ms))
+    result = make_client(server)[0].chat("m", MESSAGES)
+    assert not result.ok and len(result.attempts) == 1 and len(server.chat_requests) == 1
+    assert "quota exhausted, not retried; it refills in about 6.0 h" in result.error
+    assert "free-models-per-day" in result.error
+
+
+def test_a_quota_429_without_timing_headers_is_not_retried(server):
+    server.enqueue(http_error(429, "Rate limit exceeded: free-models-per-day"))
+    result = make_client(server)[0].chat("m", MESSAGES)
+    assert not result.ok and len(server.chat_requests) == 1
+
+
+def test_provider_returned_error_keeps_the_providers_reason(server):
+    # "Provider returned error" alone said nothing; the reason is in error.metadata.raw.
+    raw = json.dumps({"error": {"message": "context length 131072 exceeded by 2048 tokens"}})
+    server.enqueue(http_error(400, "Provider returned error",
+                              metadata={"provider_name": "DeepInfra", "raw": raw}))  # fmt: skip
+    result = make_client(server)[0].chat("m", MESSAGES)
+    assert "Provider returned error (provider DeepInfra): context length 131072 exceeded" in (
+        result.error
+    )
+
+
+def test_a_cost_below_a_millionth_keeps_its_digits(server):
+    server.enqueue(success('{"action": "HOLD"}', cost=0.00000735))
+    result = make_client(server)[0].chat("m", MESSAGES)
+    assert result.attempts[0].cost_usd == Decimal("0.00000735")

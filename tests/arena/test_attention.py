@@ -72,3 +72,37 @@ def test_attention_page_lists_what_needs_a_human(staff_client):
 def test_attention_page_says_so_when_all_is_well(staff_client):
     html = staff_client.get("/admin/attention/").content.decode()
     assert "Nothing needs attention right now." in html
+
+
+def test_attention_page_needs_view_permissions_not_just_staff(client, db):
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("intern", password="pw-intern-1", is_staff=True)
+    client.force_login(user)
+    assert client.get("/admin/attention/").status_code == 403  # staff with no permissions
+    for codename in ("view_market", "view_decision", "view_jobrun"):
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(get_user_model().objects.get(pk=user.pk))  # fresh permission cache
+    assert client.get("/admin/attention/").status_code == 200
+
+
+def test_a_running_job_whose_process_is_gone_is_reaped_by_the_next_job(db):
+    import subprocess
+    import sys
+
+    from core.jobs import job_run
+    from core.models import JobRun
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    import socket
+
+    orphan = JobRun.objects.create(job="sync", started_at=timezone.now(),
+                                   owner=f"{socket.gethostname()}:{dead.stdout.strip()}:1")  # fmt: skip
+    alive = JobRun.objects.create(job="sync", started_at=timezone.now(), owner="other-host:1:1")
+    with job_run("snapshot"):
+        pass
+    orphan.refresh_from_db()
+    alive.refresh_from_db()
+    assert orphan.status == JobRun.Status.FAILED and "is gone" in orphan.error
+    assert alive.status == JobRun.Status.RUNNING  # another host's, young: left alone

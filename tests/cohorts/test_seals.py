@@ -39,6 +39,7 @@ from markets.services import set_resolution
 from tests.agents.helpers import (
     AT,
     KEY_ENV,
+    allowed_endpoints,
     answer,
     baseline_competitor,
     llm_competitor,
@@ -362,6 +363,7 @@ def server(settings, monkeypatch):
     settings.ARENA_LLM_MAX_BACKOFF = 0.05
     monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
     with FakeOpenAIServer() as fake:
+        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)  # the operator allows the fake
         yield fake
 
 
@@ -389,10 +391,13 @@ def test_a_failed_decision_rerun_by_staff_after_the_seal_is_an_amendment(server,
     assert verify_export(_export()).ok
 
 
-def test_a_skip_retried_by_the_catch_up_changes_nothing_until_it_runs(markets):
+def test_a_skip_retried_by_the_catch_up_changes_nothing_until_it_runs(markets, settings):
+    # The endpoint is allowed; its key variable is unset, so the entry is skipped for that.
+    settings.ARENA_LLM_ENDPOINTS = f"{settings.ARENA_LLM_BASE_URL}|ARENA_TEST_MISSING_KEY"
     cohort = make_cohort([llm_competitor(None, api_key_env="ARENA_TEST_MISSING_KEY")])
     decide(cohort=cohort, week=1, at=AT, sync=True)
     assert Decision.objects.get().status == Decision.Status.SKIPPED
+    assert "ARENA_TEST_MISSING_KEY" in Decision.objects.get().error
     decide(cohort=cohort, week=1, at=AT + timedelta(minutes=15), sync=True)  # skipped again
     assert WeekSeal.objects.count() == 1 and DecisionDigest.objects.count() == 1
     assert verify_database().ok
@@ -436,8 +441,9 @@ def test_seals_feed_cohort_page_and_decision_page_show_the_hashes(week, client):
     assert [d["record_hash"] for d in item["digests"]][0] == digest.record_hash
     assert client.get("/api/seals?kind=demo").json()["seals"] == []
     assert client.get("/api/seals?cohort=abc").json() == {
-        "error": "cohort must be a cohort id, got 'abc'"
+        "error": f"cohort must be a whole number from 1 to {2**62}"
     }
+    assert client.get("/api/seals?kind=moon").status_code == 400
     page = client.get(f"/cohorts/{week.pk}/").content.decode()
     assert f'<code class="hash">{seal.root}</code>' in page
     page = client.get(f"/decisions/{digest.decision_id}/").content.decode()

@@ -293,3 +293,32 @@ def test_unsettleable_market_is_put_on_the_staff_attention_list(two_entries):
     m.refresh_from_db()
     assert summary["errors"] and m.needs_attention
     assert "already spent" in m.attention_reason
+
+
+def test_a_staff_reopen_that_cannot_be_carried_out_changes_nothing_and_says_why(
+    two_entries, admin_client, caplog
+):
+    # Before: the admin "Reopen" committed the reopen, the reversal then failed (the payout
+    # was spent), and `arena doctor` failed until someone re-resolved by hand; nothing logged.
+    a, _ = two_entries
+    m = make_market(prices={"Yes": "0.10"})
+    bet(a, m, "Yes", "2500")
+    set_status(m, "resolved", "Yes")
+    settle_market(m, at=T0)
+    for _ in range(8):
+        bet(a, make_market(), "Yes", str((cash(a) / 4).quantize(D("0.01"), rounding="ROUND_DOWN")))
+    before = cash(a)
+    response = admin_client.post(
+        "/admin/markets/market/",
+        {"action": "reopen_markets", "_selected_action": [m.pk], "apply": "1",
+         "status": "closed", "reason": "recheck the source"},
+        follow=True,
+    )  # fmt: skip
+    page = response.content.decode()
+    assert "1 market(s) not changed" in page and "already spent" in page
+    m.refresh_from_db()
+    assert (m.status, m.resolved_outcome) == ("resolved", "Yes")  # as it was
+    assert not m.resolution_changes.filter(source="admin").exists()  # no audit row of a non-change
+    assert cash(a) == before and ledger_sum(a) == before
+    assert check_invariants() == []
+    assert any("refused, nothing changed" in r.getMessage() for r in caplog.records)

@@ -24,7 +24,13 @@ from cohorts.services import open_cohort, week_start_for
 from cohorts.universe import freeze_universe
 from core.models import JobRun
 from markets.models import Market
-from tests.agents.helpers import KEY_ENV, answer, baseline_competitor, llm_competitor
+from tests.agents.helpers import (
+    KEY_ENV,
+    allowed_endpoints,
+    answer,
+    baseline_competitor,
+    llm_competitor,
+)
 from tests.factories import make_market
 from tests.fakes.openai_server import FakeOpenAIServer, success
 from tests.faults.conftest import child_env, wait_until, worker_args
@@ -60,6 +66,7 @@ def test_killed_worker_mid_decision_is_reclaimed_and_decides_exactly_once(
             text, delay=120 if len(server.chat_requests) == 1 else 0
         )
         env = child_env(tmp_path, redis_server.url, **{KEY_ENV: "sk-or-v1-test"},
+                        ARENA_LLM_ENDPOINTS=allowed_endpoints(server),
                         ARENA_LLM_TIMEOUT="60", ARENA_LLM_MAX_RETRIES="0")  # fmt: skip
         producer = Celery(broker=redis_server.url)
 

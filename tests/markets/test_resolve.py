@@ -285,3 +285,16 @@ def test_set_resolution_validates(open_market, staff, kwargs, message):
         set_resolution(open_market, user=staff, **kwargs)
     assert not ResolutionChange.objects.exists()
     assert Market.objects.get(pk=open_market.pk).status == "open"
+
+
+def test_final_prices_without_an_oracle_resolution_are_flagged_not_waited_on(gamma, gamma_client):
+    # Real market 1812085: closed with prices ["1","0"] and no umaResolutionStatus. It waited
+    # for ever, never flagged; it must not be resolved from prices either (EXTERNAL_APIS §1.7).
+    raw = make_market("1812085", closed=True, prices=("1", "0"), uma_status=None,
+                      closed_time=datetime(2026, 11, 1, tzinfo=UTC))  # fmt: skip
+    track_then_close(gamma, gamma_client, raw)
+    report = resolve_markets(client=gamma_client)
+    m = market("1812085")
+    assert report.flagged == 1 and report.resolved == 0
+    assert m.status == "closed" and m.needs_attention
+    assert "final prices ['1', '0'] but no UMA resolution" in m.attention_reason

@@ -37,8 +37,10 @@ def test_cohorts_list_and_detail(client, arena_world):
 def test_cohort_list_limit_is_bounded(client, world):
     for i in range(3):
         world.cohort(weeks_ago=i)
-    data = client.get("/api/cohorts/?limit=100000").json()
-    assert data["limit"] == 200
+    resp = client.get("/api/cohorts/?limit=100000")
+    assert resp.status_code == 400  # past the cap: said, not silently clamped
+    assert resp.json() == {"error": "limit must be a whole number from 1 to 200"}
+    assert client.get("/api/cohorts/?limit=200").json()["limit"] == 200
     data = client.get("/api/cohorts/?limit=2&offset=1").json()
     assert len(data["cohorts"]) == 2
 
@@ -54,8 +56,11 @@ def test_series_ranges_and_shared_axis(client, arena_world):
     assert len(hour["x"]) == 7  # the last hour, both ends included
     ten = client.get(f"/api/cohorts/{cohort.pk}/series?range=10M").json()
     assert len(ten["x"]) == 2
-    # an unknown range falls back to ALL rather than failing
-    assert client.get(f"/api/cohorts/{cohort.pk}/series?range=bogus").json()["range"] == "ALL"
+    # an unknown range is refused, not silently replaced by ALL
+    bogus = client.get(f"/api/cohorts/{cohort.pk}/series?range=bogus")
+    assert bogus.status_code == 400
+    assert bogus.json() == {"error": "range must be one of 10M, 1H, 1D, 1W, 1M, 3M, ALL"}
+    assert client.get(f"/api/cohorts/{cohort.pk}/series?range=1h").json()["range"] == "1H"
 
 
 def test_series_for_one_entry(client, arena_world):
@@ -154,8 +159,13 @@ def test_markets_list_filters_and_bounds(client, arena_world):
     assert len(data["markets"]) == 1
     data = client.get("/api/markets?limit=1&offset=1").json()
     assert len(data["markets"]) == 1 and data["offset"] == 1
-    assert client.get("/api/markets?limit=9999").json()["limit"] == 200
-    assert client.get("/api/markets?limit=abc").json()["limit"] == 50
+    assert client.get("/api/markets?limit=9999").status_code == 400
+    assert client.get("/api/markets?limit=200").json()["limit"] == 200
+    for bad in ("limit=abc", "limit=-1", "limit=0", "offset=-1", "status=bogus", "q=%00"):
+        resp = client.get(f"/api/markets?{bad}")
+        assert resp.status_code == 400, bad
+        assert set(resp.json()) == {"error"} and "\n" not in resp.json()["error"]
+    assert client.get("/api/markets").json()["limit"] == 50  # absent: the default
 
 
 def test_market_detail_api(client, arena_world):

@@ -62,8 +62,8 @@ def test_other_methods_are_json_405_naming_get(arena_world, method):
     for template in ENDPOINTS:
         response = getattr(client, method)(template.format(**ids))
         message = _error(response, 405)
-        assert message == f"method {method.upper()} not allowed; use GET"
-        assert response["Allow"] == "GET"
+        assert message == f"method {method.upper()} not allowed; use GET, HEAD"
+        assert response["Allow"] == "GET, HEAD"
 
 
 @pytest.mark.parametrize("query", ["scope=x", "cohort=abc"])

@@ -52,7 +52,9 @@ def test_exports_are_bounded_by_row_cap_and_dates(client, arena_world):
     assert [r["ts"] for r in doc["rows"]] == sorted(r["ts"] for r in doc["rows"])
     doc = json.loads(body(client.get("/exports/snapshots.json?since=2027-01-01&until=2027-02-01")))
     assert doc["rows"] == []
-    assert exports.bounds(limit=10**9).limit == exports.MAX_LIMIT
+    assert exports.bounds(limit=exports.MAX_LIMIT).limit == exports.MAX_LIMIT
+    with pytest.raises(exports.ExportError, match="limit must be a whole number"):
+        exports.bounds(limit=10**9)  # past the cap: said, not silently clamped
     b = exports.bounds(today=date(2026, 11, 22))
     assert (b.until - b.since).days == exports.DEFAULT_DAYS + 1
 
@@ -69,11 +71,33 @@ def test_exports_filter_by_cohort_and_label_demo_rows(client, arena_world):
 
 
 @pytest.mark.parametrize(
-    "query", ["since=yesterday", "since=2026-02-01&until=2026-01-01", "limit=0", "cohort=x"]
+    "query",
+    [
+        "since=yesterday",
+        "since=2026-02-01&until=2026-01-01",
+        "limit=0",
+        "limit=-1",
+        "limit=abc",
+        "cohort=x",
+        "limit=100001",
+        "until=9999-12-31",  # its day-after overflowed the date arithmetic: a 500 before
+        "since=0000-01-01",
+    ],
 )
 def test_bad_bounds_are_400(client, db, query):
     response = client.get(f"/exports/trades.csv?{query}")
     assert response.status_code == 400
+    assert response.content.decode().count("\n") <= 1  # one line
+
+
+@pytest.mark.parametrize("what", sorted(exports.SPECS))
+@pytest.mark.parametrize("fmt", exports.FORMATS)
+def test_extreme_dates_answer_on_every_export(client, db, what, fmt):
+    # Both ends of the calendar overflowed (OverflowError, a 500) on all 10 exports.
+    assert client.get(f"/exports/{what}.{fmt}?until=9999-12-31").status_code == 400
+    first = client.get(f"/exports/{what}.{fmt}?until=0001-01-01")
+    assert first.status_code == 200
+    assert b"".join(first.streaming_content)  # a header row / an empty document, not an error
 
 
 def test_export_verb_writes_to_stdout(arena_world):
@@ -207,3 +231,33 @@ def test_the_row_cap_is_reported(client, arena_world):
 
 def test_bad_scope_is_400(client, db):
     assert client.get("/exports/trades.csv?scope=moon").status_code == 400
+
+
+def test_a_decisions_export_streams_in_bounded_memory(client, arena_world):
+    # 8 concurrent decision exports took a worker from 673 to 1,120 MB: rows (with prompts of
+    # hundreds of kB) were fetched 2,000 at a time. Now a few at a time: the peak while
+    # streaming stays a small fraction of the export's size.
+    import tracemalloc
+    from datetime import timedelta
+
+    from agents.models import Decision
+    from tests.site.conftest import T0
+
+    entry = arena_world.entries[0]
+    prompt = "market line with a question and its prices\n" * 2400  # ~100 kB
+    Decision.objects.bulk_create(
+        Decision(entry=entry, week=100 + i, status="done", claimed_at=T0 + timedelta(minutes=i),
+                 decided_at=T0 + timedelta(minutes=i), user_prompt=prompt,
+                 system_prompt="You trade.")
+        for i in range(120)
+    )  # fmt: skip
+    response = client.get("/exports/decisions.json?since=2026-10-01&until=2026-12-31")
+    assert response.status_code == 200
+    tracemalloc.start()
+    try:
+        size = sum(len(chunk) for chunk in response.streaming_content)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size > 120 * len(prompt)  # every prompt went out
+    assert peak < size / 3, f"peak {peak / 1e6:.1f} MB while streaming {size / 1e6:.1f} MB"

@@ -84,3 +84,27 @@ def test_api_returns_text_verbatim_as_json(client, hostile):
     response = client.get(f"/api/decisions/{decision.pk}")
     assert response["Content-Type"] == "application/json"
     assert response.json()["reasoning"] == f"Reasoning {XSS}"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["javascript:alert(document.domain)", " JavaScript:alert(1)", "data:text/html,<script>x</script>",
+     "vbscript:msgbox(1)", "//evil.example/x", "http:///no-host"],
+)  # fmt: skip
+def test_a_market_url_that_is_not_http_is_never_a_link(client, world, url):
+    # Upstream or replay data with a javascript: URL was rendered as a link (only the CSP
+    # stopped it); it must not reach the page or an API client at all.
+    market = world.market(url=url)
+    page = client.get(f"/markets/{market.pk}/").content.decode()
+    assert "Source</dt>" not in page
+    assert "javascript:" not in page.lower() and "vbscript:" not in page.lower()
+    assert client.get(f"/api/markets/{market.pk}").json()["url"] is None
+
+
+def test_an_http_market_url_is_a_link(client, world):
+    market = world.market(url="https://polymarket.com/event/x/y")
+    page = client.get(f"/markets/{market.pk}/").content.decode()
+    assert 'href="https://polymarket.com/event/x/y"' in page
+    assert (
+        client.get(f"/api/markets/{market.pk}").json()["url"] == "https://polymarket.com/event/x/y"
+    )

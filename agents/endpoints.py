@@ -1,0 +1,107 @@
+"""Where a competitor's model calls may go, and which env var may supply their key.
+
+Only the operator decides: ARENA_LLM_ENDPOINTS (env) lists the allowed endpoints as
+comma-separated `URL` (no key: a local vLLM / Ollama / llama.cpp server) or `URL|KEY_VAR` (the
+key is read from env var KEY_VAR). A competitor uses either the default endpoint
+(ARENA_LLM_BASE_URL with OPENROUTER_API_KEY; blank base_url and api_key_env) or one of those
+entries, picked from a list in the admin. Staff never type a URL or a variable name: free text
+let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of its
+choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
+its decision is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+_VAR = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
+# The arena's own secrets can never be a competitor's key, whatever the list says.
+NEVER_KEYS = frozenset(
+    {"SECRET_KEY", "DATABASE_URL", "REDIS_CACHE_URL", "CELERY_BROKER_URL", "PGPASSWORD"}
+)
+
+
+class EndpointConfigError(ValueError):
+    """ARENA_LLM_ENDPOINTS holds an entry that is not `URL` or `URL|KEY_VAR`."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    key_env: str = ""  # "" = no key
+
+    @property
+    def value(self) -> str:
+        """How the entry is written in ARENA_LLM_ENDPOINTS (and the admin's choice value)."""
+        return f"{self.base_url}|{self.key_env}" if self.key_env else self.base_url
+
+    @property
+    def label(self) -> str:
+        key = f"key from ${self.key_env}" if self.key_env else "no key"
+        return f"{_without_userinfo(self.base_url)} ({key})"
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL as shown in reasons and the admin (public decision pages show reasons)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc += f":{port}" if port else ""
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _clean_url(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def parse(raw: str) -> list[Endpoint]:
+    endpoints = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        url, _, var = entry.partition("|")
+        url, var = _clean_url(url), var.strip()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EndpointConfigError(f"ARENA_LLM_ENDPOINTS: {url!r} is not an http(s) URL")
+        if var and (not _VAR.fullmatch(var) or var in NEVER_KEYS):
+            raise EndpointConfigError(
+                f"ARENA_LLM_ENDPOINTS: {var!r} cannot hold a model key (use an UPPER_CASE "
+                "variable of its own)"
+            )
+        endpoints.append(Endpoint(url, var))
+    return endpoints
+
+
+def allowed() -> list[Endpoint]:
+    """The operator's list (raises EndpointConfigError for a malformed entry)."""
+    return parse(getattr(settings, "ARENA_LLM_ENDPOINTS", "") or "")
+
+
+def is_default(base_url: str, key_env: str) -> bool:
+    return not base_url and not key_env
+
+
+def check(base_url: str, key_env: str) -> str:
+    """ "" when a competitor may use (base_url, key_env), else why not (one line)."""
+    if is_default(base_url, key_env):
+        return ""
+    try:
+        endpoints = allowed()
+    except EndpointConfigError as exc:
+        return str(exc)
+    wanted = Endpoint(_clean_url(base_url or settings.ARENA_LLM_BASE_URL), key_env.strip())
+    if wanted in endpoints:
+        return ""
+    return (
+        f"endpoint {wanted.label} is not in the operator's allow-list (ARENA_LLM_ENDPOINTS); "
+        "pick an allowed endpoint in the admin"
+    )
