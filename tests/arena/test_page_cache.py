@@ -275,3 +275,23 @@ def test_a_staff_write_through_the_admin_invalidates(client):
     # Any POST by signed-in staff may have changed what pages show.
     staff.post("/admin/agents/competitor/add/", {"slug": "x"})
     assert client.get("/markets/")["X-Cache"] == "miss"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/?range=5Y", "/?sort=evil", "/?scope=moon", "/cohorts/?kind=nope", "/markets/?page=abc",
+        "/markets/?q=%00", "/cohorts/1/?range=x", "/cohorts/1/entries/a/?replicate=0",
+        "/api/markets?limit=abc", "/api/markets?offset=-1", "/api/overview?scope=moon",
+        "/api/cohorts/1/series?entry=%D9%A3", "/api/seals?cohort=abc",
+        "/api/leaderboard?cohort=abc", "/api/leaderboard?scope=moon", "/api/cohorts/?kind=x",
+    ],
+)  # fmt: skip
+def test_a_refused_value_is_the_same_400_with_the_cache_on_or_off(client, settings, path):
+    """The page cache parses a declared parameter as the view does (arena/params.py): the same
+    one-line 400 either way, and never an entry."""
+    on = client.get(path)
+    settings.ARENA_PAGE_CACHE = False
+    off = client.get(path)
+    assert on.status_code == off.status_code == 400, path
+    assert on.content == off.content and "X-Cache" not in on
