@@ -3,9 +3,11 @@
 What it builds (source "demo" markets, kind "demo" cohorts, scope "demo" scores):
 - a few hundred markets from question templates: mostly binary, some negRisk-like groups
   (several Yes/No markets of which exactly one resolves Yes), a few voided;
-- a price path per market: a random walk in logit space, bounded away from 0 and 1, pulled
-  toward the eventual outcome harder and harder as the close approaches (a Brownian bridge),
-  so early prices are informative but uncertain and late prices nearly certain;
+- a price path per market: the probability of Yes that a trader who sees noisy news about the
+  outcome would state, news arriving faster as the close nears. The price is a calibrated
+  forecast at every hour (among markets priced 0.3, about 30 % resolve Yes), so nobody beats
+  the demo's market by merely stretching or copying it; early prices are uncertain and late
+  ones nearly certain;
 - N weekly demo cohorts of the active baseline competitors and the simulated model competitors
   (simulations/simllm.py), deciding every decision week through the real pipeline
   (freeze_universe + decide(sync=True, at=...)); the simulated ones are real HTTP calls to the
@@ -71,6 +73,7 @@ LEAD = timedelta(days=14)  # markets already trading before the first cohort
 VOID_SHARE = 0.02
 GROUP_SHARE = 0.25  # share of markets that belong to negRisk-like groups
 LOGIT_BOUND = 6.0  # prices stay within about [0.0025, 0.9975]
+INFO_RATE = 2.0  # news per day-to-close; sets how early prices settle (see price_path)
 PRICE_STEP = Decimal("0.001")
 LABEL = "Synthetic demo"
 DISCLAIMER = (
@@ -267,25 +270,26 @@ def _hours(opened: datetime, closes: datetime) -> int:
 
 
 def price_path(rng: np.random.Generator, truth: float, won: bool, n: int) -> np.ndarray:
-    """Hourly Yes prices: a logit random walk pulled toward the outcome as the close nears.
+    """Hourly Yes prices: the posterior probability of Yes given news that piles up toward the close.
 
-    The pull is (target - x) * dt / (time left + 12h): weak early (prices wander around an
-    informative but noisy start), dominant in the last day (prices converge). Bounded in logit
-    space so a price never reaches 0 or 1 before resolution.
+    The outcome was drawn as Yes with probability `truth`, and the market starts there. News is a
+    Brownian signal drifting toward the outcome; in log-odds its information adds
+    L += s * dk + sqrt(2 dk) * N(0, 1), s = +1 for Yes and -1 for No, which is exactly Bayes'
+    rule, so the price is a martingale and calibrated at every hour (not a bridge pulled to the
+    outcome, which would make the market under-confident and reward anyone who stretches it).
+    The information clock k runs as INFO_RATE / (days left + 1 hour): slow in the first weeks
+    (prices wander), most of it in the last day (prices converge; at the close k is about 48,
+    so the last price is on the wrong side of 0.9/0.1 about once in 10^5 markets). Only what is
+    shown is bounded (LOGIT_BOUND), never the state, so a price never reaches 0 or 1.
     """
     start = math.log(truth / (1 - truth)) if 0 < truth < 1 else 0.0
-    x = float(np.clip(start + rng.normal(0, 0.6), -LOGIT_BOUND + 1, LOGIT_BOUND - 1))
-    target = LOGIT_BOUND - 0.5 if won else -(LOGIT_BOUND - 0.5)
-    dt = 1 / 24  # days
-    sigma = 0.35 * math.sqrt(dt)
-    shocks = rng.normal(0, sigma, n)
-    out = np.empty(n)
-    for k in range(n):
-        left = (n - 1 - k) * dt
-        x += (target - x) * dt / (left + 0.5) + shocks[k]
-        x = min(max(x, -LOGIT_BOUND), LOGIT_BOUND)
-        out[k] = x
-    return np.clip(np.round(1 / (1 + np.exp(-out)), 3), 0.001, 0.999)
+    days_left = (n - 1 - np.arange(n)) / 24
+    clock = INFO_RATE / (days_left + 1 / 24)
+    steps = np.diff(clock, prepend=INFO_RATE / (n / 24 + 1 / 24))  # information added each hour
+    side = 1.0 if won else -1.0
+    logit = start + np.cumsum(side * steps + np.sqrt(2 * steps) * rng.normal(0, 1, n))
+    shown = np.clip(logit, -LOGIT_BOUND, LOGIT_BOUND)
+    return np.clip(np.round(1 / (1 + np.exp(-shown)), 3), 0.001, 0.999)
 
 
 # --- the run -------------------------------------------------------------------------------

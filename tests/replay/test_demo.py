@@ -177,6 +177,30 @@ def test_price_paths_stay_inside_and_converge_to_the_outcome(seed, truth, won, h
     assert path[-1] > 0.9 if won else path[-1] < 0.1
 
 
+def test_prices_are_calibrated_forecasts_at_every_age():
+    """Among paths priced near p at a given age, about p resolve Yes: the demo's market is a fair
+    forecaster, so stretching or copying it earns nothing (a bridge pulled to the outcome failed
+    this: its prices lagged the outcome and an over-confident forecaster beat it)."""
+    rng = np.random.default_rng(2026)
+    prices, outcomes = [], []
+    for _ in range(1500):
+        truth = float(rng.beta(0.8, 0.8))
+        won = bool(rng.random() < truth)
+        hours = int(rng.integers(48, 1500))
+        path = price_path(rng, truth, won, hours)
+        for age in (hours // 4, hours // 2, hours - 25):
+            prices.append(path[age])
+            outcomes.append(won)
+    prices, outcomes = np.array(prices), np.array(outcomes, dtype=float)
+    for lo in np.arange(0.1, 0.9, 0.1):  # the middle buckets, where a lag would show
+        mask = (prices >= lo) & (prices < lo + 0.1)
+        n = int(mask.sum())
+        assert n >= 100, lo
+        mean_price, rate = prices[mask].mean(), outcomes[mask].mean()
+        tolerance = 4 * np.sqrt(mean_price * (1 - mean_price) / n)
+        assert abs(rate - mean_price) < tolerance, (lo, n, rate, mean_price)
+
+
 class _InterruptAfter:
     """A progress bar that presses Ctrl-C after `days` simulated days (advance per day)."""
 

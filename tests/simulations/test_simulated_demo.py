@@ -1,7 +1,7 @@
 """The demo's simulated models: the live decision path end to end, and scores that rank them.
 
-One lean demo (the market baseline and the five simulated models, two weekly cohorts, a hundred
-markets, the clock stopped on the second Saturday) is long enough for ~50 resolved forecasts per
+One lean demo (the market baseline and the five simulated models, three weekly cohorts, a hundred
+markets, the clock stopped on the third Saturday) is long enough for ~50 resolved forecasts per
 thorough model, which is where the recipes separate: the skilled model (a noisy view of the
 outcome) beats the market on Brier, the copier (the price written down roughly, never surer
 than 90 %) does not. Everything is seeded, so the numbers are the same on every run.
@@ -23,7 +23,7 @@ from cohorts.models import Cohort, Trade
 from scoring.models import LeaderboardRow
 from simulations.demo import run_demo
 
-NOW = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)  # the second Saturday of a two-week demo
+NOW = datetime(2026, 3, 21, 12, 0, tzinfo=UTC)  # the third Saturday of a three-week demo
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def lean_demo(db, settings):
     Competitor.objects.filter(kind=Competitor.Kind.BASELINE).exclude(slug="market").update(
         active=False
     )
-    return run_demo(weeks=2, seed=7, n_markets=100, now=NOW, latency_scale=0)
+    return run_demo(weeks=3, seed=7, n_markets=100, now=NOW, latency_scale=0)
 
 
 def test_simulated_models_decide_through_the_model_path_and_are_scored(lean_demo):
@@ -66,8 +66,12 @@ def test_simulated_models_decide_through_the_model_path_and_are_scored(lean_demo
     assert all(d.tokens_in > 0 and d.tokens_out > 0 and d.cost_usd == 0 for d in simulated)
 
     # The sloppy model's broken answers went through the one repair attempt, which quoted them.
+    # Six sloppy decisions at a 50 % break rate: the seeded run shows repairs, and exactly the
+    # decisions whose first answer failed have one.
     repairs = calls.filter(phase="repair")
     assert repairs.exists()
+    rejected = {d.pk for d in simulated if d.validation_errors}
+    assert rejected == set(repairs.values_list("decision_id", flat=True))
     assert set(repairs.values_list("decision__entry__competitor__slug", flat=True)) == {
         "sim-sloppy"
     }
