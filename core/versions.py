@@ -59,15 +59,24 @@ def _pending() -> bool:
     what this transaction sees, so it neither reads nor stores kept values (a test's writes
     and reads share one transaction that never commits; a web request's read has none)."""
     blocks = connection.atomic_blocks
-    return bool(blocks) and getattr(blocks[0], "arena_pending", False)
+    return bool(blocks) and getattr(connection, "arena_pending", None) is blocks[0]
 
 
 def _changed(bump) -> None:
     blocks = connection.atomic_blocks
     if blocks:
-        # The outermost block: its transaction is the one whose commit runs `bump`.
-        blocks[0].arena_pending = True
+        # Marked on this thread's connection for its outermost block, the transaction whose
+        # commit runs `bump`; the commit clears it. A rolled-back transaction leaves the mark
+        # on its block, which only a later transaction reusing that very block object (an
+        # @atomic-decorated function) matches: that one computes instead of reading kept
+        # values, which costs time, never correctness.
+        connection.arena_pending = blocks[0]
+        transaction.on_commit(_settled)
     transaction.on_commit(bump)
+
+
+def _settled() -> None:
+    connection.arena_pending = None
 
 
 def version(key: str) -> str:
