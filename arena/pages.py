@@ -151,10 +151,7 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
 @require_safe
 def cohort_list(request: HttpRequest) -> HttpResponse:
     kind = params.choice(request, "kind", selectors.SCOPES, "")
-    cohorts = list(selectors.cohorts_overview(kind or None)[:200])
-    leaders = selectors.cohort_leaders(cohorts)
-    for c in cohorts:
-        c.lead = leaders.get(c.pk)
+    cohorts = selectors.cohort_list_kept(kind or None)
     return render(
         request,
         "arena/cohort_list.html",
@@ -266,7 +263,22 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
     asked = _scope(request)
-    competitor = get_object_or_404(Competitor, slug=slug)
+    # Everything the page shows changes only with data writes and snapshot ticks (its entries'
+    # values): computed once per version (core.versions.memo), then only the template renders.
+    context = selectors.kept(
+        f"competitor-page:{slug}:{asked}",
+        lambda: _competitor_context(slug, asked),
+        with_values=True,
+    )
+    if context is None:
+        raise Http404(f"no competitor {slug}")
+    return render(request, "arena/competitor_detail.html", context)
+
+
+def _competitor_context(slug: str, asked: str | None) -> dict | None:
+    competitor = Competitor.objects.filter(slug=slug).first()
+    if competitor is None:
+        return None
     scope = selectors.scope_or_default(asked, competitor)
     run, rows = selectors.competitor_rows(competitor, scope)
     overall = next((r for r in rows if r.cohort_id is None), None)
@@ -305,7 +317,7 @@ def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "costs": selectors.competitor_costs(competitor),
         "entries": selectors.competitor_entries(competitor),
     }
-    return render(request, "arena/competitor_detail.html", context)
+    return context
 
 
 def _coloured(payload: dict | None, competitor: Competitor) -> dict | None:

@@ -188,6 +188,26 @@ def _count_subquery(qs: QuerySet, key: str = "entry") -> Subquery:
     )
 
 
+def kept(name: str, compute, with_values: bool = False, ttl: int = 3600):
+    """compute(), kept per data version (and values version: with_values), for pages whose
+    whole context changes only with those writes (core.versions.memo)."""
+    return memo(name, compute, VALUE_TOKENS if with_values else (DATA_KEY,), ttl)
+
+
+def cohort_list_kept(kind: str | None) -> list[Cohort]:
+    """The cohorts page's rows (at most 200, newest first) with each one's leader, kept per data
+    version: cohorts, decisions and score runs change only with data writes."""
+
+    def compute() -> list[Cohort]:
+        cohorts = list(cohorts_overview(kind)[:200])
+        leaders = cohort_leaders(cohorts)
+        for c in cohorts:
+            c.lead = leaders.get(c.pk)
+        return cohorts
+
+    return memo(f"cohort-list:{kind}", compute)
+
+
 def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
     """Cohorts with entry counts and the latest decided week (3 aggregates, 1 query)."""
     qs = Cohort.objects.all()

@@ -94,11 +94,14 @@ def charts_end(page: str) -> str:
 
 
 def test_a_second_read_with_nothing_written_runs_no_query(client, cohort):
-    """Everything the home, cohort and entry pages show is kept per version: with nothing
-    written in between, reading them again is cache reads and a template, no SQL at all."""
+    """Everything the home, cohort, entry, cohorts and competitor pages show is kept per
+    version: with nothing written in between, reading them again is cache reads and a
+    template, no SQL at all."""
     entry = cohort.entries.order_by("pk").first()
     entry_url = f"/cohorts/{cohort.pk}/entries/{entry.competitor.slug}/"
-    for url in ("/", f"/cohorts/{cohort.pk}/", f"/cohorts/{cohort.pk}/?range=1D", entry_url):
+    pages = ("/", f"/cohorts/{cohort.pk}/", f"/cohorts/{cohort.pk}/?range=1D", entry_url,
+             "/cohorts/", "/competitors/cash/", "/competitors/cash/?scope=live")  # fmt: skip
+    for url in pages:
         first_sql, first = _tables_read(client, url)
         assert first_sql  # the first read computed what it keeps
         sql, again = _tables_read(client, url)
@@ -134,3 +137,14 @@ def test_a_transaction_reads_its_own_uncommitted_writes(client, cohort):
         transaction.set_rollback(True)
     sql, _ = _tables_read(client, url)
     assert sql == ""  # the rolled-back write replaced nothing: the kept page stands
+
+
+def test_a_tick_recomputes_the_competitor_page_and_a_data_write_the_cohort_list(client, cohort):
+    for url in ("/competitors/cash/", "/cohorts/"):
+        _tables_read(client, url)
+    take_snapshot(at=SUNDAY + timedelta(minutes=10), cohorts=[cohort])
+    sql, _ = _tables_read(client, "/competitors/cash/")
+    assert "cohorts_entry" in sql  # its entries' values moved
+    assert _tables_read(client, "/cohorts/")[0] == ""  # no values on it: still kept
+    compute_scores("live", as_of=SUNDAY + timedelta(minutes=10))  # a data write
+    assert "scoring_leaderboardrow" in _tables_read(client, "/cohorts/")[0]
