@@ -242,6 +242,20 @@ def test_decision_page(client, arena_world):
         assert needle in body, needle
 
 
+def test_decision_page_lists_each_attempts_problems_readably(client, arena_world):
+    d = arena_world.decisions[0]
+    d.validation_errors = [
+        {"phase": "initial", "problems": ["missing forecasts for markets 35, 78"]},
+        {"phase": "repair", "problems": ["BETs total $3750.00, above 25% of cash"]},
+    ]
+    d.save(update_fields=["validation_errors"])
+    body = text(get(client, f"/decisions/{d.pk}/"))
+    assert "First answer:" in body and "Repair answer:" in body
+    assert "<li>missing forecasts for markets 35, 78</li>" in body
+    assert "above 25% of cash</li>" in body
+    assert "{&#x27;phase&#x27;" not in body and "{'phase'" not in body  # no Python dict repr
+
+
 def test_methodology_page_shows_hash_constants_and_rules(client):
     from core.methodology import METHODOLOGY_HASH, describe
 
