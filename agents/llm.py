@@ -32,12 +32,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import requests
 
+from core import clock
 from core.http import parse_retry_after
 
 DEFAULT_USER_AGENT = "forecasting-arena/0.1 (paper trading research)"
@@ -281,7 +282,7 @@ class LLMClient:
             number=number,
             url=url,
             request_body=copy.deepcopy(body),
-            started_at=datetime.now(UTC),
+            started_at=clock.now(),
         )
         start = time.monotonic()
         try:
@@ -489,7 +490,8 @@ def _quota_reset(headers) -> float | None:
         return None
     if reset > 1e11:  # milliseconds, as OpenRouter sends
         reset /= 1000
-    return max(0.0, reset - time.time())
+    # The server's quota runs on real time, whatever clock the arena runs on.
+    return max(0.0, reset - clock.wall().timestamp())
 
 
 def _declared_charset(response: requests.Response) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agents.models import Competitor, Decision
+from agents.models import Competitor
 
 # Reasoning models spend output tokens thinking before they answer; the answer itself (a JSON
 # decision plus ~20 sample forecasts) fits in ~3k tokens, so max_tokens leaves room for both.
@@ -119,14 +119,3 @@ def ensure_default_lineup() -> int:
             )
             created += int(was_created)
     return created
-
-
-def mark_decisions_retryable(decisions) -> int:
-    """Let `arena decide` run failed or skipped decisions again (e.g. after fixing a key).
-
-    Only rows that ended failed/skipped move, in one conditional UPDATE, so a decision that is
-    running or done is never touched; the old LLM calls stay in the audit.
-    """
-    return decisions.filter(status__in=[Decision.Status.FAILED, Decision.Status.SKIPPED]).update(
-        status=Decision.Status.RETRYABLE
-    )

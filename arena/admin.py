@@ -3,10 +3,10 @@ from axes.models import AccessAttempt
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
-from django.utils import timezone
 
 from arena import login
 from arena.attention import attention_count, attention_items
+from core import clock
 from core.models import JobRun
 
 
@@ -56,7 +56,7 @@ class AccessAttemptAdmin(AxesAccessAttemptAdmin):
 
     @admin.display(description="locked until (UTC)")
     def locked_until(self, obj: AccessAttempt) -> str:
-        state = login.lock_state(obj.username, obj.ip_address, timezone.now())
+        state = login.lock_state(obj.username, obj.ip_address, clock.now())
         return state.until.strftime("%Y-%m-%d %H:%M:%S") if state.locked else "—"
 
     @admin.action(description="Unlock: forget these failed attempts", permissions=["delete"])

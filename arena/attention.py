@@ -2,9 +2,8 @@
 
 from datetime import timedelta
 
-from django.utils import timezone
-
-from agents.models import Decision
+from cohorts.models import Decision
+from core import clock
 from core.models import JobRun
 from markets.models import Market
 
@@ -13,7 +12,7 @@ STUCK_AFTER = timedelta(days=3)
 
 
 def attention_items(now=None, limit: int = 200) -> dict:
-    now = now or timezone.now()
+    now = now or clock.now()
     from cohorts.doctor import check_invariants
 
     return {

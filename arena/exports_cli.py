@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from arena import exports
+from web import exports
 
 
 def export_arguments(parser) -> None:

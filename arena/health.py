@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Max
 from django.http import JsonResponse
-from django.utils import timezone
 
+from core import clock
 from core.models import JobRun
 
 # A job counts as late when its last success is older than this (twice its beat period, roughly).
@@ -61,7 +61,7 @@ def _broker_ok() -> bool:
 
 def health_report(now=None, broker: tuple[bool | None, float | None] | None = None) -> dict:
     """The report; `broker` is a cached (result, age) from CachedCheck, else checked now."""
-    now = now or timezone.now()
+    now = now or clock.now()
     broker_ok, broker_age = broker if broker is not None else (_broker_ok(), 0.0)
     db_ok = _database_ok()
     jobs = {}

@@ -37,7 +37,8 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Sum
 from django.http import HttpResponse
 from django.template.loader import render_to_string
-from django.utils import timezone
+
+from core import clock
 
 
 def cool_off(request=None) -> timedelta:
@@ -84,13 +85,13 @@ class AtomicAxesHandler(AxesDatabaseHandler):
 
     def is_locked(self, request, credentials=None) -> bool:
         username = get_client_username(request, credentials)
-        return lock_state(username, request.axes_ip_address, timezone.now()).locked
+        return lock_state(username, request.axes_ip_address, clock.now()).locked
 
     def reserve(self, request, credentials) -> bool:
         """Count this attempt as a failure now, if the client may try; False if locked."""
         username = get_client_username(request, credentials)
         ip = request.axes_ip_address
-        now = timezone.now()
+        now = clock.now()
         with transaction.atomic():
             _lock_address(ip)
             if lock_state(username, ip, now).locked:
@@ -124,7 +125,7 @@ class AtomicAxesHandler(AxesDatabaseHandler):
             # path that bypassed the backend: axes' own handling.
             return super().user_login_failed(sender, credentials, request, **kwargs)
         username = get_client_username(request, credentials)
-        state = lock_state(username, request.axes_ip_address, timezone.now())
+        state = lock_state(username, request.axes_ip_address, clock.now())
         if state.locked:  # this failure used the last try
             request.axes_locked_out = True
             request.axes_credentials = credentials
@@ -165,7 +166,7 @@ class AtomicAxesBackend(AxesBackend):
 def lockout_response(request, original_response=None, credentials=None) -> HttpResponse:
     """429 saying when the lock ends (page and Retry-After), never "wrong password"."""
     username = get_client_username(request, credentials)
-    now = timezone.now()
+    now = clock.now()
     state = lock_state(username, request.axes_ip_address, now)
     until = state.until or now + cool_off()
     seconds = max(1, math.ceil((until - now).total_seconds()))

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "agents",
     "cohorts",
     "scoring",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -86,10 +87,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
-    "arena.api_errors.ApiErrorMiddleware",
+    "web.api_errors.ApiErrorMiddleware",
     # Serves anonymous readers from the page cache; inner middleware (CSP, ...) headers are
     # stored with the page.
-    "arena.cache.PublicPageCacheMiddleware",
+    "web.cache.PublicPageCacheMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -98,8 +99,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "arena.security.ContentSecurityPolicyMiddleware",
-    # A query parameter a view cannot honour becomes a one-line 400 (arena/params.py).
-    "arena.params.BadParameterMiddleware",
+    # A query parameter a view cannot honour becomes a one-line 400 (web/params.py).
+    "web.params.BadParameterMiddleware",
     # Turns a refused login (arena.login) into its 429 page; innermost so it sees the flag.
     "axes.middleware.AxesMiddleware",
 ]
@@ -244,7 +245,7 @@ ARENA_LLM_API_KEY = (
 # `URL` (no key) or `URL|KEY_VAR` (the key is read from env var KEY_VAR). Staff pick from this
 # list in the admin; they can never type a URL or a variable name (agents/endpoints.py).
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
-# Whole-page cache for anonymous readers (arena/cache.py); off only to debug a page.
+# Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)

@@ -170,7 +170,7 @@ def seed() -> dict:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from agents.models import Decision
+    from cohorts.models import Decision
     from markets.models import Market
     from tests.factories import make_cohort_with_entries, make_market
 

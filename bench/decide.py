@@ -196,8 +196,8 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 def run_round(args, cohort) -> float:
-    from agents.models import Decision
     from cohorts.decisions import decide, run_decision
+    from cohorts.models import Decision
     from cohorts.tasks import enqueue_decisions
 
     n_entries = cohort.entries.count()
@@ -265,7 +265,7 @@ def report(args, cohort, universe, freeze_ms, prompt, wall, requests) -> None:
 
     from django.db import connection
 
-    from agents.models import Decision
+    from cohorts.models import Decision
 
     statuses = Counter(
         Decision.objects.filter(entry__cohort=cohort).values_list("status", flat=True)

@@ -43,7 +43,7 @@ series_url="$(awk '$1 == "series" {print $2}' <<<"$urls")"
 entry_url="${cohort_url}entries/bench-0/"
 py manage.py collectstatic --noinput -v0
 
-# The page cache (arena/cache.py) must be shared by the gunicorn workers and the ticker.
+# The page cache (web/cache.py) must be shared by the gunicorn workers and the ticker.
 export REDIS_CACHE_URL="${REDIS_CACHE_URL:-redis://127.0.0.1:6379/12}"
 
 echo "== load (${DURATION:-15} s per run)"

@@ -71,9 +71,9 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from agents.models import Competitor, Decision, Forecast  # noqa: E402
+from agents.models import Competitor  # noqa: E402
 from cohorts import series  # noqa: E402
-from cohorts.models import Cohort, Entry, Position, Snapshot, Trade, Universe  # noqa: E402
+from cohorts.models import Cohort, Decision, Entry, Forecast, Position, Snapshot, Trade, Universe  # noqa: E402  # noqa: E402
 from cohorts.settlement import settle_pending  # noqa: E402
 from cohorts.snapshots import take_snapshot  # noqa: E402
 from markets.models import Market  # noqa: E402

@@ -60,8 +60,17 @@ def _synthesize(n_forecasts: int, seed: int = 7) -> dict:
     import numpy as np
     from scipy.special import expit, logit
 
-    from agents.models import Competitor, Decision, Forecast
-    from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
+    from agents.models import Competitor
+    from cohorts.models import (
+        Cohort,
+        Decision,
+        Entry,
+        Forecast,
+        Position,
+        Settlement,
+        Snapshot,
+        Trade,
+    )
     from markets.models import Market, PricePoint
 
     rng = np.random.default_rng(seed)

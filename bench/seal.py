@@ -104,8 +104,15 @@ def model_text(universe) -> str:
 
 def build_week(cohort, week: int, entries, template) -> None:
     """One decided week: universe, 12 decisions, their calls, forecasts, trades and ledger."""
-    from agents.models import Decision, Forecast, LLMCall
-    from cohorts.models import LedgerEntry, Position, Trade, Universe
+    from cohorts.models import (
+        Decision,
+        Forecast,
+        LedgerEntry,
+        LLMCall,
+        Position,
+        Trade,
+        Universe,
+    )
 
     at = cohort.week_start + timedelta(weeks=week - 1, minutes=5)
     u = Universe.objects.create(
@@ -234,9 +241,8 @@ def _bench(args) -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     from agents import prompts
-    from agents.models import Decision
     from cohorts import seals
-    from cohorts.models import Cohort, Entry
+    from cohorts.models import Cohort, Decision, Entry
     from cohorts.seal_verify import verify_database
     from cohorts.universe import freeze_universe
 

@@ -3,6 +3,7 @@ through the services (execution, settlement), never by hand-editing a balance.""
 
 from django.contrib import admin
 
+from cohorts import decision_admin  # noqa: F401  (registers the decision audit)
 from cohorts.models import (
     Cohort,
     Entry,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import date
 
 from django.core.management.base import CommandError
-from django.utils import timezone
 
 from cohorts import doctor as doctor_checks
 from cohorts import seals, series, services, settlement, snapshots
 from cohorts.models import Cohort
+from core import clock
 
 
 def open_cohort_arguments(parser) -> None:
@@ -43,7 +43,7 @@ def open_cohort(cmd, options) -> None:
 
 
 def snapshot(cmd, options) -> None:
-    at = timezone.now()
+    at = clock.now()
     settled = settlement.settle_pending(at)
     written = snapshots.take_snapshot(at)
     moved = services.advance_cohorts(at)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 from django.core.management.base import CommandError
-from django.utils import timezone
 
-from agents.models import Decision
 from cohorts import decisions
-from cohorts.models import Cohort
+from cohorts.models import Cohort, Decision
 from cohorts.tasks import enqueue_decisions
+from core import clock
 
 
 def decide_arguments(parser) -> None:
@@ -31,7 +30,7 @@ def decide(cmd, options) -> None:
         raise CommandError("--week must be 1 or more")
     if week is not None and cohort_id is None:
         raise CommandError("--week needs --cohort (weeks are counted per cohort)")
-    started = timezone.now()
+    started = clock.now()
     count = decisions.decide(
         cohort=cohort_id, week=week, sync=options.get("sync", False), enqueue=enqueue_decisions
     )

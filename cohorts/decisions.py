@@ -29,11 +29,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Max, Q
-from django.utils import timezone
 
 from agents import baselines, endpoints
 from agents.llm import Attempt, ChatResult, LLMClient
-from agents.models import Competitor, Decision, Forecast, LLMCall
+from agents.models import Competitor
 from agents.parsing import DecisionValidationError, ParsedDecision, parse_decision
 from agents.prompts import (
     PROMPT_SHA256,
@@ -46,7 +45,7 @@ from agents.prompts import (
 )
 from agents.simulated import endpoint_for
 from cohorts import seals
-from cohorts.models import Cohort, Entry
+from cohorts.models import Cohort, Decision, Entry, Forecast, LLMCall
 from cohorts.services import (
     BetOrder,
     ExecutionError,
@@ -57,6 +56,7 @@ from cohorts.services import (
     execute_orders,
 )
 from cohorts.universe import freeze_universe, price_book
+from core import clock
 from core.versions import data_changed
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def decide(
     if not sync and enqueue is None:
         raise ValueError("decide(sync=False) needs an enqueue function")
     explicit_at = at
-    at = at or timezone.now()
+    at = at or clock.now()
     count = 0
     for c in _cohorts(cohort, at):
         w = week if week is not None else cohort_week(c, at)
@@ -115,7 +115,7 @@ def _pending_entry_ids(cohort: Cohort, week: int) -> list[int]:
     claim gone stale. The beat runs decide every 15 minutes as a catch-up (a tick lost to a broker
     outage is made good by the next one), so finished and live claims must cost nothing."""
     S = Decision.Status
-    stale_before = timezone.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
+    stale_before = clock.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
     settled = Decision.objects.filter(entry__cohort=cohort, week=week).filter(
         Q(status__in=[S.DONE, S.FAILED]) | Q(status=S.CLAIMED, claimed_at__gte=stale_before)
     )
@@ -139,7 +139,7 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
 
 def claim_decision(entry_id: int, week: int) -> Decision | None:
     """Insert the claim row, or take over a stale/retryable one; None if someone else has it."""
-    now = timezone.now()
+    now = clock.now()
     token = uuid.uuid4().hex
     try:
         with transaction.atomic():
@@ -177,7 +177,7 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     claim behind; transient database errors mark it retryable and are raised for the task's
     retry.
     """
-    at = at or timezone.now()
+    at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
     decision = claim_decision(entry_id, week)
     if decision is None:
@@ -202,7 +202,7 @@ def _finish(decision: Decision, status: str, **fields) -> bool:
     """Set a final status while we still hold the claim; False if the claim was lost."""
     updated = Decision.objects.filter(
         pk=decision.pk, claim_token=decision.claim_token, status=Decision.Status.CLAIMED
-    ).update(status=status, finished_at=timezone.now(), **fields)
+    ).update(status=status, finished_at=clock.now(), **fields)
     if updated:
         data_changed()
     return updated == 1
@@ -332,7 +332,7 @@ class _Run:
             number=1,
             url=f"builtin:baseline/{competitor.strategy}",
             request_body={"strategy": competitor.strategy, "seed": str(inp.seed), "phase": phase},
-            started_at=timezone.now(),
+            started_at=clock.now(),
             http_status=None,
             raw_response=text,
             content=text,
@@ -393,7 +393,7 @@ class _Run:
                 status=Decision.Status.CLAIMED,
             ).update(
                 status=Decision.Status.DONE,
-                finished_at=timezone.now(),
+                finished_at=clock.now(),
                 action=action,
                 reasoning=parsed.reasoning if parsed else "",
                 parsed=parsed.to_json() if parsed else None,

@@ -129,7 +129,7 @@ class Trade(models.Model):
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="trades")
     decision = models.ForeignKey(
-        "agents.Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="trades"
+        "Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="trades"
     )
     position = models.ForeignKey(Position, on_delete=models.PROTECT, related_name="trades")
     side = models.CharField(max_length=4, choices=Side.choices)
@@ -276,6 +276,143 @@ class ScopeSeriesChunk(models.Model):
                 name="scope_series_chunk_uniq",
             )
         ]
+
+
+# A decision, its model calls and its forecasts: the game's audit trail.
+class Decision(models.Model):
+    """One entry's decision for one cohort week. The row is the claim: UNIQUE(entry, week)."""
+
+    class Status(models.TextChoices):
+        CLAIMED = "claimed", "Claimed (running)"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped"
+        FAILED = "failed", "Failed"
+        # A transient error (database) interrupted the run; the next attempt reclaims it at once.
+        RETRYABLE = "retryable", "Retryable"
+
+    class Action(models.TextChoices):
+        BET = "BET", "Bet"
+        SELL = "SELL", "Sell"
+        HOLD = "HOLD", "Hold"
+
+    entry = models.ForeignKey("Entry", on_delete=models.CASCADE, related_name="decisions")
+    week = models.PositiveSmallIntegerField(help_text="1-based week of the cohort")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CLAIMED)
+    claim_token = models.CharField(max_length=40, blank=True)
+    claimed_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True, help_text="Clock time of the decision")
+
+    action = models.CharField(max_length=4, choices=Action.choices, blank=True)
+    reasoning = models.TextField(blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    validation_errors = models.JSONField(default=list, blank=True)
+    hold_reason = models.TextField(
+        blank=True, help_text="Why the decision ended as HOLD, if forced"
+    )
+    error = models.TextField(blank=True)
+
+    universe = models.ForeignKey(
+        "Universe",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decisions",
+    )
+    universe_hash = models.CharField(max_length=64, blank=True)
+    prompt_version = models.CharField(max_length=20, blank=True)
+    prompt_sha256 = models.CharField(max_length=64, blank=True)
+    system_prompt = models.TextField(blank=True)
+    user_prompt = models.TextField(blank=True)
+    forecast_sample = models.JSONField(default=list, blank=True)
+    cash_before = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    # Ten places: providers bill in fractions of a millionth (0.00000735 was stored as 0.000007).
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=10, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        # Created by the agents app; the table kept its name when the model moved here.
+        db_table = "agents_decision"
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "week"], name="decision_entry_week_uniq")
+        ]
+        indexes = [models.Index(fields=["status", "claimed_at"], name="decision_status_idx")]
+        ordering = ["-claimed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Decision {self.pk} ({self.entry_id} w{self.week})"
+
+
+class LLMCall(models.Model):
+    """One HTTP attempt to a model: request and raw response kept byte for byte."""
+
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="llm_calls")
+    attempt = models.PositiveSmallIntegerField()
+    phase = models.CharField(max_length=10, default="initial", help_text="initial or repair")
+    url = models.CharField(max_length=300, blank=True)
+    request = models.JSONField(default=dict)
+    raw_response = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_kind = models.CharField(max_length=20, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=10, null=True, blank=True)
+    cost_source = models.CharField(max_length=20, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    served_model = models.CharField(max_length=200, blank=True)
+    generation_id = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    started_at = models.DateTimeField()
+
+    class Meta:
+        # Created by the agents app; the table kept its name when the model moved here.
+        db_table = "agents_llmcall"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["decision", "attempt"], name="llmcall_decision_attempt_uniq"
+            )
+        ]
+        ordering = ["decision", "attempt"]
+
+
+class Forecast(models.Model):
+    """A stated probability for one outcome, with the market price the competitor saw."""
+
+    class Source(models.TextChoices):
+        BET = "bet", "With a bet"
+        SAMPLE = "sample", "Forecast sample"
+        OTHER = "other", "Volunteered"
+
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="forecasts")
+    entry = models.ForeignKey("Entry", on_delete=models.CASCADE, related_name="forecasts")
+    market = models.ForeignKey("markets.Market", on_delete=models.PROTECT, related_name="forecasts")
+    outcome = models.CharField(max_length=200)
+    probability = models.FloatField()
+    market_price = models.FloatField(
+        null=True, blank=True, help_text="Price shown at decision time"
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.SAMPLE)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        # Created by the agents app; the table kept its name when the model moved here.
+        db_table = "agents_forecast"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["decision", "market", "outcome"],
+                name="forecast_decision_market_outcome_uniq",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(probability__gte=0) & models.Q(probability__lte=1),
+                name="forecast_probability_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["market", "created_at"], name="forecast_market_idx")]
 
 
 # The append-only sealing records live in their own module (cohorts/seal_models.py).

@@ -8,9 +8,8 @@ entry (the final one after settlement included) is always kept.
 
 from datetime import datetime, timedelta
 
-from django.utils import timezone
-
 from cohorts.models import Snapshot
+from core import clock
 
 DEFAULT_KEEP_DAYS = 14
 
@@ -20,7 +19,7 @@ def rollup_snapshots(keep_days: int = DEFAULT_KEEP_DAYS, at=None) -> int:
 
     Works one entry at a time so memory stays bounded on millions of rows; it is a daily job.
     """
-    at = at or timezone.now()
+    at = at or clock.now()
     cutoff = (at - timedelta(days=keep_days)).replace(minute=0, second=0, microsecond=0)
     old = Snapshot.objects.filter(ts__lt=cutoff)
     deleted = 0

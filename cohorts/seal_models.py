@@ -89,7 +89,7 @@ class DecisionDigest(Chained):
     week = models.PositiveSmallIntegerField()
     entry = models.ForeignKey("cohorts.Entry", on_delete=models.PROTECT, related_name="digests")
     decision = models.ForeignKey(
-        "agents.Decision",
+        "cohorts.Decision",
         null=True,
         blank=True,
         on_delete=models.PROTECT,

@@ -24,9 +24,9 @@ import requests
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
-from django.utils import timezone
 
 from cohorts.seal_models import SealPublication, WeekSeal
+from core import clock
 from core.http import parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def publish_pending(seal_ids: list[int] | None = None) -> dict[str, int]:
 
 
 def _claim(seal: WeekSeal, url: str) -> SealPublication | None:
-    now = timezone.now()
+    now = clock.now()
     try:
         with transaction.atomic():
             return SealPublication.objects.create(seal=seal, target=url, claimed_at=now)
@@ -140,7 +140,7 @@ def _post(pub: SealPublication, url: str, body: dict) -> bool:
         attempts=pub.attempts + attempts,
         http_status=status,
         error=error,
-        published_at=timezone.now() if not error else None,
+        published_at=clock.now() if not error else None,
     )
     if error:
         log.warning("publishing seal %s to %s failed: %s", pub.seal_id, url, error)

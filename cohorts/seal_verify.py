@@ -26,13 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
-from agents.models import Decision
 from cohorts import seals
-from cohorts.models import Cohort, Universe
+from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.universe import content_hash
+from core import clock
 
 EXPORT_FORMAT = "arena-seals-export/1"
 
@@ -372,7 +370,7 @@ def export_chunks(
     head = {
         "format": EXPORT_FORMAT,
         "seal_format": seals.FORMAT,
-        "generated_at": timezone.now().isoformat(),
+        "generated_at": clock.now().isoformat(),
         "cohort": cohort_id,
     }
     yield json.dumps(head)[:-1] + ', "cohorts": ['

@@ -58,12 +58,20 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
-from agents.models import Decision, Forecast, LLMCall
-from cohorts.models import Cohort, LedgerEntry, Settlement, Trade, Universe
+from cohorts.models import (
+    Cohort,
+    Decision,
+    Forecast,
+    LedgerEntry,
+    LLMCall,
+    Settlement,
+    Trade,
+    Universe,
+)
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_publish import publish_after_commit, publish_pending
+from core import clock
 from core.versions import data_changed
 from markets.models import Market, ResolutionChange
 
@@ -488,7 +496,7 @@ def _seal_week(cohort_id: int, week: int, force: str | None) -> WeekSeal | None:
         prev, seq = (head.link, head.seq) if head else (genesis, 0)
         amendment = True
     rows = DecisionRows(d for _, d in chosen if d is not None)
-    now = timezone.now()
+    now = clock.now()
     digests = []
     for entry, decision_id in chosen:
         if decision_id is None:
@@ -599,7 +607,7 @@ def seal_before_settlement(market_id: int) -> int:
 def seal_due(at: datetime | None = None) -> dict[str, int]:
     """The snapshot tick's catch-up: seal complete weeks, live weeks past the grace period,
     and append amendments. Safe to run twice at once (seal_week's constraints decide)."""
-    at = at or timezone.now()
+    at = at or clock.now()
     grace = timedelta(minutes=getattr(settings, "ARENA_SEAL_GRACE_MINUTES", 60))
     summary = {"sealed": 0, "amended": 0}
     for u in _unsealed_universes().select_related("cohort").order_by("cohort_id", "week"):
@@ -814,7 +822,7 @@ def _log_events(market_id: int | None) -> int:
     if not items:
         return 0
     items.sort(key=lambda i: (i[0], i[1], i[2], i[3]))
-    now = timezone.now()
+    now = clock.now()
     rows = []
     by_scope: dict[str, list] = defaultdict(list)
     for item in items:

@@ -25,7 +25,8 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
-from cohorts.models import Cohort, Entry, LedgerEntry, Position, Trade
+from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
+from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.versions import data_changed
 from markets import services as market_services
@@ -43,7 +44,7 @@ PriceBook = dict[tuple[int, str], Decimal]
 
 
 def _now(at: datetime | None) -> datetime:
-    return at if at is not None else timezone.now()
+    return at if at is not None else clock.now()
 
 
 # --- cohorts -----------------------------------------------------------------------------
@@ -522,3 +523,14 @@ def backfill_held_markets(*, days: int = 2, client=None) -> dict:
     """Fill holes in the price history of held markets (their charts and closing lines)."""
 
     return market_services.backfill_markets(held_markets(), days=days, client=client)
+
+
+def mark_decisions_retryable(decisions) -> int:
+    """Let `arena decide` run failed or skipped decisions again (e.g. after fixing a key).
+
+    Only rows that ended failed/skipped move, in one conditional UPDATE, so a decision that is
+    running or done is never touched; the old LLM calls stay in the audit.
+    """
+    return decisions.filter(status__in=[Decision.Status.FAILED, Decision.Status.SKIPPED]).update(
+        status=Decision.Status.RETRYABLE
+    )

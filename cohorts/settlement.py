@@ -36,11 +36,11 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db import transaction
 from django.db.models import F, Q
-from django.utils import timezone
 
 from cohorts import seals
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_settlement_snapshots
+from core import clock
 from core.versions import data_changed
 from markets.models import Market
 
@@ -112,7 +112,7 @@ def _won_totals(entry_ids: set[int]) -> dict[int, list[Decimal]]:
 
 def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
     """Make the market's settlements match its status; idempotent. See the module docstring."""
-    at = at if at is not None else timezone.now()
+    at = at if at is not None else clock.now()
     with transaction.atomic():
         data_changed()  # runs only if this transaction commits
         market = Market.objects.select_for_update().get(pk=market.pk)

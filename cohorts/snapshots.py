@@ -23,10 +23,10 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery, Sum
-from django.utils import timezone
 
 from cohorts import series
 from cohorts.models import Cohort, Entry, Position, Snapshot
+from core import clock
 from core.versions import values_changed
 from markets.models import Market
 from markets.pricing import outcome_price
@@ -142,7 +142,7 @@ def take_snapshot(at: datetime | None = None, cohorts: Iterable[Cohort] | None =
     Returns the number of rows written. Idempotent per bucket; replay/demo pass their cohorts
     and a simulated `at`.
     """
-    at = at if at is not None else timezone.now()
+    at = at if at is not None else clock.now()
     return store_snapshots(compute_snapshots(snapshot_cohorts(at, cohorts), bucket_for(at)))
 
 
@@ -196,4 +196,4 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
 
 
 def write_final_snapshot(entry: Entry, at: datetime | None = None) -> int:
-    return write_final_snapshots([entry.pk], at if at is not None else timezone.now())
+    return write_final_snapshots([entry.pk], at if at is not None else clock.now())

@@ -16,10 +16,10 @@ from functools import partial
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
-from django.utils import timezone
 
-from agents.models import Decision
 from cohorts import decisions, seals, services, settlement, snapshots
+from cohorts.models import Decision
+from core import clock
 from core.jobs import job_run
 from markets.models import Market
 
@@ -54,7 +54,7 @@ def snapshot() -> int:
     and as a payout) and heals a settlement that the resolve job failed to run.
     """
     with job_run("snapshot") as summary:
-        at = timezone.now()
+        at = clock.now()
         summary["settle"] = settlement.settle_pending(at)
         summary["snapshots"] = snapshots.take_snapshot(at)
         summary["cohorts"] = services.advance_cohorts(at)

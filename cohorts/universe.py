@@ -16,9 +16,9 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from cohorts.models import Cohort, Universe
+from core import clock
 from markets.models import Market
 from markets.pricing import outcome_price
 
@@ -56,7 +56,7 @@ def freeze_universe(
     existing = Universe.objects.filter(cohort=cohort, week=week).first()
     if existing is not None:
         return existing
-    at = at or timezone.now()
+    at = at or clock.now()
     if markets is None:
         markets = _candidate_markets(cohort, at)
     items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)

@@ -4,6 +4,8 @@ import email.utils
 import math
 from datetime import UTC, datetime
 
+from core import clock
+
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), never negative;
@@ -20,7 +22,7 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+        seconds = (when - (now or clock.now())).total_seconds()
     if not math.isfinite(seconds):
         return None
     return max(0.0, seconds)

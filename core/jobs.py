@@ -3,8 +3,7 @@
 from contextlib import contextmanager
 from datetime import timedelta
 
-from django.utils import timezone
-
+from core import clock
 from core.models import JobRun
 from core.reaper import owner_token, reap
 
@@ -17,20 +16,20 @@ def job_run(job: str):
     """Yield a dict the job fills with its summary; the row ends ok, or failed with the error.
     Runs of killed processes are reaped first (marked failed, not "running" for ever)."""
     reap_stale_jobs()
-    run = JobRun.objects.create(job=job, started_at=timezone.now(), owner=owner_token())
+    run = JobRun.objects.create(job=job, started_at=clock.now(), owner=owner_token())
     summary: dict = {}
     try:
         yield summary
     except Exception as exc:
         JobRun.objects.filter(pk=run.pk).update(
             status=JobRun.Status.FAILED,
-            finished_at=timezone.now(),
+            finished_at=clock.now(),
             summary=summary,
             error=f"{type(exc).__name__}: {exc}"[:2000],
         )
         raise
     JobRun.objects.filter(pk=run.pk).update(
-        status=JobRun.Status.OK, finished_at=timezone.now(), summary=summary
+        status=JobRun.Status.OK, finished_at=clock.now(), summary=summary
     )
 
 

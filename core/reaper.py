@@ -16,7 +16,8 @@ import socket
 from datetime import timedelta
 
 from django.db.models import QuerySet
-from django.utils import timezone
+
+from core import clock
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def owner_gone(owner: str) -> bool:
 def reap(running: QuerySet, *, failed_status: str, max_age: timedelta, what: str) -> int:
     """Mark the rows of `running` (a queryset of running rows with `owner`, `started_at`,
     `status`, `finished_at` and `error`) whose process is gone, or older than max_age, failed."""
-    now = timezone.now()
+    now = clock.now()
     reaped = 0
     for pk, owner, started in running.values_list("pk", "owner", "started_at"):
         if owner_gone(owner or ""):

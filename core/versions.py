@@ -8,7 +8,7 @@ Three tokens, each replaced (once the writing transaction commits) by the writes
   minutes leaves the market, decision and methodology pages cached;
 - scores: a new score run (`scores_changed()`, which also replaces data): the leaderboard API
   shows nothing else.
-The page cache (arena/cache.py) keys its entries on the tokens a page depends on, and `memo()`
+The page cache (web/cache.py) keys its entries on the tokens a page depends on, and `memo()`
 keeps derived values (chart annotations, a leaderboard's rows) until their tokens change. Random
 tokens (not counters) mean two concurrent bumps can't collapse into one. This module lives in the
 ground package because every app's write path calls it while the cache itself belongs to the site.

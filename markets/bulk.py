@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
-from django.utils import timezone
+
+from core import clock
 
 # PostgreSQL's wire protocol allows 65,535 parameters per statement; SQLite's compiled-in
 # limit is read from the connection (250,000 on modern builds, 32,766 at worst).
@@ -79,7 +80,7 @@ def insert_rows(
 
 def _default(field: models.Field) -> Any:
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-        return timezone.now()
+        return clock.now()
     return field.get_default()  # "" for a non-null text field, None for a nullable one
 
 

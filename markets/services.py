@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
+from core import clock
 from core.versions import data_changed
 from markets import signals
 from markets.bulk import insert_rows
@@ -89,7 +89,7 @@ def sync_markets(
     limit = settings.ARENA_SYNC_LIMIT if limit is None else limit
     client = client or GammaClient()
     report = SyncReport(limit=limit)
-    now = timezone.now()  # one timestamp per sync: all its price points share it
+    now = clock.now()  # one timestamp per sync: all its price points share it
     before = Market.objects.live().count()
 
     pages = PageLog()
@@ -329,7 +329,7 @@ def backfill_price_history(
     if market.source != POLYMARKET or len(market.token_ids) != len(market.outcomes):
         return 0
     client = client or ClobClient()
-    end = min(market.closed_time or timezone.now(), timezone.now())
+    end = min(market.closed_time or clock.now(), clock.now())
     start = end - timedelta(days=days)
     if market.open_time and market.open_time > start:
         start = market.open_time
@@ -447,7 +447,7 @@ def resolve_markets(*, client: GammaClient | None = None) -> ResolveReport:
     resolutions upstream has made final, flag what staff must look at, then settle."""
     started = time.monotonic()
     client = client or GammaClient()
-    now = timezone.now()
+    now = clock.now()
     report = ResolveReport()
     candidates = list(
         Market.objects.live()
@@ -567,7 +567,7 @@ def _record_upstream_resolution(
                 resolved_at=resolved_at,
                 resolved_by=Market.ResolvedBy.UPSTREAM,
                 upstream_missing=False,
-                updated_at=timezone.now(),
+                updated_at=clock.now(),
             )
             if not updated:
                 return False
@@ -681,13 +681,13 @@ def set_resolution(
             Market.objects.filter(pk=market.pk).update(
                 status=status,
                 resolved_outcome=outcome,
-                resolved_at=timezone.now() if final else None,
+                resolved_at=clock.now() if final else None,
                 # Cleared on reopen so the hourly upstream check takes the market back.
                 resolved_by=Market.ResolvedBy.ADMIN if final else "",
                 tracked=True,  # until settled again
                 needs_attention=False,
                 attention_reason="",
-                updated_at=timezone.now(),
+                updated_at=clock.now(),
             )
             change = ResolutionChange.objects.create(
                 market_id=market.pk,

@@ -19,11 +19,14 @@ import numpy as np
 from django.db.models import FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
 
-from agents.models import Competitor, Decision, Forecast, LLMCall
+from agents.models import Competitor
 from cohorts.models import (
     Cohort,
+    Decision,
     Entry,
+    Forecast,
     LedgerEntry,
+    LLMCall,
     Position,
     Settlement,
     Snapshot,

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from cohorts.models import Snapshot, Trade
+from core import clock
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.reaper import owner_token, reap
 from core.versions import scores_changed
@@ -61,11 +61,11 @@ RUN_MAX_AGE = timedelta(hours=6)  # a score run takes minutes; one "running" lon
 def scope_clock(scope: str) -> datetime:
     """The instant a scope is scored as of: now for live; for replay and demo their simulated
     clock, the latest snapshot of the scope's cohorts (never after now; now if none yet)."""
-    now = timezone.now()
+    now = clock.now()
     if scope == ScoreRun.Scope.LIVE:
         return now
-    clock = Snapshot.objects.filter(entry__cohort__kind=scope).aggregate(ts=Max("ts"))["ts"]
-    return now if clock is None else min(clock, now)
+    latest = Snapshot.objects.filter(entry__cohort__kind=scope).aggregate(ts=Max("ts"))["ts"]
+    return now if latest is None else min(latest, now)
 
 
 def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreRun:
@@ -82,7 +82,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     run = ScoreRun.objects.create(
         scope=scope,
         as_of=as_of,
-        started_at=timezone.now(),
+        started_at=clock.now(),
         owner=owner_token(),
         methodology_version=METHODOLOGY_VERSION,
         methodology_hash=METHODOLOGY_HASH,
@@ -97,7 +97,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
             LeaderboardRow.objects.bulk_create(rows, batch_size=500)
             ScoreRun.objects.filter(pk=run.pk).update(
                 status=ScoreRun.Status.DONE,
-                finished_at=timezone.now(),
+                finished_at=clock.now(),
                 n_forecasts=n_forecasts,
                 n_resolved=n_resolved,
                 details=json_safe(details),
@@ -106,7 +106,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     except Exception as exc:
         ScoreRun.objects.filter(pk=run.pk).update(
             status=ScoreRun.Status.FAILED,
-            finished_at=timezone.now(),
+            finished_at=clock.now(),
             error=f"{type(exc).__name__}: {exc}"[:2000],
         )
         raise
@@ -233,7 +233,7 @@ def _group_rows(
 def prune_runs(keep: int = 48, at: datetime | None = None) -> int:
     """Delete all but the latest `keep` finished runs per scope, and failed runs older than two
     days (kept that long so staff can read their errors). Pages only ever read the latest run."""
-    at = at or timezone.now()
+    at = at or clock.now()
     deleted = 0
     for scope in ScoreRun.Scope.values:
         done = ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)

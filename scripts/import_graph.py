@@ -5,7 +5,8 @@
     python3 scripts/import_graph.py --modules  # also every module-level edge
 
 Reads imports with `ast` (so nothing is executed and imports inside functions or TYPE_CHECKING
-blocks count too); tests, bench and migrations are left out. Exits 1 when the package graph has a
+blocks count too), and string model references (`ForeignKey("app.Model")`) across packages as
+edges to that app's models; tests, bench and migrations are left out. Exits 1 when the package graph has a
 cycle, a package imports one above it in LAYERS, or two modules import each other (directly or
 round a longer loop). docs/architecture.md explains the floors.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Bottom-up. A package may import only packages listed before it.
-LAYERS = ["core", "markets", "agents", "cohorts", "scoring", "simulations", "arena"]
+LAYERS = ["core", "markets", "agents", "cohorts", "scoring", "simulations", "web", "arena"]
 SKIP_DIRS = {"migrations", "tests", "bench", "scripts", ".venv", "var"}
 
 
@@ -55,6 +56,30 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return found
 
 
+RELATIONS = {"ForeignKey", "OneToOneField", "ManyToManyField"}
+
+
+def _model_references(tree: ast.AST) -> set[str]:
+    """App labels named by string model references (`ForeignKey("cohorts.Entry")`): such a
+    field ties its package to that app's models as firmly as an import does, though no import
+    statement shows it."""
+    labels: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in RELATIONS:
+            continue
+        targets = node.args[:1] + [k.value for k in node.keywords if k.arg == "to"]
+        for target in targets:
+            if isinstance(target, ast.Constant) and isinstance(target.value, str):
+                label, dot, _ = target.value.partition(".")
+                if dot:
+                    labels.add(label)
+    return labels
+
+
 def module_graph() -> dict[str, set[str]]:
     packages = set(project_packages())
     files = [
@@ -74,6 +99,14 @@ def module_graph() -> dict[str, set[str]]:
                 target = target.rpartition(".")[0]
             if target and target != name and target.split(".")[0] in packages:
                 edges.add(target)
+        # Only across packages: within one app a string reference is how models.py and a
+        # module it imports refer to each other without an import cycle.
+        own = name.split(".")[0]
+        edges.update(
+            f"{label}.models"
+            for label in _model_references(tree)
+            if label != own and label in packages and f"{label}.models" in modules
+        )
         graph[name] = edges
     return graph
 

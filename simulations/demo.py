@@ -41,16 +41,26 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
-from django.utils import timezone
 
-from agents.models import Competitor, Decision, Forecast
+from agents.models import Competitor
 from cohorts.decisions import decide
-from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement, Snapshot, Trade
+from cohorts.models import (
+    Cohort,
+    Decision,
+    Entry,
+    Forecast,
+    LedgerEntry,
+    Position,
+    Settlement,
+    Snapshot,
+    Trade,
+)
 from cohorts.seals import delete_sealed
 from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
+from core import clock
 from markets.models import Market, PricePoint
 from scoring.models import ScoreRun
 from simulations.simllm import (
@@ -284,8 +294,8 @@ def price_path(rng: np.random.Generator, truth: float, won: bool, n: int) -> np.
     """
     start = math.log(truth / (1 - truth)) if 0 < truth < 1 else 0.0
     days_left = (n - 1 - np.arange(n)) / 24
-    clock = INFO_RATE / (days_left + 1 / 24)
-    steps = np.diff(clock, prepend=INFO_RATE / (n / 24 + 1 / 24))  # information added each hour
+    info = INFO_RATE / (days_left + 1 / 24)
+    steps = np.diff(info, prepend=INFO_RATE / (n / 24 + 1 / 24))  # information added each hour
     side = 1.0 if won else -1.0
     logit = start + np.cumsum(side * steps + np.sqrt(2 * steps) * rng.normal(0, 1, n))
     shown = np.clip(logit, -LOGIT_BOUND, LOGIT_BOUND)
@@ -327,7 +337,7 @@ def run_demo(
         raise DemoError("--weeks must be at least 1")
     if reset:
         delete_demo_data()
-    now = now or timezone.now()
+    now = now or clock.now()
     identity = _existing_identity()
     start = week_start_for(now) - timedelta(weeks=weeks - 1)
     if identity is not None:
@@ -344,8 +354,8 @@ def run_demo(
     end = _floor(min(now, plan.horizon))
     report = DemoReport(plan=plan, end=end)
     _create_markets(plan, end)
-    clock = demo_clock()
-    ticks = [t for t in tick_times(plan, end) if clock is None or t > clock]
+    latest = demo_clock()
+    ticks = [t for t in tick_times(plan, end) if latest is None or t > latest]
     progress = progress_factory(len(ticks) + 1) if progress_factory else None
     sim = _Sim(plan, competitors, report)
     with simulated_llm(_world(plan), latency_scale) as endpoint:
@@ -543,7 +553,7 @@ class _Sim:
                 closed_time=plan.close_at,
                 last_prices=_quote(plan.price_at(plan.close_at)),
                 last_priced_at=plan.close_at,
-                updated_at=timezone.now(),
+                updated_at=clock.now(),
             )
             self.report.resolved += claimed
             settle_market(Market(pk=pk), at=t)

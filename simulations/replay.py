@@ -38,17 +38,17 @@ import requests
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from agents.models import Competitor, Decision
+from agents.models import Competitor
 from cohorts.decisions import decide
-from cohorts.models import Cohort, Snapshot
+from cohorts.models import Cohort, Decision, Snapshot
 from cohorts.services import advance_cohorts, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
+from core import clock
 from markets.models import Market, PricePoint, ResolutionChange, http_url
 from markets.pricing import PRICE_PLACES, to_price
 from simulations.simllm import MappingWorld, ensure_simulated_competitors, simulated_llm
@@ -560,7 +560,7 @@ def resolve_market(market_id: int, outcome: str, at: datetime, reason: str) -> b
             resolved_at=at,
             resolved_by=Market.ResolvedBy.REPLAY,
             closed_time=at,
-            updated_at=timezone.now(),
+            updated_at=clock.now(),
         )
         if updated:
             ResolutionChange.objects.create(
@@ -667,7 +667,7 @@ def replay_set(
     set's cohort holds either simulated or real models, never both, so a set already replayed
     the other way is refused.
     """
-    now = now or timezone.now()
+    now = now or clock.now()
     start = week_start_for(_midnight(rs.due))
     decide_at = decision_time(rs.due)
     if decide_at > now:
@@ -685,17 +685,17 @@ def replay_set(
         Cohort.objects.filter(pk=cohort.pk).update(decision_weeks=1)
         cohort.decision_weeks = 1
     markets = upsert_markets(rs)
-    clock = replay_clock(cohort)
-    if clock is None:
+    latest = replay_clock(cohort)
+    if latest is None:
         _open_and_decide(rs, cohort, markets, start, decide_at)
-        clock = replay_clock(cohort) or decide_at
+        latest = replay_clock(cohort) or decide_at
     _write_notes(cohort, rs)
-    steps = _pending(timeline(rs, markets), clock)
+    steps = _pending(timeline(rs, markets), latest)
     held = [step for step in steps if step.at > now]
     steps = [step for step in steps if step.at <= now]
     resolved = 0
     for step in steps:
-        # All or nothing per step: an interrupted step leaves no half-moved clock behind.
+        # All or nothing per step: an interrupted step leaves no half-moved latest behind.
         with transaction.atomic():
             resolved += apply_step(cohort, step, reason=f"ForecastBench resolution set {rs.due}")
         if on_step:
@@ -846,7 +846,7 @@ def replay(
     active lineup), through the simulated endpoint served in this process for the run; it knows
     the sets' resolutions (the skilled forecaster peeks at them through noise).
     """
-    now = now or timezone.now()
+    now = now or clock.now()
     files = load_sets(location, dues)
     sets = [parse_set(f) for f in files]
     total = sum(len({r.on for q in s.questions for r in q.resolutions}) + 1 for s in sets)

@@ -28,7 +28,6 @@ import json
 import random
 import secrets
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any
 
 from agents.models import Competitor
 from agents.simulated import simulated_endpoint
+from core import clock
 from simulations import simmodels
 from simulations.simmodels import CHARACTERS, World
 
@@ -183,7 +183,7 @@ class SimulatedLLMServer:
         return 200, {
             "id": f"gen-sim-{secrets.token_hex(12)}",
             "object": "chat.completion",
-            "created": int(time.time()),
+            "created": int(clock.now().timestamp()),
             "model": model,
             "provider": "Simulated",
             "choices": [

@@ -12,10 +12,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.models import Decision, Forecast, LLMCall
 from agents.prompts import PROMPT_SHA256, PROMPT_VERSION
 from cohorts.decisions import decide, run_decision
-from cohorts.models import Entry, LedgerEntry, Position, Trade
+from cohorts.models import Decision, Entry, Forecast, LedgerEntry, LLMCall, Position, Trade
 from cohorts.universe import freeze_universe
 from markets.models import Market
 from tests.agents.helpers import (

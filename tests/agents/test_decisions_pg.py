@@ -12,9 +12,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents.models import Decision, LLMCall
 from cohorts.decisions import decide, run_decision
-from cohorts.models import Entry, LedgerEntry, Trade
+from cohorts.models import Decision, Entry, LedgerEntry, LLMCall, Trade
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,

@@ -6,8 +6,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents.models import Competitor, Decision
-from agents.services import DEFAULT_LINEUP, ensure_default_lineup, mark_decisions_retryable
+from agents.models import Competitor
+from agents.services import DEFAULT_LINEUP, ensure_default_lineup
+from cohorts.models import Decision
+from cohorts.services import mark_decisions_retryable
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 
 pytestmark = pytest.mark.django_db
@@ -68,7 +70,7 @@ def test_arena_decide_rejects_unknown_cohort():
 
 
 def test_admin_shows_competitors_and_failed_decisions_with_their_calls(admin_client):
-    from agents.models import LLMCall
+    from cohorts.models import LLMCall
 
     ensure_default_lineup()
     make_markets(2)
@@ -86,12 +88,12 @@ def test_admin_shows_competitors_and_failed_decisions_with_their_calls(admin_cli
     competitor = Competitor.objects.get(slug="claude-sonnet-4-5")
 
     assert admin_client.get(f"/admin/agents/competitor/{competitor.pk}/change/").status_code == 200
-    listing = admin_client.get("/admin/agents/decision/?status__exact=failed")
+    listing = admin_client.get("/admin/cohorts/decision/?status__exact=failed")
     assert listing.status_code == 200 and str(decision.pk) in listing.content.decode()
-    page = admin_client.get(f"/admin/agents/decision/{decision.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/cohorts/decision/{decision.pk}/change/").content.decode()
     assert "No auth credentials found" in page
-    assert admin_client.get("/admin/agents/llmcall/?http_status=401").status_code == 200
-    assert admin_client.get("/admin/agents/forecast/").status_code == 200
+    assert admin_client.get("/admin/cohorts/llmcall/?http_status=401").status_code == 200
+    assert admin_client.get("/admin/cohorts/forecast/").status_code == 200
 
 
 def test_admin_rerun_action_leaves_an_audit_row(admin_client):
@@ -103,7 +105,7 @@ def test_admin_rerun_action_leaves_an_audit_row(admin_client):
         entry=cohort.entries.get(), week=1, status="failed", claimed_at=AT, error="HTTP 401"
     )
     resp = admin_client.post(
-        "/admin/agents/decision/",
+        "/admin/cohorts/decision/",
         {"action": "rerun", "_selected_action": [failed.pk]},
     )
     assert resp.status_code == 302
@@ -165,3 +167,15 @@ def test_a_simulated_competitor_cannot_be_given_a_remote_endpoint(admin_client, 
                       {**form, "endpoint": "http://127.0.0.1:8765/v1"})  # fmt: skip
     sim = Competitor.objects.get(slug="sim")
     assert sim.simulated and sim.base_url == "http://127.0.0.1:8765/v1" and not sim.api_key_env
+
+
+def test_decision_audit_admin_urls_from_before_the_move_still_lead_there(admin_client):
+    """Decisions moved from the agents app to cohorts; bookmarks of the old admin pages follow
+    with their query string, and a POST keeps its method (308)."""
+    old = admin_client.get("/admin/agents/decision/?status__exact=failed")
+    assert old.status_code == 308
+    assert old["Location"] == "/admin/cohorts/decision/?status__exact=failed"
+    assert admin_client.get("/admin/agents/llmcall/7/change/")["Location"] == (
+        "/admin/cohorts/llmcall/7/change/"
+    )
+    assert admin_client.get("/admin/agents/competitor/").status_code == 200

@@ -5,8 +5,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agents.models import Competitor, Decision
-from cohorts.models import Cohort, Entry
+from agents.models import Competitor
+from cohorts.models import Cohort, Decision, Entry
 from markets.models import Market
 
 

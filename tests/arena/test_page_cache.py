@@ -105,7 +105,7 @@ def test_leaderboard_api_default_scope_follows_new_cohorts(client):
 
 
 def test_while_one_request_renders_a_new_version_others_get_the_previous_page(client):
-    from arena.cache import DATA_KEY, render_lock
+    from web.cache import DATA_KEY, render_lock
 
     old = client.get("/markets/")
     cache.set(DATA_KEY, "newest")  # a write committed ...
@@ -230,7 +230,7 @@ def test_every_cached_view_declares_each_parameter_it_reads():
     )
     helper_call = re.compile(r"\b(_\w+)\(request")
     checked = 0
-    for pattern in get_resolver().url_patterns[-1].url_patterns:  # arena.site_urls
+    for pattern in get_resolver().url_patterns[-1].url_patterns:  # web.urls
         view = pattern.callback
         spec = getattr(view, "page_spec", None)
         if spec is None:
@@ -288,7 +288,7 @@ def test_a_staff_write_through_the_admin_invalidates(client):
     ],
 )  # fmt: skip
 def test_a_refused_value_is_the_same_400_with_the_cache_on_or_off(client, settings, path):
-    """The page cache parses a declared parameter as the view does (arena/params.py): the same
+    """The page cache parses a declared parameter as the view does (web/params.py): the same
     one-line 400 either way, and never an entry."""
     on = client.get(path)
     settings.ARENA_PAGE_CACHE = False

@@ -10,7 +10,6 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from arena import selectors
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, Position, Snapshot
 from cohorts.services import BetOrder, execute_orders
@@ -19,6 +18,7 @@ from cohorts.snapshots import take_snapshot
 from markets.models import Market
 from markets.services import set_resolution
 from tests.factories import make_cohort_with_entries, make_market
+from web import selectors
 
 D = Decimal
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ def test_a_correction_on_a_simulated_clock_lands_on_that_clock():
     """A demo cohort whose clock stopped before the correction: the corrected value goes on
     its latest snapshot (no lone row at the wall-clock time for charts to spike on) and the
     chart's correction line goes there too."""
-    from arena import charts
+    from web import charts
 
     cohort, entry, won, at = _world(Cohort.Kind.DEMO)
     sibling = make_cohort_with_entries(1, week_start=WEEK - timedelta(weeks=1), kind="demo")[1][0]

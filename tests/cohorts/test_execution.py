@@ -197,7 +197,7 @@ def test_sells_run_before_bets_and_the_limit_uses_cash_before_them(entry, market
 
 
 def test_decision_is_linked_to_trades(entry, market, now):
-    from agents.models import Decision
+    from cohorts.models import Decision
 
     decision = Decision.objects.create(entry=entry, week=1, claimed_at=now)
     (trade,) = execute_orders(

@@ -18,11 +18,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from agents.models import Decision, Forecast, LLMCall
-from agents.services import mark_decisions_retryable
 from cohorts import seal_publish, seals
 from cohorts.decisions import decide, run_decision
-from cohorts.models import Cohort, LedgerEntry, Settlement, Trade
+from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Settlement, Trade
 from cohorts.seal_models import (
     AppendOnlyError,
     DecisionDigest,
@@ -31,6 +29,7 @@ from cohorts.seal_models import (
     WeekSeal,
 )
 from cohorts.seal_verify import export_chunks, verify_database, verify_export
+from cohorts.services import mark_decisions_retryable
 from cohorts.settlement import settle_market
 from cohorts.tasks import snapshot
 from cohorts.universe import freeze_universe

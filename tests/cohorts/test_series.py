@@ -15,7 +15,6 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import charts
 from cohorts import series
 from cohorts.models import (
     Entry,
@@ -29,6 +28,7 @@ from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots
 from markets.models import Market
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from web import charts
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday

@@ -17,10 +17,9 @@ import pytest
 from celery import Celery
 from django.utils import timezone
 
-from agents.models import Decision
 from arena.beat import SingleBeatScheduler
 from arena.celery import BEAT_SCHEDULE
-from cohorts.models import Snapshot
+from cohorts.models import Decision, Snapshot
 from cohorts.services import open_cohort, week_start_for
 from core.models import JobRun
 from markets.models import Market

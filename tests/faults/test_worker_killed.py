@@ -17,9 +17,8 @@ from celery import Celery
 from django.db.models import Sum
 from django.utils import timezone
 
-from agents.models import Decision, LLMCall
 from cohorts.doctor import check_invariants
-from cohorts.models import Entry, LedgerEntry, Trade
+from cohorts.models import Decision, Entry, LedgerEntry, LLMCall, Trade
 from cohorts.services import open_cohort, week_start_for
 from cohorts.universe import freeze_universe
 from core.models import JobRun

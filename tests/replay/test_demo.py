@@ -14,9 +14,19 @@ from django.db.models import Max
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.models import Decision, Forecast, LLMCall
 from cohorts.doctor import check_invariants
-from cohorts.models import Cohort, LedgerEntry, Position, Settlement, Snapshot, Trade, Universe
+from cohorts.models import (
+    Cohort,
+    Decision,
+    Forecast,
+    LedgerEntry,
+    LLMCall,
+    Position,
+    Settlement,
+    Snapshot,
+    Trade,
+    Universe,
+)
 from cohorts.seal_models import EventLogEntry, WeekSeal
 from cohorts.seal_verify import verify_database
 from markets.models import Market, PricePoint
@@ -236,7 +246,7 @@ def test_interrupted_demo_resumes_without_gaps_or_duplicates(db, settings):
 
 def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_demo, client):
     from agents.models import Competitor
-    from arena import exports
+    from web import exports
 
     sim = Competitor.objects.get(slug="sim-skilled")
     entry = sim.entries.order_by("pk").first()

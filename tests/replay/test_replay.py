@@ -21,10 +21,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from agents.models import Competitor, Decision, Forecast
+from agents.models import Competitor
 from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
-from cohorts.models import Cohort, LedgerEntry, Snapshot, Trade, Universe
+from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, Snapshot, Trade, Universe
 from cohorts.seal_models import EventLogEntry, WeekSeal
 from cohorts.seal_verify import verify_database
 from markets.models import Market, PricePoint, ResolutionChange

@@ -10,8 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from agents.models import Decision, Forecast
-from cohorts.models import Position, Trade
+from cohorts.models import Decision, Forecast, Position, Trade
 from markets.models import PricePoint
 
 WEEK_START = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agents.models import Competitor, Decision, LLMCall
+from agents.models import Competitor
 from agents.services import ensure_default_lineup
 from agents.simulated import is_loopback_url
 from cohorts.doctor import check_invariants
-from cohorts.models import Cohort, Trade
+from cohorts.models import Cohort, Decision, LLMCall, Trade
 from scoring.models import LeaderboardRow
 from simulations.demo import run_demo
 

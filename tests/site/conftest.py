@@ -15,11 +15,14 @@ from decimal import Decimal
 
 import pytest
 
-from agents.models import Competitor, Decision, Forecast, LLMCall
+from agents.models import Competitor
 from cohorts.models import (
     Cohort,
+    Decision,
     Entry,
+    Forecast,
     LedgerEntry,
+    LLMCall,
     Position,
     Settlement,
     Snapshot,

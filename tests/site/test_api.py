@@ -5,11 +5,11 @@ from decimal import Decimal
 
 import pytest
 
-from arena import charts
 from cohorts import series
 from cohorts.models import Snapshot
 from cohorts.snapshots import store_snapshots
 from tests.site.conftest import T0
+from web import charts
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import Decision
-from cohorts.models import Cohort, Entry
+from cohorts.models import Cohort, Decision, Entry
 from markets.models import Market
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import Competitor, Decision
+from agents.models import Competitor
 from agents.services import ensure_default_lineup
-from cohorts.models import Cohort, Entry, Settlement
+from cohorts.models import Cohort, Decision, Entry, Settlement
 from markets.models import Market
 from markets.services import set_resolution
 from tests.site.test_browser import ARTIFACTS, DEMO_NOW, Visitor

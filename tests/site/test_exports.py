@@ -11,10 +11,9 @@ from django.core.management.base import CommandError
 from django.db.models import F
 from django.http import StreamingHttpResponse
 
-from agents.models import Decision, Forecast
-from arena import exports
-from cohorts.models import Cohort, Snapshot, Trade
+from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade
 from tests.site.conftest import build_arena
+from web import exports
 
 pytestmark = pytest.mark.django_db
 WIDE = "since=2026-01-01&until=2026-12-31"
@@ -240,7 +239,7 @@ def test_a_decisions_export_streams_in_bounded_memory(client, arena_world):
     import tracemalloc
     from datetime import timedelta
 
-    from agents.models import Decision
+    from cohorts.models import Decision
     from tests.site.conftest import T0
 
     entry = arena_world.entries[0]

@@ -9,12 +9,12 @@ from decimal import Decimal
 import pytest
 
 from agents.models import Competitor
-from arena import colours, glossary, standings
-from arena.templatetags.arena import ci, money, signed, version
 from cohorts.models import Cohort
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow
 from tests.site.conftest import T0, build_arena
+from web import colours, glossary, standings
+from web.templatetags.arena import ci, money, signed, version
 
 
 def test_one_money_rule_for_portfolio_money_and_model_cost():

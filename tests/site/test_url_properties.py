@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import charts, exports, selectors
 from markets.models import Market
+from web import charts, exports, selectors
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ every range spans its whole window: a 4-week cohort's 1W shows seven days. Readi
 two indexed queries, whatever the length of the history. All entries share one x axis, so a
 timestamp travels once; times are the grid's exact instants, in UTC, to the minute.
 
-Each line carries its competitor's fixed `color` and `dash` (arena/colours.py). `annotations` is
+Each line carries its competitor's fixed `color` and `dash` (web/colours.py). `annotations` is
 a list of marks on the time axis, {"x", "kind", "label", "detail"}, filled by
 arena/selectors.decorate_series / decorate_overview (cohort events, staff corrections).
 """
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from arena import colours
 from cohorts import series
 from cohorts.models import Cohort, Entry
+from web import colours
 
 MAX_POINTS = 400  # per entry, per series response
 OVERVIEW_POINTS = 120  # sample times of the home page's overview chart

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from django.http import HttpRequest, HttpResponse
 
-from arena.api_errors import API_PREFIX, json_error
+from web.api_errors import API_PREFIX, json_error
 
 MAX_TEXT = 200
 WHOLE = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only; int() would take "٣"
@@ -35,7 +35,7 @@ def as_given(value: str | None) -> str | None:
 
 
 # Each parser takes the parameter's name and its raw value (None: absent or empty). The page
-# cache (arena/cache.py) runs the same ones on the query string before a view does, so a value
+# cache (web/cache.py) runs the same ones on the query string before a view does, so a value
 # is refused with the same message whether or not the page is cached.
 
 

@@ -32,16 +32,26 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 
-from agents.models import Competitor, Decision, Forecast, LLMCall
-from arena import charts, colours, standings
-from cohorts.models import Cohort, Entry, Position, Settlement, Snapshot, Trade
+from agents.models import Competitor
+from cohorts.models import (
+    Cohort,
+    Decision,
+    Entry,
+    Forecast,
+    LLMCall,
+    Position,
+    Settlement,
+    Snapshot,
+    Trade,
+)
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from core import clock
 from core.versions import DATA_KEY, VALUES_KEY, memo
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from web import charts, colours, standings
 
 SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
 ZERO = Value(Decimal("0.00"), output_field=DecimalField(max_digits=14, decimal_places=2))
@@ -778,7 +788,7 @@ def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None)
             .annotate(last=Max("ts"), **per_change)
         ):
             marks[row["entry__cohort_id"]] = row
-    now = timezone.now()
+    now = clock.now()
     events = {}
     for rc in changes:
         word = CHANGE_WORDS.get(rc.to_status, "changed")

@@ -41,15 +41,14 @@ from django.http import (
     HttpResponse,
     StreamingHttpResponse,
 )
-from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from agents.models import Decision, Forecast
-from arena import params
 from cohorts import seal_verify, seals
-from cohorts.models import Cohort, Snapshot, Trade
+from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade
 from cohorts.seal_models import DecisionDigest, WeekSeal
+from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
+from web import params
 
 DEFAULT_DAYS = 90
 DEFAULT_LIMIT = 10_000
@@ -306,7 +305,7 @@ def bounds(
         whose = f"cohort {cohort_id}" if cohort_id is not None else f"the {scope} scope"
         window = f"all of {whose}'s time: it runs on its own clock"
     else:
-        today = today or timezone.now().date()
+        today = today or clock.now().date()
         until_day = until_day or today
         since_day = since_day or max(
             FIRST_DAY, until_day - timedelta(days=min(DEFAULT_DAYS, (until_day - FIRST_DAY).days))
@@ -331,7 +330,7 @@ def bounds(
 
 
 def _whole(raw: int | str | None, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    """As the pages and the API read whole numbers (arena/params.py)."""
+    """As the pages and the API read whole numbers (web/params.py)."""
     if raw in (None, ""):
         return default
     text = str(raw)

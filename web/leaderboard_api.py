@@ -18,15 +18,15 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
 
-from arena import params
-from arena.api_errors import api_view, json_error
-from arena.cache import key_choice, key_int, page
-from arena.selectors import scope_or_default
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
 from core.versions import DATA_KEY, SCORES_KEY, memo
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
+from web import params
+from web.api_errors import api_view, json_error
+from web.cache import key_choice, key_int, page
+from web.selectors import scope_or_default
 
 MAX_ID = 2**62
 CACHE_SECONDS = 60  # scores change at most hourly; a minute keeps the endpoint cheap and fresh

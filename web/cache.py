@@ -28,7 +28,7 @@ invalidate everything only when they come from signed-in staff (the admin); anon
 cannot write anything, so they cannot empty the cache either.
 
 A declared parameter with a value its normaliser rejects is answered here with the page's own
-one-line 400 (arena/params.py: the same parsing and message the view applies), never cached.
+one-line 400 (web/params.py: the same parsing and message the view applies), never cached.
 
 When the cache is unreachable (arena/cache_backend.py) the tokens are None and pages are
 rendered uncached.
@@ -45,9 +45,9 @@ from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
 
-from arena import params
-from arena.params import BadParameter, bad_request
 from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, pinned, scores_changed, versions
+from web import params
+from web.params import BadParameter, bad_request
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
@@ -99,7 +99,7 @@ def page(
 # Each takes the parameter's name and raw value and returns the canonical text of the value (two
 # spellings of one page give one key), or None when the parameter is absent or empty. A value
 # the page does not accept raises params.BadParameter: the request is answered with that one-line
-# 400 (JSON under /api/) and never becomes an entry. They parse with arena/params.py, as the
+# 400 (JSON under /api/) and never becomes an entry. They parse with web/params.py, as the
 # views do, so a value is accepted or refused the same with the cache on or off.
 
 

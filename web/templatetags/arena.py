@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from arena import colours, glossary
+from web import colours, glossary
 
 register = template.Library()
 DASH = "—"

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from arena import api, exports, leaderboard_api, pages
+from web import api, exports, leaderboard_api, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),

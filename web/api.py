@@ -10,11 +10,11 @@ Conventions, for every endpoint here:
 - Times are ISO 8601 in UTC.
 - Lists are bounded: `limit` defaults to 50, at most 200; `offset` pages. A parameter value
   outside what is documented (`limit=abc`, `limit=0`, an unknown `range`) answers 400 with
-  `{"error": "..."}` (arena/params.py), never a silent default.
+  `{"error": "..."}` (web/params.py), never a silent default.
 - Every cohort carries `kind` (live / replay / demo) so replayed and synthetic data are never
   mistaken for live results, and every competitor row `competitor_simulated` (true when the
   arena's built-in simulated model answered, not a real one).
-- Errors are JSON `{"error": "..."}` with the status (400, 404, 405; arena/api_errors.py).
+- Errors are JSON `{"error": "..."}` with the status (400, 404, 405; web/api_errors.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
-from arena import charts, params, selectors
-from arena.api_errors import api_view
-from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort, Entry
 from markets.models import Market
+from web import charts, params, selectors
+from web.api_errors import api_view
+from web.cache import key_choice, key_int, key_text, page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -37,7 +37,7 @@ money = charts.as_money
 MAX_OFFSET = 10**9
 MAX_ID = 2**62
 # What each endpoint reads from its query string (the page cache keys on exactly these, parsed as
-# the views parse them with arena/params.py).
+# the views parse them with web/params.py).
 LIMIT = key_int(1, MAX_LIMIT)
 OFFSET = key_int(0, MAX_OFFSET)
 KIND = key_choice(selectors.SCOPES)

@@ -1,7 +1,7 @@
 """The public pages: one view and one template per page, a named partial for htmx swaps.
 
-Views only read (arena/selectors.py) and shape data for templates; chart data goes through
-arena/charts.py into `json_script` tags that static/arena/charts.js draws.
+Views only read (web/selectors.py) and shape data for templates; chart data goes through
+web/charts.py into `json_script` tags that static/arena/charts.js draws.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
-from arena import charts, colours, exports, glossary, params, selectors, standings
-from arena.cache import key_choice, key_int, key_text, page
 from cohorts.models import Cohort
 from core.versions import data_version, values_version
 from markets.models import Market
 from scoring.metrics import provisional_threshold
+from web import charts, colours, exports, glossary, params, selectors, standings
+from web.cache import key_choice, key_int, key_text, page
 
 TRADING_RULES = [
     "Every entry starts a cohort with $10,000 of paper cash; every cash movement is a ledger row.",
@@ -39,7 +39,7 @@ TRADING_RULES = [
 
 
 # What each page reads from its query string (the page cache keys on exactly these, parsed as
-# the views parse them with arena/params.py).
+# the views parse them with web/params.py).
 MAX_REPLICATE = 1000
 MAX_PAGE = 10**9
 SCOPE = key_choice(selectors.SCOPES)
@@ -523,7 +523,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def exports_page(request: HttpRequest) -> HttpResponse:
-    """What can be downloaded, with every filter, cap and default window (arena/exports.py)."""
+    """What can be downloaded, with every filter, cap and default window (web/exports.py)."""
     kinds = selectors.scopes_with_cohorts()
     own_clock = [k for k in kinds if k in exports.OWN_CLOCK]
     items = []
