@@ -25,7 +25,7 @@ class JobRunAdmin(admin.ModelAdmin):
 
 # What the attention page shows; staff without these permissions are refused (it was open to any
 # staff account, whatever its permissions).
-ATTENTION_PERMISSIONS = ("markets.view_market", "agents.view_decision", "core.view_jobrun")
+ATTENTION_PERMISSIONS = ("markets.view_market", "cohorts.view_decision", "core.view_jobrun")
 
 
 def attention_view(request):
