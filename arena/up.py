@@ -113,14 +113,11 @@ def up(cmd, options) -> None:
             f"cannot serve on {host}:{port}: {problem} (stop what uses it, or pass --port N)"
         )
     call_command("migrate", interactive=False, verbosity=0)
-    try:
-        from agents.services import ensure_default_lineup
-    except ImportError:
-        ensure_default_lineup = None
-    if ensure_default_lineup is not None:
-        created = ensure_default_lineup()
-        if created:
-            cmd.stdout.write(f"created the default lineup ({created} competitors)")
+    from agents.services import ensure_default_lineup
+
+    created = ensure_default_lineup()
+    if created:
+        cmd.stdout.write(f"created the default lineup ({created} competitors)")
     if not settings.DEBUG:
         call_command("collectstatic", interactive=False, verbosity=0)
 

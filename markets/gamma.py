@@ -1,7 +1,7 @@
 """A thin client for Polymarket's Gamma API, and the parser that turns its market objects
 into typed values.
 
-Why hand-rolled (see EXTERNAL_APIS.md §5): we only need three calls, and the API drifted a lot
+Why hand-rolled: we only need three calls, and the API drifted a lot
 in 2026, so owning the parsing keeps every quirk explicit and testable:
 
 - `outcomes`, `outcomePrices`, `clobTokenIds` and `umaResolutionStatuses` are JSON *inside a
@@ -215,7 +215,7 @@ def _parse_prices(value: Any, n_outcomes: int) -> tuple[list[Decimal] | None, st
         prices = [parse_price(item) for item in items]
     except ValueError as exc:
         return None, str(exc)[:300]
-    if abs(sum(prices) - 1) > PRICE_SUM_TOLERANCE:
+    if abs(sum(prices, Decimal(0)) - 1) > PRICE_SUM_TOLERANCE:
         return prices, f"outcomePrices {value!r} do not add up to 1"
     return prices, ""
 

@@ -11,7 +11,7 @@ answer. Served two ways:
   and no way to receive one over HTTP, so nothing a simulation knows reaches live use.
 
 Routes (under /v1): POST /chat/completions, GET /models. The answer has the OpenAI shape with
-`usage` counted from the actual text (simmodels.count_tokens), reasoning tokens for a thinking
+`usage` counted from the actual text (prompt_view.count_tokens), reasoning tokens for a thinking
 character, `usage.cost` 0 (nothing is billed; the pages say "simulated"), and a finish_reason of
 "length" when max_tokens cuts the answer. Latency is realistic (seconds to the first token plus
 tokens over a per-character throughput, seeded) times `latency_scale`: 1 for real time, small
@@ -37,7 +37,7 @@ from typing import Any
 from agents.models import Competitor
 from agents.simulated import simulated_endpoint
 from core import clock
-from simulations import simmodels
+from simulations import prompt_view, simmodels
 from simulations.simmodels import CHARACTERS, World
 
 DEFAULT_PORT = 8765
@@ -161,7 +161,7 @@ class SimulatedLLMServer:
         latency_rng = random.Random(simmodels.seed_for(model, messages, body.get("seed")))
         answer = simmodels.respond(character, messages, self.world, repr(body.get("seed")))
         text, finish = answer.text, "stop"
-        completion = simmodels.count_tokens(text)
+        completion = prompt_view.count_tokens(text)
         thinking = answer.thinking_tokens
         limit = _max_tokens(body)
         if limit is not None and completion + thinking > limit:
@@ -173,7 +173,7 @@ class SimulatedLLMServer:
         with self._lock:
             self.served += 1
         usage: dict[str, Any] = {
-            "prompt_tokens": simmodels.count_prompt_tokens(messages),
+            "prompt_tokens": prompt_view.count_prompt_tokens(messages),
             "completion_tokens": completion + thinking,
             "cost": 0,
         }

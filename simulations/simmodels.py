@@ -44,11 +44,17 @@ import hashlib
 import json
 import math
 import random
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from decimal import ROUND_DOWN, Decimal, InvalidOperation
+from dataclasses import dataclass
+from decimal import ROUND_DOWN, Decimal
 from typing import Protocol
+
+from simulations.prompt_view import (
+    MarketView,
+    PromptView,
+    message_text,
+    read_prompt,
+)
 
 MODEL_PREFIX = "simulated/"
 PROB_MAX = 0.999  # 3 decimals: the most extreme probability any character writes
@@ -154,141 +160,6 @@ CHARACTERS: dict[str, Character] = {
 }
 
 
-# --- reading the prompt ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MarketView:
-    market_id: str
-    question: str
-    outcomes: tuple[str, ...]
-    prices: dict[str, float]
-
-
-@dataclass(frozen=True)
-class PositionView:
-    position_id: str
-    market_id: str
-    outcome: str
-    price: float | None
-    sellable: bool
-
-
-@dataclass
-class PromptView:
-    cash: Decimal
-    max_allocation: Decimal
-    min_bet: Decimal
-    sample: list[str]
-    markets: dict[str, MarketView]  # in prompt order
-    positions: list[PositionView] = field(default_factory=list)
-    date: str = ""
-
-
-_NUMBER = r"([\d,]+(?:\.\d+)?)"
-_CASH = re.compile(rf"^Cash: \${_NUMBER}\s*$", re.M)
-_ALLOCATION = re.compile(
-    rf"^Max allocation for bets this week: \${_NUMBER}.*?minimum bet \${_NUMBER}", re.M
-)
-_SAMPLE = re.compile(r"^forecast_sample \([^)]*\): (.*)$", re.M)
-_DATE = re.compile(r"^Date: (.*)$", re.M)
-_POSITION = re.compile(
-    r"^- position_id (\d+): \[(\d+)\] .*? \| outcome (.+?) \| [\d.]+ shares, cost \$[\d,.]+ \| "
-    r"(?:current price ([\d.]+)[^|\n]*|current price unknown) \| (.+)$",
-    re.M,
-)
-_MARKET = re.compile(r"^\[(\d+)\] (.*)\n  (.*?) · volume", re.M)
-
-
-def read_prompt(text: str) -> PromptView | None:
-    """The decision prompt's facts, or None when `text` is not one (no forecast_sample line)."""
-    sample = _SAMPLE.search(text)
-    cash = _CASH.search(text)
-    allocation = _ALLOCATION.search(text)
-    if not (sample and cash and allocation):
-        return None
-    markets: dict[str, MarketView] = {}
-    for m in _MARKET.finditer(text):
-        quotes = _quotes(m.group(3))
-        if quotes:
-            markets[m.group(1)] = MarketView(m.group(1), m.group(2), tuple(quotes), quotes)
-    ids = [s.strip() for s in sample.group(1).split(",")]
-    date = _DATE.search(text)
-    return PromptView(
-        cash=_money(cash.group(1)),
-        max_allocation=_money(allocation.group(1)),
-        min_bet=_money(allocation.group(2)),
-        sample=[i for i in ids if i in markets],
-        markets=markets,
-        positions=[
-            PositionView(
-                position_id=p.group(1),
-                market_id=p.group(2),
-                outcome=p.group(3),
-                price=float(p.group(4)) if p.group(4) else None,
-                sellable=p.group(5).strip() == "open",
-            )
-            for p in _POSITION.finditer(text)
-        ],
-        date=date.group(1).strip() if date else "",
-    )
-
-
-def _quotes(text: str) -> dict[str, float]:
-    """'Yes 0.63 | No 0.37' -> {'Yes': 0.63, 'No': 0.37}; {} when a part is not 'name price'."""
-    quotes: dict[str, float] = {}
-    for part in text.split(" | "):
-        name, _, price = part.strip().rpartition(" ")
-        try:
-            value = float(price)
-        except ValueError:
-            return {}
-        if not name or not math.isfinite(value):
-            return {}
-        quotes[name] = value
-    return quotes
-
-
-def _money(text: str) -> Decimal:
-    try:
-        return Decimal(text.replace(",", ""))
-    except InvalidOperation:
-        return Decimal(0)
-
-
-# --- tokens ----------------------------------------------------------------------------------
-
-_PIECES = re.compile(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]+")
-
-
-def count_tokens(text: str) -> int:
-    """Tokens as a BPE tokenizer roughly counts them: a token per 4 letters of a word, digits in
-    threes, punctuation in pairs (`":`, `{"` merge). Within about a quarter of real counts for
-    English prose, JSON and numbers, which is what a realistic usage figure needs."""
-    total = 0
-    for piece in _PIECES.findall(text or ""):
-        if piece.isdigit():
-            total += (len(piece) + 2) // 3
-        elif piece.isalpha():
-            total += (len(piece) + 3) // 4
-        else:
-            total += (len(piece) + 1) // 2
-    return total
-
-
-def count_prompt_tokens(messages: list[dict]) -> int:
-    """The chat template adds a few tokens per message (role and separators)."""
-    return sum(count_tokens(_text(m.get("content"))) + 4 for m in messages) + 2
-
-
-def _text(content) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 # --- answering -------------------------------------------------------------------------------
 
 
@@ -302,7 +173,7 @@ def seed_for(model: str, messages: list[dict], seed: object = None) -> int:
     digest = hashlib.sha256()
     digest.update(f"{model}\0{seed!r}\0".encode())
     for m in messages:
-        digest.update(f"{m.get('role')}\0{_text(m.get('content'))}\0".encode())
+        digest.update(f"{m.get('role')}\0{message_text(m.get('content'))}\0".encode())
     return int.from_bytes(digest.digest()[:8], "big")
 
 
@@ -319,7 +190,7 @@ def respond(
         (
             view
             for m in messages
-            if m.get("role") == "user" and (view := read_prompt(_text(m.get("content"))))
+            if m.get("role") == "user" and (view := read_prompt(message_text(m.get("content"))))
         ),
         None,
     )
@@ -331,7 +202,7 @@ def respond(
         }
         return Answer(json.dumps(reply))
     last = messages[-1] if messages else {}
-    repair = last.get("role") == "user" and _text(last.get("content")).startswith(REPAIR_OPENING)
+    repair = last.get("role") == "user" and message_text(last.get("content")).startswith(REPAIR_OPENING)
     rng = _seeded(character.model_id, salt, prompt.date, prompt.cash, repair)
     thinking = rng.randint(*character.thinking_tokens) if character.thinking_tokens[1] else 0
     decision = decide(character, prompt, world, salt)

@@ -35,7 +35,7 @@ from agents.prompts import (
 )
 from agents.simulated import simulated_endpoint
 from cohorts.decisions import client_for
-from simulations import simmodels
+from simulations import prompt_view
 from simulations.simllm import MAX_BODY_BYTES, MappingWorld, SimulatedLLMServer
 from simulations.simmodels import CHARACTERS
 
@@ -112,7 +112,7 @@ def _client(server) -> LLMClient:
 
 def test_the_prompt_is_read_as_the_model_sees_it():
     universe = _universe()
-    view = simmodels.read_prompt(_messages(universe, cash="8123.45")[1]["content"])
+    view = prompt_view.read_prompt(_messages(universe, cash="8123.45")[1]["content"])
     assert view is not None
     assert view.cash == Decimal("8123.45")
     assert view.max_allocation == max_allocation(Decimal("8123.45"))
@@ -128,7 +128,7 @@ def test_the_prompt_is_read_as_the_model_sees_it():
         ("7", "101", "Yes", 0.9, True),
         ("8", "55", "No", None, False),
     ]
-    assert simmodels.read_prompt("What is the capital of France?") is None
+    assert prompt_view.read_prompt("What is the capital of France?") is None
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -141,8 +141,8 @@ def test_each_model_answers_the_real_prompt_through_the_project_client(world_ser
     assert attempt.http_status == 200 and attempt.served_model == model
     assert attempt.generation_id.startswith("gen-sim-")
     # Usage is counted from the text actually exchanged, and nothing is billed.
-    assert attempt.completion_tokens >= simmodels.count_tokens(result.content) > 0
-    assert attempt.prompt_tokens == simmodels.count_prompt_tokens(_messages(universe))
+    assert attempt.completion_tokens >= prompt_view.count_tokens(result.content) > 0
+    assert attempt.prompt_tokens == prompt_view.count_prompt_tokens(_messages(universe))
     assert attempt.cost_usd == 0 and attempt.cost_source == "usage"
     assert json.loads(attempt.raw_response)["usage"]["cost"] == 0
     ctx = decision_context(universe, POSITIONS)

@@ -125,10 +125,7 @@ class Command(BaseCommand):
             p = sub.add_parser(
                 verb, help=description, description=description, formatter_class=_Formatter
             )
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                continue  # not built yet: the verb then fails with a clear message
+            module = importlib.import_module(module_name)
             adder = getattr(module, f"{func_name}_arguments", None)
             if adder is not None:
                 adder(p)
