@@ -14,13 +14,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from core.methodology import CONSTANTS as C
 from markets.models import Market
 from markets.pricing import outcome_price
 from scoring import metrics
-from scoring.compute import Items, YesView, category_codes, closing_price
+from scoring.edge import closing_price
 from scoring.load import ScopeData
+from scoring.questions import BoolArray, FloatArray, IntArray, Items, YesView, category_codes
 
 
 @dataclass
@@ -28,14 +30,24 @@ class PaperCandidates:
     """What the standard trading layer may bet: one row per binary market (as its first outcome)
     and per stated outcome of a multi-outcome market, per decision, with kelly_stake's verdict."""
 
-    entry: np.ndarray
-    decision: np.ndarray
-    t: np.ndarray
-    market: np.ndarray
-    outcome: np.ndarray  # the outcome bought if the side is YES
-    kelly: np.ndarray  # full-Kelly fraction of the side kelly_stake chose (0: no bet)
-    side_no: np.ndarray
-    price: np.ndarray  # price of the side bought
+    entry: IntArray
+    decision: IntArray
+    t: FloatArray
+    market: IntArray
+    outcome: NDArray[np.object_]  # the outcome bought if the side is YES
+    kelly: FloatArray  # full-Kelly fraction of the side kelly_stake chose (0: no bet)
+    side_no: BoolArray
+    price: FloatArray  # price of the side bought
+
+
+@dataclass(frozen=True)
+class PaperEntry:
+    """One entry's paper portfolio: P/L (resolved at 1/0, open marked at the last price), the
+    number of paper bets and their closing-line values as (time, CLV) pairs."""
+
+    pnl: float
+    n_bets: int
+    clv: list[tuple[float, float]]
 
 
 def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandidates:
@@ -73,7 +85,7 @@ def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandid
     )  # fmt: skip
 
 
-def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]:
+def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, PaperEntry]:
     """Champion's clothes: every entry's stated probabilities through the standard trading layer.
 
     Per entry, decisions in time order; paper cash starts at the entry's initial balance, pays
@@ -87,7 +99,7 @@ def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]
     entry, decision = cands.entry[order], cands.decision[order]
     cut = np.flatnonzero(np.r_[True, (entry[1:] != entry[:-1]) | (decision[1:] != decision[:-1])])
     blocks = np.split(order, cut[1:]) if order.size else []
-    per_entry: dict[int, list[np.ndarray]] = defaultdict(list)
+    per_entry: dict[int, list[IntArray]] = defaultdict(list)
     for block in blocks:
         per_entry[int(cands.entry[block[0]])].append(block)
     return {
@@ -96,7 +108,9 @@ def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]
     }
 
 
-def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.ndarray]) -> dict:
+def _paper_entry(
+    cands: PaperCandidates, data: ScopeData, initial: float, blocks: list[IntArray]
+) -> PaperEntry:
     cash = initial
     open_bets: list[dict] = []
     done: list[dict] = []
@@ -129,10 +143,10 @@ def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.n
         c, stamp = closing_price(data, bet["market"], bet["outcome"])
         if stamp > bet["t"]:  # a closing line later than the bet, else none (see closing_price)
             clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
-    return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
+    return PaperEntry(pnl=value - initial, n_bets=len(done) + len(open_bets), clv=clv)
 
 
-def _within_budget(stakes: np.ndarray, budget: float, min_bet: float) -> np.ndarray:
+def _within_budget(stakes: FloatArray, budget: float, min_bet: float) -> FloatArray:
     """Fit one decision's stakes (dollars, floored to cents) into the real execution budget
     (25% of the cash before it).
 
