@@ -22,10 +22,11 @@ from cohorts.settlement import settle_market
 from markets.models import Market
 from scoring import metrics
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.selectors import competitor_rows, latest_run, leaderboard_rows
+from scoring.selectors import latest_run, leaderboard_rows
 from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, add_price, make_decision
+from web.selectors import competitor_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -317,13 +318,13 @@ def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
 
 def test_competitor_rows_come_from_the_latest_done_run(scripted):
     alice = scripted["alice"][0]
-    assert not competitor_rows(alice, "live").exists()
+    assert not competitor_rows(alice, "live")[1]
     compute_scores("live", as_of=AT + timedelta(minutes=5))
     latest = compute_scores("live", as_of=END + timedelta(hours=1))
-    rows = list(competitor_rows(alice, "live"))
+    run, rows = competitor_rows(alice, "live")
     assert [r.cohort_id for r in rows] == [None, scripted["cohort"].pk]  # all-cohorts row first
-    assert {r.run_id for r in rows} == {latest.pk}
-    assert not competitor_rows(alice, "replay").exists()
+    assert {r.run_id for r in rows} == {latest.pk} == {run.pk}
+    assert not competitor_rows(alice, "replay")[1]
 
 
 def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):
