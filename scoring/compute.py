@@ -146,7 +146,7 @@ def forecast_scores(q: Questions, sel: BoolArray, n_comp: int) -> ForecastScores
     binary = q.binary[s]
 
     def total(weights: FloatArray) -> FloatArray:
-        return np.bincount(c, weights=weights, minlength=n_comp)
+        return np.bincount(c, weights=weights, minlength=n_comp).astype(float)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         brier = total(brier_l) / n_resolved
@@ -207,9 +207,10 @@ def calibration(s: ForecastScores, ci: int) -> Calibration:
     p, o = s.binary_p[mask], s.binary_o[mask]
     if p.size == 0:
         return Calibration([], None, None)
+    m = metrics.murphy(p, o)
     return Calibration(
         table=[CalibrationBin(**b) for b in metrics.calibration(p, o)],
-        murphy=Murphy(**metrics.murphy(p, o)),
+        murphy=Murphy(m["rel"], m["res"], m["unc"], m["wbv"], m["wbc"], m["brier"], int(m["n"])),
         ece=metrics.ece(p, o),
     )
 

@@ -61,13 +61,14 @@ def _closing_price(data: ScopeData, market_id: int, outcome: str) -> tuple[float
     known_resolution = info.resolved_t if info.resolved_t <= data.as_of_t else math.nan
     anchor = np.nanmin([info.close_t, info.closed_t, known_resolution])
     at = anchor - 3600.0 * C.clv_close_horizon_hours
-    closes, stamps = [], []
+    last_price, last_stamp = [], []
     for name in info.outcomes:
         t, p = data.prices.get((market_id, name), (np.zeros(0), np.zeros(0)))
         k = np.searchsorted(t, at, side="right") - 1
-        closes.append(p[k] if k >= 0 else math.nan)
-        stamps.append(t[k] if k >= 0 else math.nan)
-    closes, stamps = np.asarray(closes, dtype=float), np.asarray(stamps, dtype=float)
+        last_price.append(p[k] if k >= 0 else math.nan)
+        last_stamp.append(t[k] if k >= 0 else math.nan)
+    closes = np.asarray(last_price, dtype=float)
+    stamps = np.asarray(last_stamp, dtype=float)
     if len(info.outcomes) == 2:
         # Binary: a missing side is the complement of the quoted one.
         for a, b in ((0, 1), (1, 0)):

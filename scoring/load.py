@@ -129,7 +129,7 @@ def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str
             "entry_id", "decision_id", "market_id", "outcome", "probability", "market_price"
         )
     )
-    cols = [[] for _ in range(6)] if not rows else list(zip(*rows))
+    cols: list[tuple] = [()] * 6 if not rows else list(zip(*rows))
     decision = np.asarray(cols[1], dtype=np.int64)
     d_ids = np.asarray(sorted(decisions), dtype=np.int64)
     d_t = np.asarray([decisions[d][2] for d in d_ids.tolist()], dtype=float)
@@ -293,7 +293,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
             "pk",
         )  # fmt: skip
     )
-    settled = defaultdict(lambda: [0, 0])
+    settled: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     for entry_id, kind in Settlement.objects.filter(
         Q(position__in=Position.objects.filter(entry_q).values("pk")),
         Q(settled_at__lte=as_of),

@@ -186,7 +186,7 @@ def build_questions(items: Items, data: ScopeData) -> Questions:
                     weights[j] = np.where(np.isnan(weights[j]), full, weights[j])
         said = ~np.isnan(stated)
         P = metrics.complete_forecast(stated, weights)
-        ref_ok = said.any(axis=1) & ~(said & np.isnan(shown)).any(axis=1)
+        ref_ok = np.asarray(said.any(axis=1) & ~(said & np.isnan(shown)).any(axis=1), dtype=bool)
         M = metrics.complete_forecast(np.where(said, shown, np.nan), weights)
         has_m[qs] = ref_ok
         if kk == 2:

@@ -112,7 +112,7 @@ class Clv:
     """Closing-line value of a competitor's BUY trades. Without a single closing line only n (0),
     label (None: n/a, which is not "no edge") and flag are stored."""
 
-    n: int
+    n: int | None
     label: str | None
     flag: str | None
     mean_prob: float | None = None
@@ -130,9 +130,7 @@ class Clv:
         obj = _obj(data)
         if obj is None:
             return None
-        values = {f.name: obj.get(f.name) for f in fields(cls)}
-        values["n"] = values["n"] or 0
-        return cls(**values)
+        return cls(**{f.name: obj.get(f.name) for f in fields(cls)})
 
     def to_json(self) -> Json:
         if not self.n:

@@ -89,9 +89,9 @@ def tournament_pairs(q: Questions, data: ScopeData) -> TournamentPairs:
     that happened, clipped at log_eps. Life: max(market open, cohort start) to the scheduled
     close (else the resolution); the end is the resolution if earlier."""
     idx = np.flatnonzero(q.scored)
-    empty = np.zeros(0)
     if idx.size == 0:
-        return TournamentPairs(empty, empty, empty, empty, empty)
+        none, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return TournamentPairs(none, none, none, empty, empty)
     qkeys = np.stack([q.cohort[idx], q.market[idx]], axis=1)
     q_uniq, q_code = np.unique(qkeys, axis=0, return_inverse=True)
     q_code = q_code.reshape(-1)

@@ -8,6 +8,7 @@ primary keys are the only values that differ between databases, so they are name
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from scoring.models import ScoreRun
 from scoring.services import compute_scores
+from scoring.stored import RowDetails, RunDetails
 from tests.scoring.test_leaderboard import END, scripted  # noqa: F401 - pytest fixture
 from tests.scoring.test_leaderboard_edge import CLOSE, scenario  # noqa: F401 - pytest fixture
 
@@ -72,3 +74,35 @@ def test_stored_json_is_unchanged(fixture, as_of, request):
     run = compute_scores("live", as_of=as_of)
     expected = (DATA / f"stored_{fixture}.json").read_text()
     assert stored(run) == expected
+
+
+@pytest.mark.parametrize("fixture", ["scripted", "scenario"])
+def test_typed_readers_write_back_what_they_read(fixture):
+    """RowDetails and RunDetails are the one reader of the stored JSON and the writer of it: read
+    and written again, every stored object comes back byte for byte."""
+    body = json.loads((DATA / f"stored_{fixture}.json").read_text())
+    run = RunDetails.from_json(body["run"])
+    assert json.dumps(run.to_json()) == json.dumps(body["run"])
+    for row in body["rows"]:
+        assert json.dumps(RowDetails.from_json(row["details"]).to_json()) == json.dumps(
+            row["details"]
+        )
+
+
+def test_typed_reader_of_an_older_row_reads_missing_as_none():
+    details = RowDetails.from_json({"slug": "a", "clv": {"n": 0, "label": None}, "calibration": 3})
+    assert details.slug == "a" and details.murphy is None and details.calibration == []
+    assert details.clv is not None and details.clv.n == 0 and details.clv.mean_prob is None
+    assert RowDetails.from_json(None) == RowDetails()
+    assert RunDetails.from_json({"dm": {"all": {"brier": [{"a": "x"}]}}}).dm_for("all").brier == []
+    assert RunDetails.from_json(None).headline("all") is None
+
+
+def test_notes_read_the_sealed_constants(monkeypatch):
+    from scoring import present
+
+    monkeypatch.setattr(present, "C", dataclasses.replace(present.C, max_bet_fraction=0.3))
+    monkeypatch.setattr(present.metrics, "provisional_threshold", lambda: 123)
+    text = " ".join(present.notes())
+    assert "within 30% of the paper cash" in text
+    assert "the sealed threshold (123)" in text
