@@ -193,8 +193,8 @@ def test_before_resolution_nothing_is_scored_and_return_ranks(scripted):
 
 
 def test_provisional_is_one_threshold_for_everybody(week_start):
-    # Issue 18: v1 derived the threshold from each competitor's own differences to the market,
-    # so one staying near the market left the badge after 2 resolutions. Now 350 for all.
+    # A threshold derived from each competitor's own differences to the market would let one
+    # staying near the market leave the badge after 2 resolutions: it is 350 for all.
     rng = np.random.default_rng(5)
     steady, noisy, few = (make_competitor(s) for s in ("steady", "noisy", "few"))
     _, (es, en, ef) = make_cohort_with_entries(
