@@ -1,6 +1,6 @@
 """Champion's clothes: what each entry's stated probabilities would have earned if the standard
-trading layer had bet them (kelly_stake sides and fractions, the real 25% budget per decision,
-bets under min_bet skipped), with the paper bets' closing-line value.
+trading layer had bet them (kelly_stake sides and fractions, the real max_bet_fraction budget per
+decision, bets under min_bet skipped), with the paper bets' closing-line value.
 
 Owns the paper candidates and the per-entry paper portfolios; the comparison with the real
 money is shaped into rows by scoring/present.py. Pure computation over loaded data: it never
@@ -21,7 +21,7 @@ from markets.models import Market
 from markets.pricing import outcome_price
 from scoring import metrics
 from scoring.edge import closing_price
-from scoring.load import ScopeData
+from scoring.load import MarketInfo, ScopeData
 from scoring.questions import BoolArray, FloatArray, IntArray, Items, YesView, category_codes
 
 
@@ -48,6 +48,19 @@ class PaperEntry:
     pnl: float
     n_bets: int
     clv: list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class _PaperBet:
+    """One paper bet: the outcome bought, stake and shares, the price paid, when."""
+
+    market: int
+    outcome: str
+    stake: float
+    shares: float
+    price: float
+    t: float
+    info: MarketInfo
 
 
 def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandidates:
@@ -112,8 +125,8 @@ def _paper_entry(
     cands: PaperCandidates, data: ScopeData, initial: float, blocks: list[IntArray]
 ) -> PaperEntry:
     cash = initial
-    open_bets: list[dict] = []
-    done: list[dict] = []
+    open_bets: list[_PaperBet] = []
+    done: list[_PaperBet] = []
     cap_share, min_bet = C.max_bet_fraction, float(C.min_bet)
     for idx in blocks:  # one block per decision, in time order
         t = float(cands.t[idx[0]])
@@ -129,26 +142,26 @@ def _paper_entry(
                 outcome = next(o for o in info.outcomes if o != outcome)
             cash -= amount
             open_bets.append(
-                {"market": int(cands.market[i]), "outcome": outcome, "stake": float(amount),
-                 "shares": amount / cands.price[i], "price": float(cands.price[i]), "t": t,
-                 "info": info}
+                _PaperBet(market=int(cands.market[i]), outcome=outcome, stake=float(amount),
+                          shares=float(amount / cands.price[i]), price=float(cands.price[i]),
+                          t=t, info=info)
             )  # fmt: skip
     cash, open_bets = _paper_settle(cash, open_bets, done, math.inf)
     value = cash
     for bet in open_bets:  # still open at as_of: mark at the last price, like the snapshots
-        price = outcome_price(bet["info"].last_prices, bet["info"].outcomes, bet["outcome"])
-        value += bet["stake"] if price is None else bet["shares"] * float(price)
+        price = outcome_price(bet.info.last_prices, bet.info.outcomes, bet.outcome)
+        value += bet.stake if price is None else bet.shares * float(price)
     clv = []
     for bet in done + open_bets:
-        c, stamp = closing_price(data, bet["market"], bet["outcome"])
-        if stamp > bet["t"]:  # a closing line later than the bet, else none (see closing_price)
-            clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
+        c, stamp = closing_price(data, bet.market, bet.outcome)
+        if stamp > bet.t:  # a closing line later than the bet, else none (see closing_price)
+            clv.append((bet.t, float(metrics.clv_prob([bet.price], [c])[0])))
     return PaperEntry(pnl=value - initial, n_bets=len(done) + len(open_bets), clv=clv)
 
 
 def _within_budget(stakes: FloatArray, budget: float, min_bet: float) -> FloatArray:
     """Fit one decision's stakes (dollars, floored to cents) into the real execution budget
-    (25% of the cash before it).
+    (max_bet_fraction of the cash before it).
 
     Largest stakes (largest Kelly edge) are funded first; the one that meets the end of the
     budget gets the remainder if that is still a legal bet; the rest are skipped. Shrinking
@@ -164,17 +177,20 @@ def _within_budget(stakes: FloatArray, budget: float, min_bet: float) -> FloatAr
     return out
 
 
-def _paper_settle(cash: float, open_bets: list, done: list, t: float):
+def _paper_settle(
+    cash: float, open_bets: list[_PaperBet], done: list[_PaperBet], t: float
+) -> tuple[float, list[_PaperBet]]:
+    """Pay out (or refund, void) the open bets whose market resolved by t; the rest stay open."""
     still = []
     for bet in open_bets:
-        info = bet["info"]
+        info = bet.info
         if info.status in (Market.Status.RESOLVED, Market.Status.VOID) and (
             math.isnan(info.resolved_t) or info.resolved_t <= t
         ):
             if info.status == Market.Status.VOID:
-                cash += bet["stake"]
-            elif bet["outcome"] == info.resolved_outcome:
-                cash += bet["shares"]
+                cash += bet.stake
+            elif bet.outcome == info.resolved_outcome:
+                cash += bet.shares
             done.append(bet)
         else:
             still.append(bet)
