@@ -278,11 +278,11 @@ def money_by_comp(data: ScopeData, entry_sel: BoolArray, n_comp: int) -> GroupMo
     )
     for entry_id, ci, init in zip(ids.tolist(), comps.tolist(), initial.tolist()):
         money = data.money[entry_id]
-        pnl = money["total"] - Decimal(str(init))
+        pnl = money.total - Decimal(str(init))
         out.initial[ci] += init
         out.pnl[ci] += pnl
-        out.realized[ci] += money["realized"]
-        out.unrealized[ci] += money["unrealized"]
+        out.realized[ci] += money.realized
+        out.unrealized[ci] += money.unrealized
         out.returns[ci].append(100.0 * float(pnl) / init if init else math.nan)
         won, lost = data.settlements.get(entry_id, (0, 0))
         out.won[ci] += won
@@ -291,7 +291,7 @@ def money_by_comp(data: ScopeData, entry_sel: BoolArray, n_comp: int) -> GroupMo
         out.tokens[ci] += tokens
         out.cost[ci] += cost
         out.entries[ci] += 1
-        out.sources[ci].add(money["source"])
+        out.sources[ci].add(money.source)
     return out
 
 
