@@ -236,8 +236,8 @@ def main() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from scoring.compute import build_items
     from scoring.load import load_scope
+    from scoring.questions import build_items
     from scoring.services import compute_scores
 
     if reuse:

@@ -10,7 +10,7 @@ class LeaderboardRowInline(admin.TabularInline):
     model = LeaderboardRow
     extra = 0
     can_delete = False
-    fields = ["cohort", "rank", "competitor", "n_resolved", "brier", "skill_vs_market", "return_pct", "pnl", "provisional"]  # fmt: skip
+    fields = ("cohort", "rank", "competitor", "n_resolved", "brier", "skill_vs_market", "return_pct", "pnl", "provisional")  # fmt: skip
     readonly_fields = fields
     ordering = ["cohort", "rank"]
 

@@ -31,6 +31,7 @@ def score(cmd, options) -> None:
         )
     for scope in scopes:
         run = compute_scores(scope)
+        assert run.finished_at is not None  # compute_scores returns a finished run
         seconds = (run.finished_at - run.started_at).total_seconds()
         cmd.stdout.write(
             f"{scope}: run {run.pk}, {run.n_forecasts} forecasts, {run.n_resolved} resolved, "

@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
-from django.db.models import FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import FloatField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Cast
 
 from agents.models import Competitor
@@ -68,7 +68,7 @@ class ScopeData:
     markets: dict[int, MarketInfo]
     decisions: dict[int, tuple]  # id -> (entry_id, week, decided_t, cash_before float or None)
     trades: list[tuple]
-    money: dict[int, dict]  # entry id -> cash, total, realized, unrealized, source
+    money: dict[int, EntryMoney]
     settlements: dict[int, list[int]]  # entry id -> [won, lost]
     usage: dict[int, tuple[int, Decimal]]  # entry id -> (tokens, cost)
     prices: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -129,7 +129,7 @@ def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str
             "entry_id", "decision_id", "market_id", "outcome", "probability", "market_price"
         )
     )
-    cols = [[] for _ in range(6)] if not rows else list(zip(*rows))
+    cols: list[tuple] = [()] * 6 if not rows else list(zip(*rows))
     decision = np.asarray(cols[1], dtype=np.int64)
     d_ids = np.asarray(sorted(decisions), dtype=np.int64)
     d_t = np.asarray([decisions[d][2] for d in d_ids.tolist()], dtype=float)
@@ -147,7 +147,23 @@ def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str
     }
 
 
-def _load_money(entry_qs, entries: list[tuple], as_of: datetime, markets) -> dict[int, dict]:
+@dataclass(frozen=True)
+class EntryMoney:
+    """An entry's money at as_of: from its latest snapshot, or computed like one ("computed")."""
+
+    cash: Decimal
+    total: Decimal
+    realized: Decimal
+    unrealized: Decimal
+    source: str  # "snapshot" or "computed"
+
+
+def _load_money(
+    entry_qs: QuerySet[Entry],
+    entries: list[tuple],
+    as_of: datetime,
+    markets: dict[int, MarketInfo],
+) -> dict[int, EntryMoney]:
     """Per entry: the latest snapshot at or before as_of, else cash + open positions at last prices.
 
     Without a snapshot, cash is the ledger sum up to as_of (the ledger is the truth; Entry.cash
@@ -159,10 +175,7 @@ def _load_money(entry_qs, entries: list[tuple], as_of: datetime, markets) -> dic
     snaps = Snapshot.objects.filter(pk__in=latest_ids.values("snap")).values_list(
         "entry_id", "cash", "total", "realized_pnl", "unrealized_pnl"
     )
-    money = {
-        e: {"cash": c, "total": t, "realized": r, "unrealized": u, "source": "snapshot"}
-        for e, c, t, r, u in snaps
-    }
+    money = {e: EntryMoney(c, t, r, u, "snapshot") for e, c, t, r, u in snaps}
     missing = [e[0] for e in entries if e[0] not in money]
     if not missing:
         return money
@@ -194,13 +207,13 @@ def _load_money(entry_qs, entries: list[tuple], as_of: datetime, markets) -> dic
             continue
         c = cash.get(entry_id, entry_cash)
         pv = value[entry_id].quantize(CENT, rounding=ROUND_HALF_EVEN)
-        money[entry_id] = {
-            "cash": c,
-            "total": c + pv,
-            "realized": realized[entry_id].quantize(CENT),
-            "unrealized": pv - cost[entry_id],
-            "source": "computed",
-        }
+        money[entry_id] = EntryMoney(
+            cash=c,
+            total=c + pv,
+            realized=realized[entry_id].quantize(CENT),
+            unrealized=pv - cost[entry_id],
+            source="computed",
+        )
     return money
 
 
@@ -293,7 +306,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
             "pk",
         )  # fmt: skip
     )
-    settled = defaultdict(lambda: [0, 0])
+    settled: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     for entry_id, kind in Settlement.objects.filter(
         Q(position__in=Position.objects.filter(entry_q).values("pk")),
         Q(settled_at__lte=as_of),

@@ -1,6 +1,10 @@
 """Materialised scores: a ScoreRun and its leaderboard rows. Pages read these, never raw math."""
 
+from functools import cached_property
+
 from django.db import models
+
+from scoring.stored import RowDetails, RunDetails
 
 
 class ScoreRun(models.Model):
@@ -34,6 +38,11 @@ class ScoreRun(models.Model):
         indexes = [
             models.Index(fields=["scope", "status", "-finished_at"], name="scorerun_latest_idx")
         ]
+
+    @cached_property
+    def stored_details(self) -> RunDetails:
+        """`details` read through its one typed reader."""
+        return RunDetails.from_json(self.details)
 
 
 class LeaderboardRow(models.Model):
@@ -76,6 +85,11 @@ class LeaderboardRow(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "cohort", "rank"], name="lbrow_run_cohort_idx")]
+
+    @cached_property
+    def stored_details(self) -> RowDetails:
+        """`details` read through its one typed reader."""
+        return RowDetails.from_json(self.details)
 
 
 class TradeCLV(models.Model):

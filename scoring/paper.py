@@ -1,6 +1,6 @@
 """Champion's clothes: what each entry's stated probabilities would have earned if the standard
-trading layer had bet them (kelly_stake sides and fractions, the real 25% budget per decision,
-bets under min_bet skipped), with the paper bets' closing-line value.
+trading layer had bet them (kelly_stake sides and fractions, the real max_bet_fraction budget per
+decision, bets under min_bet skipped), with the paper bets' closing-line value.
 
 Owns the paper candidates and the per-entry paper portfolios; the comparison with the real
 money is shaped into rows by scoring/present.py. Pure computation over loaded data: it never
@@ -14,13 +14,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from core.methodology import CONSTANTS as C
 from markets.models import Market
 from markets.pricing import outcome_price
 from scoring import metrics
-from scoring.compute import Items, YesView, category_codes, closing_price
-from scoring.load import ScopeData
+from scoring.edge import closing_price
+from scoring.load import MarketInfo, ScopeData
+from scoring.questions import BoolArray, FloatArray, IntArray, Items, YesView, category_codes
 
 
 @dataclass
@@ -28,14 +30,37 @@ class PaperCandidates:
     """What the standard trading layer may bet: one row per binary market (as its first outcome)
     and per stated outcome of a multi-outcome market, per decision, with kelly_stake's verdict."""
 
-    entry: np.ndarray
-    decision: np.ndarray
-    t: np.ndarray
-    market: np.ndarray
-    outcome: np.ndarray  # the outcome bought if the side is YES
-    kelly: np.ndarray  # full-Kelly fraction of the side kelly_stake chose (0: no bet)
-    side_no: np.ndarray
-    price: np.ndarray  # price of the side bought
+    entry: IntArray
+    decision: IntArray
+    t: FloatArray
+    market: IntArray
+    outcome: NDArray[np.object_]  # the outcome bought if the side is YES
+    kelly: FloatArray  # full-Kelly fraction of the side kelly_stake chose (0: no bet)
+    side_no: BoolArray
+    price: FloatArray  # price of the side bought
+
+
+@dataclass(frozen=True)
+class PaperEntry:
+    """One entry's paper portfolio: P/L (resolved at 1/0, open marked at the last price), the
+    number of paper bets and their closing-line values as (time, CLV) pairs."""
+
+    pnl: float
+    n_bets: int
+    clv: list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class _PaperBet:
+    """One paper bet: the outcome bought, stake and shares, the price paid, when."""
+
+    market: int
+    outcome: str
+    stake: float
+    shares: float
+    price: float
+    t: float
+    info: MarketInfo
 
 
 def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandidates:
@@ -73,7 +98,7 @@ def paper_candidates(items: Items, yes: YesView, data: ScopeData) -> PaperCandid
     )  # fmt: skip
 
 
-def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]:
+def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, PaperEntry]:
     """Champion's clothes: every entry's stated probabilities through the standard trading layer.
 
     Per entry, decisions in time order; paper cash starts at the entry's initial balance, pays
@@ -87,7 +112,7 @@ def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]
     entry, decision = cands.entry[order], cands.decision[order]
     cut = np.flatnonzero(np.r_[True, (entry[1:] != entry[:-1]) | (decision[1:] != decision[:-1])])
     blocks = np.split(order, cut[1:]) if order.size else []
-    per_entry: dict[int, list[np.ndarray]] = defaultdict(list)
+    per_entry: dict[int, list[IntArray]] = defaultdict(list)
     for block in blocks:
         per_entry[int(cands.entry[block[0]])].append(block)
     return {
@@ -96,10 +121,12 @@ def paper_portfolios(cands: PaperCandidates, data: ScopeData) -> dict[int, dict]
     }
 
 
-def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.ndarray]) -> dict:
+def _paper_entry(
+    cands: PaperCandidates, data: ScopeData, initial: float, blocks: list[IntArray]
+) -> PaperEntry:
     cash = initial
-    open_bets: list[dict] = []
-    done: list[dict] = []
+    open_bets: list[_PaperBet] = []
+    done: list[_PaperBet] = []
     cap_share, min_bet = C.max_bet_fraction, float(C.min_bet)
     for idx in blocks:  # one block per decision, in time order
         t = float(cands.t[idx[0]])
@@ -115,26 +142,26 @@ def _paper_entry(cands: PaperCandidates, data, initial: float, blocks: list[np.n
                 outcome = next(o for o in info.outcomes if o != outcome)
             cash -= amount
             open_bets.append(
-                {"market": int(cands.market[i]), "outcome": outcome, "stake": float(amount),
-                 "shares": amount / cands.price[i], "price": float(cands.price[i]), "t": t,
-                 "info": info}
+                _PaperBet(market=int(cands.market[i]), outcome=outcome, stake=float(amount),
+                          shares=float(amount / cands.price[i]), price=float(cands.price[i]),
+                          t=t, info=info)
             )  # fmt: skip
     cash, open_bets = _paper_settle(cash, open_bets, done, math.inf)
     value = cash
     for bet in open_bets:  # still open at as_of: mark at the last price, like the snapshots
-        price = outcome_price(bet["info"].last_prices, bet["info"].outcomes, bet["outcome"])
-        value += bet["stake"] if price is None else bet["shares"] * float(price)
+        price = outcome_price(bet.info.last_prices, bet.info.outcomes, bet.outcome)
+        value += bet.stake if price is None else bet.shares * float(price)
     clv = []
     for bet in done + open_bets:
-        c, stamp = closing_price(data, bet["market"], bet["outcome"])
-        if stamp > bet["t"]:  # a closing line later than the bet, else none (see closing_price)
-            clv.append((bet["t"], float(metrics.clv_prob([bet["price"]], [c])[0])))
-    return {"pnl": value - initial, "n_bets": len(done) + len(open_bets), "clv": clv}
+        c, stamp = closing_price(data, bet.market, bet.outcome)
+        if stamp > bet.t:  # a closing line later than the bet, else none (see closing_price)
+            clv.append((bet.t, float(metrics.clv_prob([bet.price], [c])[0])))
+    return PaperEntry(pnl=value - initial, n_bets=len(done) + len(open_bets), clv=clv)
 
 
-def _within_budget(stakes: np.ndarray, budget: float, min_bet: float) -> np.ndarray:
+def _within_budget(stakes: FloatArray, budget: float, min_bet: float) -> FloatArray:
     """Fit one decision's stakes (dollars, floored to cents) into the real execution budget
-    (25% of the cash before it).
+    (max_bet_fraction of the cash before it).
 
     Largest stakes (largest Kelly edge) are funded first; the one that meets the end of the
     budget gets the remainder if that is still a legal bet; the rest are skipped. Shrinking
@@ -150,17 +177,20 @@ def _within_budget(stakes: np.ndarray, budget: float, min_bet: float) -> np.ndar
     return out
 
 
-def _paper_settle(cash: float, open_bets: list, done: list, t: float):
+def _paper_settle(
+    cash: float, open_bets: list[_PaperBet], done: list[_PaperBet], t: float
+) -> tuple[float, list[_PaperBet]]:
+    """Pay out (or refund, void) the open bets whose market resolved by t; the rest stay open."""
     still = []
     for bet in open_bets:
-        info = bet["info"]
+        info = bet.info
         if info.status in (Market.Status.RESOLVED, Market.Status.VOID) and (
             math.isnan(info.resolved_t) or info.resolved_t <= t
         ):
             if info.status == Market.Status.VOID:
-                cash += bet["stake"]
-            elif bet["outcome"] == info.resolved_outcome:
-                cash += bet["shares"]
+                cash += bet.stake
+            elif bet.outcome == info.resolved_outcome:
+                cash += bet.shares
             done.append(bet)
         else:
             still.append(bet)

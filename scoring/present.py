@@ -1,10 +1,11 @@
 """Presenting: a competitor's computed numbers shaped into an unsaved LeaderboardRow, the ranking
-of a group's rows, and the texts stored with a run (HEADLINE_RULE, NOTES) so readers know the
+of a group's rows, and the texts stored with a run (HEADLINE_RULE, notes()) so readers know the
 rules behind the numbers; json_safe makes any of it storable as JSON.
 
 Owns what a row says and in which order rows stand. It never queries or saves (rows are built
-unsaved; scoring/services.py stores them) and does no scoring math of its own beyond finishing a
-row (return interval, provisional badge, CLV summary) with the helpers of scoring/compute.py.
+unsaved; scoring/services.py stores them) and does no scoring math of its own: every number
+comes in one CompetitorStats from scoring/compute.py, and the row's details are written through
+scoring/stored.py's RowDetails, the same type pages read them back with.
 
 Every row records the methodology version that scored it (details["methodology"]) next to the
 versions its cohorts were opened under: scores are always recomputed with the current sealed
@@ -19,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from core.methodology import CONSTANTS as C
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from scoring import metrics
-from scoring.compute import calibration_extras, clv_summary
+from scoring.compute import CompetitorStats
 from scoring.load import CENT
 from scoring.models import LeaderboardRow
+from scoring.stored import Champions, Methodology, Multiclass, RowDetails
 
 ALL = "all"  # group key of the rows across every cohort of the scope
 HEADLINE_RULE = (
@@ -36,25 +39,34 @@ BRIER_CONVENTION = (
     "market (binary markets: (p - o)^2), range 0..1"
 )
 MULTICLASS_CONVENTION = "Brier (1950), summed over the K outcomes, range 0..2"
-NOTES = [
-    "Replicates of a competitor are pooled into one row; return_ci bootstraps over its entries.",
-    "A question is one decision's forecast of one market: the stated outcomes completed to a full "
-    "vector (the rest shared like the shown prices), scored once; n_forecasts and n_resolved "
-    "count questions.",
-    "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
-    "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
-    "Diebold-Mariano: common questions are (cohort, week, market), replicates averaged.",
-    "CLV: BUY trades on closed, non-void markets; the closing line is the last price a sealed "
-    "horizon before the close or resolution, and only when it is later than the trade (else "
-    "n/a).",
-    "Champion's clothes: kelly_stake sides and fractions; the largest stakes are funded first "
-    "within 25% of the paper cash per decision, bets under min_bet skipped.",
-    "Tournament: questions are (cohort, market); the reference is the price shown at each "
-    "decision, carried forward like the forecast; coverage over the scheduled life.",
-    "Provisional: fewer resolved questions than the sealed threshold (350), the same for all.",
-    "Win rate: share of BUY trades on resolved markets whose outcome won (one per bet).",
-    "Money: the latest snapshot at or before as_of, else ledger cash plus positions at last prices.",
-]
+
+
+def notes() -> list[str]:
+    """The rules behind a run's numbers, stored with it (run.details["notes"]); the sealed
+    amounts in them are read from the current methodology, which every run is scored with."""
+    return [
+        "Replicates of a competitor are pooled into one row; return_ci bootstraps over its "
+        "entries.",
+        "A question is one decision's forecast of one market: the stated outcomes completed to a "
+        "full vector (the rest shared like the shown prices), scored once; n_forecasts and "
+        "n_resolved count questions.",
+        "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
+        "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
+        "Diebold-Mariano: common questions are (cohort, week, market), replicates averaged.",
+        "CLV: BUY trades on closed, non-void markets; the closing line is the last price a sealed "
+        "horizon before the close or resolution, and only when it is later than the trade (else "
+        "n/a).",
+        "Champion's clothes: kelly_stake sides and fractions; the largest stakes are funded first "
+        f"within {C.max_bet_fraction:.0%} of the paper cash per decision, bets under min_bet "
+        "skipped.",
+        "Tournament: questions are (cohort, market); the reference is the price shown at each "
+        "decision, carried forward like the forecast; coverage over the scheduled life.",
+        "Provisional: fewer resolved questions than the sealed threshold "
+        f"({metrics.provisional_threshold()}), the same for all.",
+        "Win rate: share of BUY trades on resolved markets whose outcome won (one per bet).",
+        "Money: the latest snapshot at or before as_of, else ledger cash plus positions at last "
+        "prices.",
+    ]
 
 
 def _f(x: Any) -> float | None:
@@ -84,90 +96,76 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel):
-    n_res = int(s["n_resolved"][ci])
+def make_row(stats: CompetitorStats) -> LeaderboardRow:
+    """An unsaved row of one competitor in one group, its details stored as RowDetails."""
+    n_res = stats.n_resolved
     required = metrics.provisional_threshold()  # one threshold for everybody (sealed)
-    initial = money["initial"][ci]
-    pnl = money["pnl"][ci]
-    returns = [r for r in money["returns"][ci] if math.isfinite(r)]
-    return_ci = metrics.bootstrap_ci(np.asarray(returns)) if len(returns) >= 2 else (None, None)
-    won, lost = money["won"][ci], money["lost"][ci]
-    bets_won, bets_lost = money["bets"].get(ci, (0, 0))
-    cost = money["cost"][ci]
-    ic = implied.get(ci)
-    comp_entries = set(data.entries["id"][e_sel & (data.entries["comp"] == ci)].tolist())
-    paper_pnl = sum(paper[e]["pnl"] for e in comp_entries if e in paper)
-    paper_clv = sorted(c for e in comp_entries if e in paper for c in paper[e]["clv"])
-    clv = clv_summary([r for r in clv_rows if r[1] == ci])
-    details = {
-        "slug": data.competitors[ci][1],
-        "display_name": data.competitors[ci][2],
-        "entries": int(money["entries"][ci]),
-        "n_with_price": int(s["n_with_price"][ci]),
-        "bss_vs_market": s["bss_market"][ci],
-        "bss_vs_base_rate": s["bss_base"][ci],
-        "base_rate": s["base_rate"][ci],
-        "n_binary": int(s["n_binary"][ci]),
-        "brier_convention": BRIER_CONVENTION,
-        "brier_multiclass": {
-            "value": s["brier_multi"][ci],
-            "n": int(s["n_multi"][ci]),
-            "convention": MULTICLASS_CONVENTION,
-        }
-        if s["n_multi"][ci]
+    money, paper, clv = stats.money, stats.paper, stats.clv
+    initial = money.initial
+    bets = money.bets_won + money.bets_lost
+    details = RowDetails(
+        slug=stats.slug,
+        display_name=stats.display_name,
+        entries=money.entries,
+        n_with_price=stats.n_with_price,
+        bss_vs_market=stats.bss_market,
+        bss_vs_base_rate=stats.bss_base,
+        base_rate=stats.base_rate,
+        n_binary=stats.n_binary,
+        brier_convention=BRIER_CONVENTION,
+        brier_multiclass=Multiclass(stats.brier_multi, stats.n_multi, MULTICLASS_CONVENTION)
+        if stats.n_multi
         else None,
-        "rps": rps.get(ci),
-        **calibration_extras(s, ci),
-        "money_source": sorted(money["sources"][ci]),
-        "settled_won": int(won),
-        "settled_lost": int(lost),
-        "bets_won": int(bets_won),
-        "bets_lost": int(bets_lost),
-        "methodology": {
-            "version": METHODOLOGY_VERSION,
-            "hash": METHODOLOGY_HASH,
-            "cohort_versions": money["cohort_versions"],
-        },
-        "implied_confidence_n": ic[1] if ic else 0,
-        "information_test": info_tests.get(ci),
-        "clv": clv,
-        "edge_label": clv["label"],
-        "champions_clothes": {
-            "paper_pnl": paper_pnl,
-            "paper_return_pct": 100.0 * paper_pnl / initial if initial else None,
-            "paper_bets": sum(paper[e]["n_bets"] for e in comp_entries if e in paper),
-            "paper_clv_mean": float(np.mean([c[1] for c in paper_clv])) if paper_clv else None,
-            "real_pnl": pnl,
-            "real_clv_mean": clv.get("mean_prob"),
-        },
-    }
+        rps=stats.rps,
+        calibration=stats.calibration.table,
+        murphy=stats.calibration.murphy,
+        ece=stats.calibration.ece,
+        money_source=money.sources,
+        settled_won=money.settled_won,
+        settled_lost=money.settled_lost,
+        bets_won=money.bets_won,
+        bets_lost=money.bets_lost,
+        methodology=Methodology(METHODOLOGY_VERSION, METHODOLOGY_HASH, stats.cohort_versions),
+        implied_confidence_n=stats.implied[1] if stats.implied else 0,
+        information_test=stats.information_test,
+        clv=clv,
+        edge_label=clv.label,
+        champions_clothes=Champions(
+            paper_pnl=paper.pnl,
+            paper_return_pct=100.0 * paper.pnl / initial if initial else None,
+            paper_bets=paper.bets,
+            paper_clv_mean=paper.clv_mean,
+            real_pnl=money.pnl,
+            real_clv_mean=clv.mean_prob,
+        ),
+    )
     return LeaderboardRow(
-        cohort_id=None if group == ALL else group,
-        competitor_id=data.competitors[ci][0],
-        n_forecasts=int(s["n_forecasts"][ci]),
+        cohort_id=None if stats.group == ALL else stats.group,
+        competitor_id=stats.competitor_id,
+        n_forecasts=stats.n_forecasts,
         n_resolved=n_res,
-        brier=_f(s["brier"][ci]),
-        brier_lo=_f(s["brier_ci"][0][ci]),
-        brier_hi=_f(s["brier_ci"][1][ci]),
-        log_score=_f(s["log"][ci]),
-        skill_vs_market=_f(s["skill"][ci]),
-        skill_lo=_f(s["skill_ci"][0][ci]),
-        skill_hi=_f(s["skill_ci"][1][ci]),
-        bss_vs_half=_f(s["bss_half"][ci]),
-        return_pct=_f(100.0 * float(pnl) / initial) if initial else None,
-        return_lo=_f(return_ci[0]),
-        return_hi=_f(return_ci[1]),
-        pnl=pnl.quantize(CENT),
-        realized_pnl=money["realized"][ci].quantize(CENT),
-        unrealized_pnl=money["unrealized"][ci].quantize(CENT),
-        win_rate=_f(bets_won / (bets_won + bets_lost)) if bets_won + bets_lost else None,
-        implied_confidence_brier=_f(ic[0]) if ic else None,
-        tokens=int(money["tokens"][ci]),
-        cost_usd=cost.quantize(Decimal("0.0001")),
-        cost_per_resolved=_f(float(cost) / n_res) if n_res else None,
+        brier=_f(stats.brier),
+        brier_lo=_f(stats.brier_ci.lo),
+        brier_hi=_f(stats.brier_ci.hi),
+        log_score=_f(stats.log),
+        skill_vs_market=_f(stats.skill),
+        skill_lo=_f(stats.skill_ci.lo),
+        skill_hi=_f(stats.skill_ci.hi),
+        bss_vs_half=_f(stats.bss_half),
+        return_pct=_f(100.0 * float(money.pnl) / initial) if initial else None,
+        return_lo=_f(money.return_ci.lo),
+        return_hi=_f(money.return_ci.hi),
+        pnl=money.pnl.quantize(CENT),
+        realized_pnl=money.realized.quantize(CENT),
+        unrealized_pnl=money.unrealized.quantize(CENT),
+        win_rate=_f(money.bets_won / bets) if bets else None,
+        implied_confidence_brier=_f(stats.implied[0]) if stats.implied else None,
+        tokens=money.tokens,
+        cost_usd=money.cost.quantize(Decimal("0.0001")),
+        cost_per_resolved=_f(float(money.cost) / n_res) if n_res else None,
         provisional=n_res < required,
         required_n=required,
-        details=json_safe(details),
+        details=json_safe(details.to_json()),
     )
 
 

@@ -13,7 +13,7 @@ Owns every write of the scoring engine and nothing else: no query beyond the run
 and the scope's clock (loading is scoring/load.py's) and no scoring math (that is compute's,
 paper's, tournament's).
 
-Scores of a scope are a pure function of its data and its own clock (issue 18): live runs as of
+Scores of a scope are a pure function of its data and its own clock: live runs as of
 now; replay and demo runs as of their simulated clock (the latest snapshot of their cohorts,
 which their importers never move past today). So `arena score`, the hourly job, the replay
 import and the demo all score a replay or demo scope as of the same instant, and re-scoring
@@ -22,8 +22,8 @@ gives identical numbers by any path (the bootstraps are seeded by the methodolog
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
 from django.db import transaction
@@ -34,25 +34,15 @@ from core import clock
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.reaper import owner_token, reap
 from core.versions import scores_changed
-from scoring.compute import (
-    Questions,
-    bets_won_lost,
-    build_items,
-    build_questions,
-    dm_tables,
-    forecast_scores,
-    implied_confidence,
-    information_tests,
-    money_by_comp,
-    rps_by_comp,
-    trade_clv,
-    yes_view,
-)
+from scoring.compute import competitor_stats, group_inputs
+from scoring.edge import EntryComp, TradeClv, dm_tables, trade_clv
 from scoring.load import ScopeData, load_scope
 from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
-from scoring.paper import paper_candidates, paper_portfolios
-from scoring.present import ALL, HEADLINE_RULE, NOTES, json_safe, make_row, rank_rows
-from scoring.tournament import tournament_pairs, tournament_table
+from scoring.paper import PaperEntry, paper_candidates, paper_portfolios
+from scoring.present import ALL, HEADLINE_RULE, json_safe, make_row, notes, rank_rows
+from scoring.questions import Questions, build_items, build_questions, yes_view
+from scoring.stored import CohortRef, DmTables, Methodology, RunDetails, TournamentTable
+from scoring.tournament import TournamentPairs, tournament_pairs, tournament_table
 
 ENGINE_VERSION = "2.0"
 RUN_MAX_AGE = timedelta(hours=6)  # a score run takes minutes; one "running" longer is dead
@@ -89,18 +79,18 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
         engine_version=ENGINE_VERSION,
     )
     try:
-        rows, details, n_forecasts, n_resolved, clv, buys = _score(scope, as_of)
+        scored = _score(scope, as_of)
         with transaction.atomic():
-            store_trade_clv(clv, buys)
-            for row in rows:
+            store_trade_clv(scored.clv, scored.buys)
+            for row in scored.rows:
                 row.run = run
-            LeaderboardRow.objects.bulk_create(rows, batch_size=500)
+            LeaderboardRow.objects.bulk_create(scored.rows, batch_size=500)
             ScoreRun.objects.filter(pk=run.pk).update(
                 status=ScoreRun.Status.DONE,
                 finished_at=clock.now(),
-                n_forecasts=n_forecasts,
-                n_resolved=n_resolved,
-                details=json_safe(details),
+                n_forecasts=scored.n_forecasts,
+                n_resolved=scored.n_resolved,
+                details=json_safe(scored.details.to_json()),
             )
             scores_changed()  # a new leaderboard: every cached page is stale
     except Exception as exc:
@@ -122,19 +112,22 @@ def reap_stale_runs() -> int:
     )
 
 
-def store_trade_clv(clv_rows: list[tuple], buys: list[int] | None = None) -> int:
+def store_trade_clv(clv_rows: list[TradeClv], buys: list[int] | None = None) -> int:
     """Keep each BUY's closing-line value on record (probability and log-odds forms, with the
     closing price used), so a trade's CLV can be audited and exported, not only averaged.
 
     buys: every BUY of the scope scored; those without a closing line lose any earlier record
     (a trade with no closing line has no CLV, never a stale or zero one)."""
     if buys:
-        with_line = {r[6] for r in clv_rows}
+        with_line = {r.trade_pk for r in clv_rows}
         stale = [pk for pk in buys if pk not in with_line]
         for start in range(0, len(stale), 500):
             TradeCLV.objects.filter(trade_id__in=stale[start : start + 500]).delete()
     objs = [
-        TradeCLV(trade_id=r[6], close_price=r[7], clv_prob=r[4], clv_logodds=r[5]) for r in clv_rows
+        TradeCLV(
+            trade_id=r.trade_pk, close_price=r.close, clv_prob=r.clv_prob, clv_logodds=r.clv_logodds
+        )
+        for r in clv_rows
     ]
     TradeCLV.objects.bulk_create(
         objs,
@@ -146,7 +139,27 @@ def store_trade_clv(clv_rows: list[tuple], buys: list[int] | None = None) -> int
     return len(objs)
 
 
-def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int, int, list, list]:
+@dataclass(frozen=True)
+class _Shared:
+    """Computed once for the scope, then sliced per cohort group."""
+
+    entry_comp: EntryComp
+    clv: list[TradeClv]
+    paper: dict[int, PaperEntry]
+    tournament: TournamentPairs
+
+
+@dataclass(frozen=True)
+class _Scored:
+    rows: list[LeaderboardRow]
+    details: RunDetails
+    n_forecasts: int
+    n_resolved: int
+    clv: list[TradeClv]
+    buys: list[int]  # every BUY of the scope (those without a closing line lose their CLV)
+
+
+def _score(scope: str, as_of: datetime) -> _Scored:
     data = load_scope(scope, as_of)
     items = build_items(data)
     questions = build_questions(items, data)
@@ -157,77 +170,59 @@ def _score(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict, int
         )
     )
     yes = yes_view(items, data)
-    # Computed once for the scope, then sliced per cohort group.
-    shared = {
-        "entry_comp": entry_comp,
-        "yes": yes,
-        "clv": trade_clv(data, entry_comp),
-        "paper": paper_portfolios(paper_candidates(items, yes, data), data),
-        "tournament": tournament_pairs(questions, data),
-    }
+    shared = _Shared(
+        entry_comp=entry_comp,
+        clv=trade_clv(data, entry_comp),
+        paper=paper_portfolios(paper_candidates(items, yes, data), data),
+        tournament=tournament_pairs(questions, data),
+    )
     rows: list[LeaderboardRow] = []
-    details: dict[str, Any] = {
-        "headline": {"rule": HEADLINE_RULE, "by_cohort": {}},
-        "notes": NOTES,
-        "dm": {},
-        "tournament": {},
-        "cohorts": [
-            {
-                "id": pk,
-                "week_start": c["week_start"].isoformat(),
-                "label": c["label"],
-                "methodology_version": c["methodology_version"],
-            }
+    details = RunDetails(
+        headline_rule=HEADLINE_RULE,
+        notes=notes(),
+        cohorts=[
+            CohortRef(
+                id=pk,
+                week_start=c["week_start"].isoformat(),
+                label=c["label"],
+                methodology_version=c["methodology_version"],
+            )
             for pk, c in data.cohorts.items()
         ],
-        "methodology": {"version": METHODOLOGY_VERSION, "hash": METHODOLOGY_HASH},
-    }
+        methodology=Methodology(METHODOLOGY_VERSION, METHODOLOGY_HASH),
+    )
     groups: list[int | str] = [*data.cohorts, ALL] if data.cohorts else []
     for group in groups:
-        group_rows, tables = _group_rows(data, questions, group, shared)
+        group_rows, headline, dm, tournament = _group_rows(data, questions, group, shared)
         rows.extend(group_rows)
-        details["headline"]["by_cohort"][str(group)] = tables["headline"]
-        details["dm"][str(group)] = tables["dm"]
-        details["tournament"][str(group)] = tables["tournament"]
+        details.headline_by_cohort[str(group)] = headline
+        details.dm[str(group)] = dm
+        details.tournament[str(group)] = tournament
     buys = [t[8] for t in data.trades if t[2] == Trade.Side.BUY]
-    return rows, details, int(questions.t.size), int(questions.scored.sum()), shared["clv"], buys
+    return _Scored(
+        rows, details, int(questions.t.size), int(questions.scored.sum()), shared.clv, buys
+    )
 
 
 def _group_rows(
-    data: ScopeData, q: Questions, group: int | str, shared: dict
-) -> tuple[list[LeaderboardRow], dict]:
-    """Unsaved rows (one per competitor with an entry in the group) and the group's tables."""
-    n_comp = len(data.competitors)
-    cohort_ids = set(data.cohorts) if group == ALL else {group}
-    f_sel = np.isin(q.cohort, list(cohort_ids))
-    e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
-    present = sorted(set(data.entries["comp"][e_sel].tolist()))
-    s = forecast_scores(q, f_sel, n_comp)
-    money = money_by_comp(data, e_sel, n_comp)
-    money["bets"] = bets_won_lost(data, cohort_ids, shared["entry_comp"])
-    money["cohort_versions"] = sorted(
-        {str(data.cohorts[c]["methodology_version"] or "?") for c in cohort_ids}
-    )
-    rps = rps_by_comp(q, f_sel)
-    implied = implied_confidence(data, cohort_ids, shared["entry_comp"])
-    info_tests = information_tests(q, f_sel, data)
-    clv_rows = [r for r in shared["clv"] if r[2] in cohort_ids]
-    paper = shared["paper"]
-    rows = []
-    for ci in present:
-        rows.append(
-            make_row(data, group, ci, s, money, rps, implied, info_tests, clv_rows, paper, e_sel)
-        )
+    data: ScopeData, q: Questions, group: int | str, shared: _Shared
+) -> tuple[list[LeaderboardRow], str, DmTables, TournamentTable]:
+    """Unsaved rows (one per competitor with an entry in the group) and the group's tables:
+    headline, Diebold-Mariano and tournament."""
+    cohort_ids = set(data.cohorts) if group == ALL else {int(group)}
+    g = group_inputs(data, q, group, cohort_ids, shared.entry_comp, shared.clv, shared.paper)
+    present = sorted(set(data.entries["comp"][g.entry_sel].tolist()))
+    rows = [make_row(competitor_stats(data, g, ci)) for ci in present]
     headline = rank_rows(rows)
-    tables = {
-        "dm": dm_tables(q, f_sel, data, [ci for ci in present if s["n_resolved"][ci] > 0]),
-        "tournament": tournament_table(shared["tournament"], cohort_ids, data, present),
-        "headline": headline,
-    }
-    take = {r["competitor"]: r for r in tables["tournament"]["rows"]}
+    f_sel = np.isin(q.cohort, list(cohort_ids))
+    scored = [ci for ci in present if g.scores.n_resolved[ci] > 0]
+    dm = dm_tables(q, f_sel, data, scored)
+    tournament = tournament_table(shared.tournament, cohort_ids, data, present)
+    take = {r.competitor: r for r in tournament.rows}
     for row in rows:
-        row.details["tournament"] = take.get(row.details["slug"])
-    return rows, tables
+        mine = take.get(row.details["slug"])
+        row.details["tournament"] = json_safe(asdict(mine)) if mine else None
+    return rows, headline, dm, tournament
 
 
 def prune_runs(keep: int = 48, at: datetime | None = None) -> int:

@@ -7,8 +7,9 @@ loaded data: it never touches the ORM and never writes.
 
 Reference (sealed tournament_reference, v2): the price shown at each of the competitor's
 decisions, carried forward exactly like its forecast. Competitors update only at decisions
-(weekly); against the live price path (v1) a weekly forecast lost to every tick the market moved
-toward the outcome, every take came out near 1e-12 and market copiers took most of the prize.
+(weekly); against the live price path a weekly forecast would lose to every tick the market moves
+toward the outcome, every take would come out near 1e-12 and market copiers would take most of
+the prize.
 Coverage (sealed tournament_take) is over the scheduled life.
 """
 
@@ -21,19 +22,20 @@ import numpy as np
 
 from core.methodology import CONSTANTS as C
 from scoring import metrics
-from scoring.compute import Questions
 from scoring.load import ScopeData
+from scoring.questions import FloatArray, IntArray, Questions
+from scoring.stored import TournamentTable, TournamentTake
 
 
 def tournament_pair_scores(
-    pair: np.ndarray,
-    t: np.ndarray,
-    rel: np.ndarray,
-    pair_question: np.ndarray,
-    q_start: np.ndarray,
-    q_close: np.ndarray,
-    q_end: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+    pair: IntArray,
+    t: FloatArray,
+    rel: FloatArray,
+    pair_question: IntArray,
+    q_start: FloatArray,
+    q_close: FloatArray,
+    q_end: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
     """metrics.tournament_question_score for many (forecaster, question) pairs at once, with the
     reference carried forward like the forecast.
 
@@ -73,11 +75,11 @@ def tournament_pair_scores(
 class TournamentPairs:
     """Per (entry, question) tournament score and coverage, computed once per run."""
 
-    entry: np.ndarray
-    cohort: np.ndarray
-    question: np.ndarray  # question code (cohort, market)
-    score: np.ndarray
-    coverage: np.ndarray
+    entry: IntArray
+    cohort: IntArray
+    question: IntArray  # question code (cohort, market)
+    score: FloatArray
+    coverage: FloatArray
 
 
 def tournament_pairs(q: Questions, data: ScopeData) -> TournamentPairs:
@@ -87,9 +89,9 @@ def tournament_pairs(q: Questions, data: ScopeData) -> TournamentPairs:
     that happened, clipped at log_eps. Life: max(market open, cohort start) to the scheduled
     close (else the resolution); the end is the resolution if earlier."""
     idx = np.flatnonzero(q.scored)
-    empty = np.zeros(0)
     if idx.size == 0:
-        return TournamentPairs(empty, empty, empty, empty, empty)
+        none, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return TournamentPairs(none, none, none, empty, empty)
     qkeys = np.stack([q.cohort[idx], q.market[idx]], axis=1)
     q_uniq, q_code = np.unique(qkeys, axis=0, return_inverse=True)
     q_code = q_code.reshape(-1)
@@ -118,12 +120,14 @@ def tournament_pairs(q: Questions, data: ScopeData) -> TournamentPairs:
     )  # fmt: skip
 
 
-def tournament_table(tp: TournamentPairs, cohort_ids: set[int], data: ScopeData, present) -> dict:
+def tournament_table(
+    tp: TournamentPairs, cohort_ids: set[int], data: ScopeData, present: list[int]
+) -> TournamentTable:
     """Tournament table of a group: per competitor the mean over its replicates of each
     question's score and coverage, then take = mean coverage x e^(sum of scores), prize share."""
     sel = np.isin(tp.cohort, list(cohort_ids))
     if not sel.any() or not present:
-        return {"questions": 0, "rows": []}
+        return TournamentTable(0, [])
     e_pos = np.searchsorted(data.entries["id"], tp.entry[sel])
     comp = data.entries["comp"][e_pos]
     col = np.full(len(data.competitors), -1)
@@ -138,14 +142,14 @@ def tournament_table(tp: TournamentPairs, cohort_ids: set[int], data: ScopeData,
     takes = metrics.tournament_takes(scores, covers)
     shares = metrics.prize_shares(takes)
     rows = [
-        {
-            "competitor": data.competitors[ci][1],
-            "questions": int((n[k] > 0).sum()),
-            "score": float(np.nansum(scores[k])),
-            "coverage": float(np.nan_to_num(covers[k]).mean()),
-            "take": float(takes[k]),
-            "prize_share": float(shares[k]),
-        }
+        TournamentTake(
+            competitor=data.competitors[ci][1],
+            questions=int((n[k] > 0).sum()),
+            score=float(np.nansum(scores[k])),
+            coverage=float(np.nan_to_num(covers[k]).mean()),
+            take=float(takes[k]),
+            prize_share=float(shares[k]),
+        )
         for k, ci in enumerate(present)
     ]
-    return {"questions": int(n_q), "rows": rows}
+    return TournamentTable(int(n_q), rows)

@@ -6,6 +6,8 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -18,15 +20,19 @@ from cohorts.models import Cohort
 from core.versions import data_version, values_version
 from markets.models import Market
 from scoring.metrics import provisional_threshold
+from scoring.models import ScoreRun
+from scoring.stored import RowDetails
 from web import charts, colours, exports, glossary, params, selectors, standings
 from web.cache import key_choice, key_int, key_text, page
 
+# The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
+# constants (trading_rules), so the page cannot drift from the rules the game enforces.
 TRADING_RULES = [
     "Every entry starts a cohort with $10,000 of paper cash; every cash movement is a ledger row.",
     "One decision per entry per cohort week: BET, SELL or HOLD, made on a frozen universe of markets "
     "and prices that is identical for every entry of the cohort.",
-    "Minimum bet $50; all bets of one decision together at most 25% of the cash at decision time; "
-    "cash can never go negative.",
+    "Minimum bet ${min_bet}; all bets of one decision together at most {max_bet_fraction} of the "
+    "cash at decision time; cash can never go negative.",
     "At most one open position per entry, market and outcome (further bets average in). "
     "SELL closes 1-100% of a position at the current price.",
     "Only open markets with prices strictly between 0 and 1 can be traded.",
@@ -36,6 +42,17 @@ TRADING_RULES = [
     "Competitors also state probabilities for a seeded sample of markets they did not bet on, so "
     "forecasting skill is scored beyond the markets they chose.",
 ]
+
+
+def trading_rules() -> list[str]:
+    """TRADING_RULES with the sealed amounts of the current methodology."""
+    from core.methodology import CONSTANTS
+
+    amounts = {
+        "min_bet": CONSTANTS.min_bet,
+        "max_bet_fraction": f"{CONSTANTS.max_bet_fraction:.0%}",
+    }
+    return [rule.format(**amounts) for rule in TRADING_RULES]
 
 
 # What each page reads from its query string (the page cache keys on exactly these, parsed as
@@ -282,8 +299,9 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
     scope = selectors.scope_or_default(asked, competitor)
     run, rows = selectors.competitor_rows(competitor, scope)
     overall = next((r for r in rows if r.cohort_id is None), None)
-    details = (overall.details if overall else None) or {}
-    dm_row = _dm_row(run, competitor, details)
+    details = overall.stored_details if overall else RowDetails()
+    bins = [asdict(b) for b in details.calibration]
+    clv = details.clv
     context = {
         "competitor": competitor,
         "scope": scope,
@@ -292,28 +310,23 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
         "overall": overall,
         "cohort_rows": [r for r in rows if r.cohort_id is not None],
         "details": details,
-        "calibration_bins": _list(details.get("calibration") or details.get("calibration_bins")),
-        "reliability": _coloured(
-            charts.reliability(
-                _list(details.get("calibration") or details.get("calibration_bins"))
-            ),
-            competitor,
-        ),
+        "calibration_bins": bins,
+        "reliability": _coloured(charts.reliability(bins), competitor),
         "clock": standings.clock(run),
         "skill_places": standings.places_to_separate(
             [overall.skill_vs_market] if overall else [],
             [overall.skill_lo, overall.skill_hi] if overall else [],
             3,
         ),
-        "murphy": _dict(details.get("murphy")),
-        "clv": _dict(details.get("clv")),
-        "edge_label": details.get("edge_label") or _dict(details.get("clv")).get("label"),
-        "method": _dict(details.get("methodology")),
-        "multiclass": _dict(details.get("brier_multiclass")),
-        "tournament": _dict(details.get("tournament")),
-        "dm_row": dm_row,
+        "murphy": details.murphy,
+        "clv": clv,
+        "edge_label": details.edge_label or (clv.label if clv else None),
+        "method": details.methodology,
+        "multiclass": details.brier_multiclass,
+        "tournament": details.tournament,
+        "dm_row": _dm_row(run, competitor),
         "extra_details": _scalar_extras(details),
-        "champions": _dict(details.get("champions_clothes")),
+        "champions": details.champions_clothes,
         "costs": selectors.competitor_costs(competitor),
         "entries": selectors.competitor_entries(competitor),
     }
@@ -326,14 +339,14 @@ def _coloured(payload: dict | None, competitor: Competitor) -> dict | None:
     return payload
 
 
+# Measures the competitor page draws in their own sections; every other stored measure is listed
+# under "Other measures".
 KNOWN_DETAIL_KEYS = {
     "calibration",
-    "calibration_bins",
     "murphy",
     "clv",
     "edge_label",
     "tournament",
-    "dm",
     "slug",
     "display_name",
     "champions_clothes",
@@ -358,19 +371,11 @@ DETAIL_LABELS = {
 }
 
 
-def _list(value) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _scalar_extras(details: dict) -> list[tuple[str, object]]:
-    """Other measures the scoring engine stored: scalars, and flat dicts of scalars (e.g. the
-    market-information test), labelled for readers where we know the key."""
-    out = []
-    for key, value in sorted(details.items()):
+def _scalar_extras(details: RowDetails) -> list[tuple[str, object]]:
+    """Other measures the scoring engine stored: scalars, and flat groups of scalars (e.g. the
+    RPS and its count), labelled for readers where we know the measure."""
+    out: list[tuple[str, object]] = []
+    for key, value in sorted(details.to_json().items()):
         if key in KNOWN_DETAIL_KEYS:
             continue
         label = DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
@@ -383,53 +388,63 @@ def _scalar_extras(details: dict) -> list[tuple[str, object]]:
     return out
 
 
-def _is_scalar(v) -> bool:
+def _is_scalar(v: object) -> bool:
     return v is None or isinstance(v, int | float | str | bool)
 
 
-def _short(v) -> object:
+def _short(v: object) -> object:
     if isinstance(v, float):
         return f"{v:.4g}"
     return "—" if v is None else v
 
 
-def _dm_row(run, competitor: Competitor, details: dict) -> list[dict]:
-    """This competitor's row of the Diebold-Mariano matrix (Brier loss), oriented so that a
-    negative statistic / mean difference favours this competitor.
+@dataclass(frozen=True)
+class DmCell:
+    """One pair of the Diebold-Mariano matrix, seen from the page's competitor: a negative
+    statistic or mean difference favours it."""
 
-    Read from run.details["dm"]["all"]["brier"]: a list of pairs {a, b, n, mean_diff, stat, p,
-    level, verdict} as scoring.metrics.dm_matrix returns them.
-    """
+    other: str
+    n: int | None
+    mean_diff: float | None
+    stat: float | None
+    p: float | None
+    level: float | None
+    verdict: str  # "better", "worse" or "no difference"
+
+
+def _dm_row(run: ScoreRun | None, competitor: Competitor) -> list[DmCell]:
+    """This competitor's row of the run's all-cohorts Diebold-Mariano matrix (Brier loss)."""
     if run is None:
         return []
-    pairs = _dict(_dict(_dict(run.details).get("dm")).get("all")).get("brier")
     out = []
-    flip = {"a_better": "b_better", "b_better": "a_better"}
-    for pair in _list(pairs):
-        if not isinstance(pair, dict) or competitor.slug not in (pair.get("a"), pair.get("b")):
+    for pair in run.stored_details.dm_for("all").brier:
+        if competitor.slug not in (pair.a, pair.b):
             continue
-        mine_first = pair.get("a") == competitor.slug
+        mine_first = pair.a == competitor.slug
         sign = 1 if mine_first else -1
-        verdict = pair.get("verdict")
-        if not mine_first:
-            verdict = flip.get(verdict, verdict)
-        out.append(
-            {
-                "other": pair.get("b") if mine_first else pair.get("a"),
-                "n": pair.get("n"),
-                "mean_diff": _signed(pair.get("mean_diff"), sign),
-                "stat": _signed(pair.get("stat"), sign),
-                "p": pair.get("p"),
-                "level": pair.get("level"),
-                "verdict": {"a_better": "better", "b_better": "worse"}.get(
-                    verdict, "no difference"
-                ),
-            }
+        winner = {"a_better": pair.a, "b_better": pair.b}.get(pair.verdict or "")
+        verdict = (
+            "no difference"
+            if winner is None
+            else "better"
+            if winner == competitor.slug
+            else "worse"
         )
-    return sorted(out, key=lambda r: r["other"] or "")
+        out.append(
+            DmCell(
+                other=(pair.b if mine_first else pair.a) or "",
+                n=pair.n,
+                mean_diff=_signed(pair.mean_diff, sign),
+                stat=_signed(pair.stat, sign),
+                p=pair.p,
+                level=pair.level,
+                verdict=verdict,
+            )
+        )
+    return sorted(out, key=lambda r: r.other)
 
 
-def _signed(value, sign: int):
+def _signed(value: float | None, sign: int) -> float | None:
     return value * sign if isinstance(value, int | float) else None
 
 
@@ -497,21 +512,13 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
 @page(depends=("data",))
 @require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
-    try:
-        from core import methodology as m
-    except ImportError as exc:  # pragma: no cover - the module ships with the project
-        raise Http404("methodology not available") from exc
-    rules = [
-        rule.replace("$50", f"${m.CONSTANTS.min_bet}").replace(
-            "25%", f"{m.CONSTANTS.max_bet_fraction:.0%}"
-        )
-        for rule in TRADING_RULES
-    ]
+    from core import methodology as m
+
     context = {
         "version": m.METHODOLOGY_VERSION,
         "hash": m.METHODOLOGY_HASH,
         "constants": m.describe(),
-        "rules": rules,  # the amounts come from the sealed constants
+        "rules": trading_rules(),
         "provisional_n": provisional_threshold(),
         "horizon_hours": m.CONSTANTS.clv_close_horizon_hours,
         "history": m.history(),

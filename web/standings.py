@@ -21,9 +21,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from core.methodology import CONSTANTS
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.stored import DmPair, RunDetails
 
 MAX_PLACES = 6
+_DELTA = f"{CONSTANTS.provisional_brier_delta:g}"  # the Brier edge the sample size is for
 HEADLINES = {
     "brier_skill_vs_market": ("skill_vs_market", "skill vs market"),
     "return_pct": ("return_pct", "return"),
@@ -68,12 +71,13 @@ class Board:
             (n,) = self.required_n
             return (
                 f"Provisional: fewer than {n} resolved questions, the number the methodology "
-                "needs to detect a 0.02 difference in Brier score; the same rule for every row."
+                f"needs to detect a {_DELTA} difference in Brier score; the same rule for every "
+                "row."
             )
         if self.required_n:
             return (
                 "Provisional: fewer resolved questions than the methodology's sample size for "
-                "detecting a 0.02 Brier difference (this methodology version sizes it per "
+                f"detecting a {_DELTA} Brier difference (this methodology version sizes it per "
                 "competitor; the number needed is in each badge)."
             )
         return "Provisional: no resolved question yet."
@@ -105,8 +109,8 @@ def build(
 ) -> Board:
     """The board of one group ("all" or a cohort id) of a run. `rows` is the display order
     (any sort); ranks and tiers always follow the run's own rank order."""
-    details = (run.details if run else None) or {}
-    headline = ((details.get("headline") or {}).get("by_cohort") or {}).get(str(group))
+    details = run.stored_details if run else RunDetails()
+    headline = details.headline(group)
     headline = headline if headline in HEADLINES else "brier_skill_vs_market"
     field_name, label = HEADLINES[headline]
     board = Board(headline=headline, headline_label=label)
@@ -144,28 +148,24 @@ def build(
     return board
 
 
-def _pairs(details: dict, group: str) -> dict[frozenset, dict]:
-    tables = ((details.get("dm") or {}).get(str(group))) or {}
-    out = {}
-    for pair in tables.get("brier") or []:
-        if isinstance(pair, dict) and pair.get("a") and pair.get("b"):
-            out[frozenset((pair["a"], pair["b"]))] = pair
-    return out
+def _pairs(details: RunDetails, group: str) -> dict[frozenset[str], DmPair]:
+    return {frozenset((p.a or "", p.b or "")): p for p in details.dm_for(group).brier}
 
 
-def _test(pairs: dict, above: LeaderboardRow, below: LeaderboardRow) -> dict | None:
+def _test(
+    pairs: dict[frozenset[str], DmPair], above: LeaderboardRow, below: LeaderboardRow
+) -> dict | None:
     """The paired test between two rows, oriented: verdict above_better / below_better / tie."""
     a, b = above.competitor.slug, below.competitor.slug
     pair = pairs.get(frozenset((a, b)))
     if pair is None:
         return None
-    verdict = pair.get("verdict")
-    if verdict in ("a_better", "b_better"):
-        winner = pair["a"] if verdict == "a_better" else pair["b"]
+    if pair.verdict in ("a_better", "b_better"):
+        winner = pair.a if pair.verdict == "a_better" else pair.b
         verdict = "above_better" if winner == a else "below_better"
     else:
         verdict = "tie"
-    return {"verdict": verdict, "p": pair.get("p"), "level": pair.get("level"), "n": pair.get("n")}
+    return {"verdict": verdict, "p": pair.p, "level": pair.level, "n": pair.n}
 
 
 # --- digits ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""GET /api/leaderboard: CONTRACT shape, scopes, errors, empty state; the score task and CLI."""
+"""GET /api/leaderboard: the published row shape, scopes, errors, empty state; the score task and CLI."""
 
 from __future__ import annotations
 

@@ -22,10 +22,11 @@ from cohorts.settlement import settle_market
 from markets.models import Market
 from scoring import metrics
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.selectors import competitor_rows, latest_run, leaderboard_rows
+from scoring.selectors import latest_run, leaderboard_rows
 from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, add_price, make_decision
+from web.selectors import competitor_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -192,8 +193,8 @@ def test_before_resolution_nothing_is_scored_and_return_ranks(scripted):
 
 
 def test_provisional_is_one_threshold_for_everybody(week_start):
-    # Issue 18: v1 derived the threshold from each competitor's own differences to the market,
-    # so one staying near the market left the badge after 2 resolutions. Now 350 for all.
+    # A threshold derived from each competitor's own differences to the market would let one
+    # staying near the market leave the badge after 2 resolutions: it is 350 for all.
     rng = np.random.default_rng(5)
     steady, noisy, few = (make_competitor(s) for s in ("steady", "noisy", "few"))
     _, (es, en, ef) = make_cohort_with_entries(
@@ -317,13 +318,13 @@ def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
 
 def test_competitor_rows_come_from_the_latest_done_run(scripted):
     alice = scripted["alice"][0]
-    assert not competitor_rows(alice, "live").exists()
+    assert not competitor_rows(alice, "live")[1]
     compute_scores("live", as_of=AT + timedelta(minutes=5))
     latest = compute_scores("live", as_of=END + timedelta(hours=1))
-    rows = list(competitor_rows(alice, "live"))
+    run, rows = competitor_rows(alice, "live")
     assert [r.cohort_id for r in rows] == [None, scripted["cohort"].pk]  # all-cohorts row first
-    assert {r.run_id for r in rows} == {latest.pk}
-    assert not competitor_rows(alice, "replay").exists()
+    assert {r.run_id for r in rows} == {latest.pk} == {run.pk}
+    assert not competitor_rows(alice, "replay")[1]
 
 
 def test_prune_keeps_the_latest_runs_per_scope_and_recent_failures(db):

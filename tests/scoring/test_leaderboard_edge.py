@@ -1,4 +1,4 @@
-"""Issue 6 seeded scenario: a forecaster who knows the true probabilities against a noisy market
+"""A seeded scenario: a forecaster who knows the true probabilities against a noisy market
 is labelled GENUINE_EDGE and wins the Diebold-Mariano test; a market copier has NO_EDGE."""
 
 from __future__ import annotations

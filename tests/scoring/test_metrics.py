@@ -432,7 +432,7 @@ def test_required_n_follows_the_power_formula():
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     var = 0.134**2
     assert metrics.required_n_for_brier_edge(var) == math.ceil(z * z * var / 0.02**2)
-    # SCORING.md's "about 350" corresponds to this spread of per-forecast differences.
+    # The methodology's "about 350" corresponds to this spread of per-forecast differences.
     assert 330 <= metrics.required_n_for_brier_edge(var) <= 370
     assert metrics.required_n_for_brier_edge(var, delta=0.04) < metrics.required_n_for_brier_edge(
         var
@@ -442,7 +442,7 @@ def test_required_n_follows_the_power_formula():
 
 
 def test_provisional_threshold_is_the_specs_350_for_everybody():
-    # SCORING.md: enough resolved forecasts to detect a 0.02 Brier edge, about 350 at 80% power.
+    # Enough resolved forecasts to detect a 0.02 Brier edge, about 350 at 80% power.
     # ((1.959964 + 0.841621) * 0.1335 / 0.02)^2 = 349.7 -> 350, from sealed constants alone.
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     assert (C.provisional_brier_delta, C.provisional_power, C.provisional_alpha) == (

@@ -316,9 +316,9 @@ def test_sharpe_bootstrap_degenerate_series():
 
 
 def test_clv_of_zeros_plus_one_ulp_noise_is_no_edge():
-    # Issue 18: in the replay every trade's CLV was exactly 0 apart from float noise of one unit
-    # in the last place of 0.5 (1.1e-16). v1 compared the spread with the mean (itself noise) and
-    # called zeros plus six such values GENUINE_EDGE.
+    # A replay's trades can have CLV exactly 0 apart from float noise of one unit in the last
+    # place of 0.5 (1.1e-16). Comparing the spread with the mean (itself noise) would call zeros
+    # plus six such values GENUINE_EDGE.
     ulp = float(np.nextafter(0.5, 1.0) - 0.5)
     assert ulp == pytest.approx(1.1102230246251565e-16)
     x = np.zeros(60)

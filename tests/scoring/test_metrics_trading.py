@@ -42,10 +42,10 @@ def test_early_resolution_counts_as_zero_for_the_rest_of_the_scheduled_life():
 
 
 def test_coverage_is_over_the_scheduled_life_metaculus_q3():
-    # Issue 18, the Q3 case: the first forecast comes a quarter into the question's scheduled
+    # The Q3 case: the first forecast comes a quarter into the question's scheduled
     # life and the question resolves early, three quarters in. Metaculus counts the share of the
-    # scheduled life with a standing forecast, (75 - 25) / 100 = 0.50; v1 divided by the actual
-    # life, (75 - 25) / 75 = 0.667.
+    # scheduled life with a standing forecast, (75 - 25) / 100 = 0.50, not the share of the
+    # actual life, (75 - 25) / 75 = 0.667.
     r = _score(forecast_times=[25.0], forecast_p=[0.8], close_time=100.0, resolve_time=75.0)
     assert r["coverage"] == pytest.approx(0.50)
     assert r["score"] == pytest.approx(0.50 * math.log(0.8 / 0.5))
