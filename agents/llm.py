@@ -173,18 +173,6 @@ class LLMClient:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
 
-    @classmethod
-    def from_settings(cls, **overrides: Any) -> LLMClient:
-        from django.conf import settings
-
-        kwargs: dict[str, Any] = {
-            "base_url": settings.ARENA_LLM_BASE_URL,
-            "api_key": settings.ARENA_LLM_API_KEY or None,
-            "timeout": settings.ARENA_LLM_TIMEOUT,
-        }
-        kwargs.update(overrides)
-        return cls(**kwargs)
-
     # --- helper endpoints ---------------------------------------------------------------
 
     def model_prices(self) -> dict[str, tuple[Decimal, Decimal]]:

@@ -80,7 +80,7 @@ def _week() -> Cohort:
         decided_at=AT,
         finished_at=AT + timedelta(seconds=9, microseconds=5),
         action=Decision.Action.BET,
-        reasoning="The price is low. «naïve» \u2028 quotes \" and \\ slashes",
+        reasoning='The price is low. «naïve» \u2028 quotes " and \\ slashes',
         parsed={"action": "BET", "bets": [{"market_id": "71", "amount": 100}], "p": 0.1},
         validation_errors=[{"phase": "initial", "problems": ["no forecasts"]}],
         universe=universe,
