@@ -41,8 +41,8 @@ def test_a_string_model_reference_counts_as_an_edge(tmp_path):
 
     graph = _graph_module()
     tree = ast.parse(
-        "from django.db import models\n"
-        "class Decision(models.Model):\n"
+        'from django.db import models\n'
+        'class Decision(models.Model):\n'
         '    entry = models.ForeignKey("cohorts.Entry", on_delete=models.CASCADE)\n'
         '    market = models.OneToOneField(to="markets.Market", on_delete=models.CASCADE)\n'
     )
@@ -71,33 +71,26 @@ def test_jobrun_rows_survive_the_move_to_core():
 def test_decision_rows_survive_the_move_to_cohorts():
     """Decision, LLMCall and Forecast moved from agents to cohorts by state-only migrations: a
     database with rows from before the move keeps every row, reachable from the new models."""
-    before = [
-        ("agents", "0005_alter_decision_cost_usd_alter_llmcall_cost_usd"),
-        ("cohorts", "0004_backfill_chart_series"),
-    ]
+    before = [("agents", "0005_alter_decision_cost_usd_alter_llmcall_cost_usd"),
+              ("cohorts", "0004_backfill_chart_series")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
     at = "2026-11-01T00:05:00Z"
     competitor = old.get_model("agents", "Competitor").objects.create(
-        slug="old-model", display_name="Old model", kind="llm", model_id="x/y"
-    )
+        slug="old-model", display_name="Old model", kind="llm", model_id="x/y")
     cohort = old.get_model("cohorts", "Cohort").objects.create(week_start="2026-11-01T00:00:00Z")
     entry = old.get_model("cohorts", "Entry").objects.create(
-        cohort=cohort, competitor=competitor, cash="10000.00"
-    )
+        cohort=cohort, competitor=competitor, cash="10000.00")
     market = old.get_model("markets", "Market").objects.create(
-        external_id="m1", question="Will it?", outcomes=["Yes", "No"]
-    )
+        external_id="m1", question="Will it?", outcomes=["Yes", "No"])
     decision = old.get_model("agents", "Decision").objects.create(
-        entry=entry, week=1, status="done", claimed_at=at, action="HOLD", reasoning="kept"
-    )
+        entry=entry, week=1, status="done", claimed_at=at, action="HOLD", reasoning="kept")
     old.get_model("agents", "LLMCall").objects.create(
-        decision=decision, attempt=1, raw_response='{"action": "HOLD"}', started_at=at
-    )
+        decision=decision, attempt=1, raw_response='{"action": "HOLD"}', started_at=at)
     old.get_model("agents", "Forecast").objects.create(
-        decision=decision, entry=entry, market=market, outcome="Yes", probability=0.3, created_at=at
-    )
+        decision=decision, entry=entry, market=market, outcome="Yes", probability=0.3,
+        created_at=at)
 
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
