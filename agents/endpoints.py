@@ -6,8 +6,8 @@ comma-separated `URL` (no key: a local vLLM / Ollama / llama.cpp server) or `URL
 key is read from env var KEY_VAR). A competitor uses either the default endpoint
 (ARENA_LLM_BASE_URL with OPENROUTER_API_KEY; blank base_url and api_key_env) or one of those
 entries, picked from a list in the admin. Staff never type a URL or a variable name: free text
-let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of its
-choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
+would let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of
+its choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
 its decision is skipped with the reason.
 """
 

@@ -1,10 +1,10 @@
 """The sealed bytes of a fixed week stay what they are.
 
 A sealed record is a promise to outsiders: anyone holding an export recomputes these hashes with
-docs/verification.md alone. So refactoring the code that builds records must not move a single
-byte. The week below is built row by row with fixed ids and times, and the hashes were computed
-from it with the code as it stood before the LLM call's fields were given one serializer (and
-seals.py was split); any change to the record layout breaks this test.
+docs/verification.md alone, so no change to the code that builds records may move a byte. The
+week below is built row by row with fixed ids and times (a decision with a failed and a repaired
+call, a forecast, a trade with its ledger row, and a skipped decision); its hashes are fixed
+constants, so any change to a record's layout or fixed forms fails here.
 """
 
 from __future__ import annotations
