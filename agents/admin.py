@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin
@@ -47,7 +49,7 @@ class CompetitorForm(forms.ModelForm):
                 choices.append((NOT_ALLOWED, f"Not allowed: {why}"))
                 value = NOT_ALLOWED
             self.initial.setdefault("endpoint", value)
-        self.fields["endpoint"].choices = choices
+        cast(forms.ChoiceField, self.fields["endpoint"]).choices = choices
 
     def clean_endpoint(self) -> str:
         value = self.cleaned_data["endpoint"]
@@ -57,16 +59,16 @@ class CompetitorForm(forms.ModelForm):
             )
         return value
 
-    def clean(self):
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
-        if "endpoint" in cleaned:
+        if cleaned is not None and "endpoint" in cleaned:
             # Set before the model's own checks run (a simulated competitor: loopback only,
             # never a key), so they judge the endpoint being saved, not the stored one.
             url, _, var = cleaned["endpoint"].partition("|")
             self.instance.base_url, self.instance.api_key_env = url, var
         return cleaned
 
-    def _update_errors(self, errors):
+    def _update_errors(self, errors: forms.ValidationError) -> None:
         # The model reports base_url / api_key_env, which this form sets from `endpoint`: the
         # message belongs there (a field the form lacks would be a ValueError, a 500).
         if hasattr(errors, "error_dict"):
@@ -74,7 +76,7 @@ class CompetitorForm(forms.ModelForm):
             for field, messages in errors.error_dict.items():
                 moved.setdefault("endpoint" if field in MOVED else field, []).extend(messages)
             errors = forms.ValidationError(moved)
-        super()._update_errors(errors)
+        super()._update_errors(errors)  # type: ignore[misc]  # a private hook the stubs omit
 
 
 @admin.register(Competitor)

@@ -1,22 +1,28 @@
-"""Where a competitor's model calls may go, and which env var may supply their key.
+"""Where a competitor's model calls may go, which env var may supply their key, and the one way
+to build the client a competitor is called with (`client_for`).
 
 Only the operator decides: ARENA_LLM_ENDPOINTS (env) lists the allowed endpoints as
 comma-separated `URL` (no key: a local vLLM / Ollama / llama.cpp server) or `URL|KEY_VAR` (the
 key is read from env var KEY_VAR). A competitor uses either the default endpoint
 (ARENA_LLM_BASE_URL with OPENROUTER_API_KEY; blank base_url and api_key_env) or one of those
 entries, picked from a list in the admin. Staff never type a URL or a variable name: free text
-let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of its
-choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
+would let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of
+its choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
 its decision is skipped with the reason.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+from agents.llm import LLMClient
+from agents.models import Competitor
+from agents.simulated import endpoint_for
 
 _VAR = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The arena's own secrets can never be a competitor's key, whatever the list says.
@@ -104,4 +110,50 @@ def check(base_url: str, key_env: str) -> str:
     return (
         f"endpoint {wanted.label} is not in the operator's allow-list (ARENA_LLM_ENDPOINTS); "
         "pick an allowed endpoint in the admin"
+    )
+
+
+def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
+    """The competitor's client, or (None, why it cannot run).
+
+    A simulated competitor calls the simulated endpoint (agents/simulated.py), loopback only and
+    without any key, whatever its fields say. Any other competitor's endpoint must be the default
+    one or on the operator's allow-list; a stored endpoint that is not is never called. Key
+    resolution: the endpoint's env var when it names one (a missing value skips the
+    competitor); no key at all for an allowed endpoint without a variable (a local
+    vLLM/Ollama server); the default OpenRouter key from settings for the default endpoint.
+    """
+    if competitor.simulated:
+        # Its own guard, stricter than the allow-list: loopback only and never a key, so no
+        # stored field can send a secret anywhere.
+        simulated_url, reason = endpoint_for(competitor.base_url)
+        if simulated_url is None:
+            return None, reason
+        return _client(simulated_url, ""), ""
+    refused = check(competitor.base_url, competitor.api_key_env)
+    if refused:
+        return None, refused
+    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
+    if competitor.api_key_env:
+        key = os.environ.get(competitor.api_key_env, "")
+        if not key:
+            return None, f"no API key: the env var {competitor.api_key_env} is not set"
+    elif competitor.base_url:
+        key = ""
+    else:
+        key = settings.ARENA_LLM_API_KEY
+        if not key:
+            return None, "no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
+    return _client(base_url, key), ""
+
+
+def _client(base_url: str, key: str) -> LLMClient:
+    """The operator's timeouts and retry policy (settings) around one endpoint and key."""
+    return LLMClient(
+        base_url,
+        key or None,
+        timeout=settings.ARENA_LLM_TIMEOUT,
+        max_retries=getattr(settings, "ARENA_LLM_MAX_RETRIES", 3),
+        backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
+        max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
     )

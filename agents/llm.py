@@ -173,18 +173,6 @@ class LLMClient:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
 
-    @classmethod
-    def from_settings(cls, **overrides: Any) -> LLMClient:
-        from django.conf import settings
-
-        kwargs: dict[str, Any] = {
-            "base_url": settings.ARENA_LLM_BASE_URL,
-            "api_key": settings.ARENA_LLM_API_KEY or None,
-            "timeout": settings.ARENA_LLM_TIMEOUT,
-        }
-        kwargs.update(overrides)
-        return cls(**kwargs)
-
     # --- helper endpoints ---------------------------------------------------------------
 
     def model_prices(self) -> dict[str, tuple[Decimal, Decimal]]:
@@ -193,12 +181,14 @@ class LLMClient:
         OpenRouter gives prices as strings in USD per token; models without usable prices are
         skipped rather than priced at zero, so an unknown cost stays unknown.
         """
-        payload = self._get_json("/models", {})
+        payload = self._get_json("/models", {}) or {}  # None only for a missing_ok 404
         prices: dict[str, tuple[Decimal, Decimal]] = {}
         for model in payload.get("data") or []:
             if not isinstance(model, dict) or not isinstance(model.get("id"), str):
                 continue
-            pricing = model.get("pricing") if isinstance(model.get("pricing"), dict) else {}
+            pricing = model.get("pricing")
+            if not isinstance(pricing, dict):
+                pricing = {}
             prompt = _decimal_or_none(pricing.get("prompt"))
             completion = _decimal_or_none(pricing.get("completion"))
             if prompt is None or completion is None or prompt < 0 or completion < 0:
@@ -415,7 +405,9 @@ def _cost(
 def _read_choice(attempt: Attempt, choice: dict) -> None:
     finish = choice.get("finish_reason")
     attempt.finish_reason = finish if isinstance(finish, str) else ""
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
     attempt.content = _content_text(message.get("content"))
     error = choice.get("error")
     if error or attempt.finish_reason == "error":

@@ -22,7 +22,6 @@ from typing import Protocol
 
 from agents.parsing import DecisionContext
 from core.methodology import CONSTANTS
-from markets.pricing import outcome_price
 
 
 class Universe(Protocol):
@@ -179,39 +178,6 @@ def decision_context(universe: Universe, positions: list[PositionView]) -> Decis
         position_ids={str(p.position_id) for p in positions if p.market_status == "open"},
         forecast_sample=[str(m) for m in universe.forecast_sample],
     )
-
-
-def position_views(entry, universe: Universe) -> list[PositionView]:
-    """All the entry's open positions (including those in closed, unresolved markets).
-
-    The price is the one the universe froze when the market is in it (so the prompt and the
-    execution agree), else the market's latest quote for the position's own outcome.
-    """
-    shown = {
-        item["market_id"]: {k: Decimal(v) for k, v in item["prices"].items()}
-        for item in universe.markets
-    }
-    views = []
-    positions = entry.positions.filter(status="open").select_related("market").order_by("id")
-    for pos in positions:
-        market = pos.market
-        if market.pk in shown and pos.outcome in shown[market.pk]:
-            price = shown[market.pk][pos.outcome]
-        else:
-            price = outcome_price(market.last_prices, market.outcomes, pos.outcome)
-        views.append(
-            PositionView(
-                position_id=pos.pk,
-                market_id=market.pk,
-                question=market.question,
-                outcome=pos.outcome,
-                shares=pos.shares,
-                cost_basis=pos.cost_basis,
-                price=price,
-                market_status=market.status,
-            )
-        )
-    return views
 
 
 def estimate_tokens(text: str) -> int:

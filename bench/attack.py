@@ -348,8 +348,8 @@ def case_login(base: str) -> None:
 
 
 def case_endpoint_exfiltration() -> None:
+    from agents.endpoints import client_for
     from agents.models import Competitor
-    from cohorts.decisions import client_for
 
     port = free_port()
     got: list[bytes] = []

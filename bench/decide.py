@@ -133,6 +133,7 @@ def model_answer(universe) -> str:
 
 def measure_prompts(cohort, universe) -> dict:
     from agents import prompts
+    from cohorts.universe import position_views
 
     entries = list(cohort.entries.select_related("competitor").order_by("id"))
     t0 = time.perf_counter()
@@ -141,7 +142,7 @@ def measure_prompts(cohort, universe) -> dict:
     per_entry = []
     for entry in entries:
         t0 = time.perf_counter()
-        positions = prompts.position_views(entry, universe)
+        positions = position_views(entry, universe)
         text = prompts.system_prompt() + prompts.user_prompt(
             universe=universe, week=1, weeks=5, at=AT, cash=entry.cash, positions=positions
         )

@@ -44,13 +44,13 @@ class ReadOnlyInline(admin.TabularInline):
 
 class EntryInline(ReadOnlyInline):
     model = Entry
-    fields = ["competitor", "replicate", "cash", "initial_balance"]
+    fields = ("competitor", "replicate", "cash", "initial_balance")
     readonly_fields = fields
 
 
 class PositionInline(ReadOnlyInline):
     model = Position
-    fields = [
+    fields = (
         "market",
         "outcome",
         "shares",
@@ -59,7 +59,7 @@ class PositionInline(ReadOnlyInline):
         "status",
         "opened_at",
         "closed_at",
-    ]
+    )
     readonly_fields = fields
 
 

@@ -19,7 +19,6 @@ trades. Claims use the wall clock, because staleness is about real processes dyi
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,41 +27,42 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 
-from agents import baselines, endpoints
+from agents import baselines
+from agents.endpoints import client_for
 from agents.llm import Attempt, ChatResult, LLMClient
 from agents.models import Competitor
-from agents.parsing import DecisionValidationError, ParsedDecision, parse_decision
+from agents.parsing import DecisionContext, DecisionValidationError, ParsedDecision, parse_decision
 from agents.prompts import (
     PROMPT_SHA256,
     PROMPT_VERSION,
+    PositionView,
     decision_context,
-    position_views,
     repair_prompt,
     system_prompt,
     user_prompt,
 )
-from agents.simulated import endpoint_for
 from cohorts import seals
-from cohorts.models import Cohort, Decision, Entry, Forecast, LLMCall
+from cohorts.llm_calls import store_calls, stored_cost
+from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.services import (
     BetOrder,
     ExecutionError,
+    PriceBook,
     SellOrder,
     check_orders,
     cohort_week,
     decision_eligible_cohorts,
     execute_orders,
 )
-from cohorts.universe import freeze_universe, price_book
+from cohorts.universe import freeze_universe, position_views, price_book
 from core import clock
 from core.versions import data_changed
 
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-COST_PLACES = Decimal("0.0000000001")  # as stored: providers bill below a millionth
 
 
 class ClaimLost(Exception):
@@ -105,7 +105,7 @@ def decide(
         if sync:
             for entry_id in entry_ids:
                 run_decision(entry_id, w, at)
-        else:
+        elif enqueue is not None:
             enqueue(entry_ids, w, explicit_at)
     return count
 
@@ -198,7 +198,7 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     return decision
 
 
-def _finish(decision: Decision, status: str, **fields) -> bool:
+def _finish(decision: Decision, status: str, **fields: object) -> bool:
     """Set a final status while we still hold the claim; False if the claim was lost."""
     updated = Decision.objects.filter(
         pk=decision.pk, claim_token=decision.claim_token, status=Decision.Status.CLAIMED
@@ -219,13 +219,22 @@ class _Answer:
 
 @dataclass
 class _Run:
-    """One claimed decision being worked on; execute() fills in the universe, prompt and ctx."""
+    """One claimed decision being worked on; execute() fills in what the prompt showed (the
+    universe, positions, prices, the parser's context and the two prompt texts) and the client
+    of a model competitor."""
 
     decision: Decision
     entry: Entry
     week: int
     at: datetime
     attempts: list[Attempt] = field(default_factory=list)
+    universe: Universe = field(init=False)
+    positions: list[PositionView] = field(init=False)
+    ctx: DecisionContext = field(init=False)
+    prices: PriceBook = field(init=False)
+    system: str = field(init=False, default="")
+    user: str = field(init=False, default="")
+    client: LLMClient | None = field(init=False, default=None)
 
     def execute(self) -> None:
         competitor = self.entry.competitor
@@ -269,7 +278,7 @@ class _Run:
             raise ClaimLost
 
     def _decide(self) -> None:
-        messages = [
+        messages: list[dict[str, str | None]] = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.user},
         ]
@@ -282,7 +291,7 @@ class _Run:
             self._commit(parsed, validation_errors=[])
             return
         errors = [{"phase": "initial", "problems": problems}]
-        repair = [
+        repair: list[dict[str, str | None]] = [
             *messages,
             {"role": "assistant", "content": first.content},
             {"role": "user", "content": repair_prompt(problems)},
@@ -301,10 +310,12 @@ class _Run:
 
     # --- asking the competitor -----------------------------------------------------------
 
-    def _ask(self, messages: list[dict], phase: str) -> _Answer:
+    def _ask(self, messages: list[dict[str, str | None]], phase: str) -> _Answer:
         competitor = self.entry.competitor
         if not competitor.is_llm:
             return self._ask_baseline(competitor, phase)
+        if self.client is None:
+            raise RuntimeError("a model competitor is asked without a client")  # see execute()
         result: ChatResult = self.client.chat(
             competitor.model_id,
             messages,
@@ -313,7 +324,7 @@ class _Run:
             price_out_per_m=competitor.price_out_per_m,
         )
         self.attempts.extend(result.attempts)
-        _store_calls(self.decision, result.attempts, phase)
+        store_calls(self.decision, result.attempts, phase)
         return _Answer(result.ok, result.content, result.error)
 
     def _ask_baseline(self, competitor: Competitor, phase: str) -> _Answer:
@@ -340,7 +351,7 @@ class _Run:
             cost_source="baseline",
             served_model=f"baseline/{competitor.strategy}",
         )
-        _store_calls(self.decision, [attempt], phase)
+        store_calls(self.decision, [attempt], phase)
         return _Answer(True, text)
 
     # --- validation and the final write ----------------------------------------------------
@@ -358,7 +369,7 @@ class _Run:
         return {
             "tokens_in": sum(a.prompt_tokens or 0 for a in self.attempts),
             "tokens_out": sum(a.completion_tokens or 0 for a in self.attempts),
-            "cost_usd": _cost(sum(costs, Decimal(0))),
+            "cost_usd": stored_cost(sum(costs, Decimal(0))),
             "latency_ms": sum(a.latency_ms for a in self.attempts),
         }
 
@@ -384,8 +395,8 @@ class _Run:
         hold_reason: str,
         trade: bool = True,
     ) -> None:
-        trading = parsed is not None and trade and parsed.action != "HOLD"
-        action = parsed.action if trading else Decision.Action.HOLD
+        trading = parsed if parsed is not None and trade and parsed.action != "HOLD" else None
+        action = trading.action if trading is not None else Decision.Action.HOLD
         with transaction.atomic():
             updated = Decision.objects.filter(
                 pk=self.decision.pk,
@@ -406,8 +417,8 @@ class _Run:
             data_changed()
             if parsed is not None:
                 Forecast.objects.bulk_create(self._forecasts(parsed))
-            if trading:
-                bets, sells = _orders(parsed)
+            if trading is not None:
+                bets, sells = _orders(trading)
                 execute_orders(
                     self.entry, bets, sells, self.prices, decision=self.decision, at=self.at
                 )
@@ -443,90 +454,3 @@ def _orders(parsed: ParsedDecision) -> tuple[list[BetOrder], list[SellOrder]]:
     bets = [BetOrder(int(b.market_id), b.outcome, b.amount) for b in parsed.bets]
     sells = [SellOrder(int(s.position_id), s.percentage) for s in parsed.sells]
     return bets, sells
-
-
-def _cost(value: Decimal | None) -> Decimal | None:
-    return None if value is None else Decimal(value).quantize(COST_PLACES)
-
-
-def _store_calls(decision: Decision, attempts: list[Attempt], phase: str) -> None:
-    """One LLMCall per HTTP attempt, numbered after any earlier ones (a reclaimed decision keeps
-    the calls of the run it replaced: they happened and may have cost money)."""
-    if not attempts:
-        return
-    start = LLMCall.objects.filter(decision=decision).aggregate(n=Max("attempt"))["n"] or 0
-    LLMCall.objects.bulk_create(
-        [_call_row(decision, a, start + i, phase) for i, a in enumerate(attempts, 1)]
-    )
-
-
-def _call_row(decision: Decision, a: Attempt, number: int, phase: str) -> LLMCall:
-    return LLMCall(
-        decision=decision,
-        attempt=number,
-        phase=phase,
-        url=a.url[:300],
-        request=a.request_body,
-        raw_response=a.raw_response,
-        http_status=a.http_status,
-        error=a.error,
-        error_kind=a.error_kind or "",
-        prompt_tokens=a.prompt_tokens,
-        completion_tokens=a.completion_tokens,
-        reasoning_tokens=a.reasoning_tokens,
-        cost_usd=_cost(a.cost_usd),
-        cost_source=a.cost_source or "",
-        latency_ms=a.latency_ms,
-        served_model=a.served_model[:200],
-        generation_id=a.generation_id[:200],
-        finish_reason=a.finish_reason[:40],
-        started_at=a.started_at,
-    )
-
-
-# --- endpoints and keys -------------------------------------------------------------------
-
-
-def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
-    """The competitor's client, or (None, why it cannot run).
-
-    A simulated competitor calls the simulated endpoint (agents/simulated.py), loopback only and
-    without any key, whatever its fields say. Any other competitor's endpoint must be the default
-    one or on the operator's allow-list (agents/endpoints.py); a stored endpoint that is not is
-    never called. Key resolution: the endpoint's env var when it names one (a missing value skips
-    the competitor); no key at all for an allowed endpoint without a variable (a local
-    vLLM/Ollama server); the default OpenRouter key from settings for the default endpoint.
-    """
-    if competitor.simulated:
-        # Its own guard, stricter than the allow-list: loopback only and never a key, so no
-        # stored field can send a secret anywhere.
-        base_url, reason = endpoint_for(competitor.base_url)
-        if base_url is None:
-            return None, reason
-        return _client(base_url, ""), ""
-    refused = endpoints.check(competitor.base_url, competitor.api_key_env)
-    if refused:
-        return None, refused
-    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
-    if competitor.api_key_env:
-        key = os.environ.get(competitor.api_key_env, "")
-        if not key:
-            return None, f"no API key: the env var {competitor.api_key_env} is not set"
-    elif competitor.base_url:
-        key = ""
-    else:
-        key = settings.ARENA_LLM_API_KEY
-        if not key:
-            return None, "no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
-    return _client(base_url, key), ""
-
-
-def _client(base_url: str, key: str) -> LLMClient:
-    return LLMClient(
-        base_url,
-        key or None,
-        timeout=settings.ARENA_LLM_TIMEOUT,
-        max_retries=getattr(settings, "ARENA_LLM_MAX_RETRIES", 3),
-        backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
-        max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
-    )

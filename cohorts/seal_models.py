@@ -46,6 +46,7 @@ class AppendOnly(models.Model):
     """Base: insert once, never change; delete only simulation (replay/demo) rows."""
 
     objects = AppendOnlyQuerySet.as_manager()
+    scope: str  # a column of every concrete subclass: live rows are never deleted
 
     class Meta:
         abstract = True

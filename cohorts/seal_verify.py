@@ -26,9 +26,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cohorts import seals
 from cohorts.models import Cohort, Decision, Universe
+from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
+from cohorts.seal_events import event_records
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_records import (
+    DecisionRows,
+    events_genesis_record,
+    genesis_record,
+    pending_record,
+)
+from cohorts.seals import FINAL, RERUNNABLE
 from cohorts.universe import content_hash
 from core import clock
 
@@ -95,10 +103,10 @@ def check_chain(report: Report, where: str, genesis: str, links: list[dict], sea
         elif row["record"] is None:
             report.problems.append(f"{name}: the record is missing")
             return False
-        elif seals.sha256_hex(row["record"]) != row["record_hash"]:
+        elif sha256_hex(row["record"]) != row["record_hash"]:
             report.problems.append(f"{name}: the record does not match its sealed hash")
             return False
-        if row["prev"] != prev or seals.link_hash(prev, row["record_hash"], i) != row["link"]:
+        if row["prev"] != prev or link_hash(prev, row["record_hash"], i) != row["link"]:
             report.problems.append(f"{name}: the chain is broken at this link")
             return False
         prev = row["link"]
@@ -198,7 +206,7 @@ def _stored(report: Report, where: str, dg: DecisionDigest, link: dict) -> dict 
     """The digest's stored record, parsed, after checking it against its hash."""
     data = DecisionDigest.objects.filter(pk=dg.pk).values_list("record", flat=True).get()
     data = zlib.decompress(bytes(data))
-    if seals.sha256_hex(data) != dg.record_hash:
+    if sha256_hex(data) != dg.record_hash:
         report.problems.append(
             f"{where}: {link['name']} (chain #{dg.seq}): the stored record does not match its "
             "sealed hash"
@@ -225,7 +233,7 @@ def _verify_cohort(report: Report, cohort: Cohort) -> None:
         if content_hash(universe.markets, universe.forecast_sample) != universe.content_hash:
             report.problems.append(f"{where}: universe {universe.pk} does not match its hash")
             return
-        genesis = seals.record_hash(seals.genesis_record(cohort, week, universe.content_hash))
+        genesis = record_hash(genesis_record(cohort, week, universe.content_hash))
         digests = by_week_digests[week]
         links = _digest_links(digests)
         seal_dicts = [
@@ -273,28 +281,30 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
             "id", "entry_id", "status", "claimed_at"
         )
     }
-    rows = seals.DecisionRows(dg.decision_id for dg, _ in latest.values() if dg.decision_id)
+    rows = DecisionRows(dg.decision_id for dg, _ in latest.values() if dg.decision_id)
     for entry_id in sorted(latest):
         dg, link = latest[entry_id]
         entry = entry_by_id[entry_id]
         live = live_decisions.get(entry_id)
         name = f"{where}: {link['name']}"
         if dg.state == "pending":
-            now = seals.pending_record(cohort.pk, week, entry)
-            if seals.record_hash(now) != dg.record_hash:
+            if record_hash(pending_record(cohort.pk, week, entry)) != dg.record_hash:
                 report.problems.append(f"{name}: the entry no longer matches its seal")
                 return False
-            if live is not None and live["status"] in seals.FINAL:
+            if live is not None and live["status"] in FINAL:
                 report.notes.append(f"{name}: final now, awaiting its amendment")
             continue
         if live is None or live["id"] != dg.decision_id:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
         now = rows.record(cohort.pk, week, entry, dg.decision_id)
-        if seals.record_hash(now) == dg.record_hash:
+        if now is None:
+            report.problems.append(f"{name}: the decision row is missing or replaced")
+            return False
+        if record_hash(now) == dg.record_hash:
             continue
-        rerun = dg.status in seals.RERUNNABLE and (
-            live["status"] not in seals.FINAL or live["claimed_at"] > dg.created_at
+        rerun = dg.status in RERUNNABLE and (
+            live["status"] not in FINAL or live["claimed_at"] > dg.created_at
         )
         if rerun:
             report.notes.append(f"{name}: re-run after sealing, awaiting its amendment")
@@ -302,7 +312,7 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
         sealed = link.get("parsed") or _stored(report, where, dg, link)
         if sealed is None:
             return False
-        path = first_difference(sealed, json.loads(seals.canonical(now)))
+        path = first_difference(sealed, json.loads(canonical(now)))
         report.problems.append(f"{name}: does not match its seal: {path} differs")
         return False
     return True
@@ -322,23 +332,23 @@ def _verify_events(report: Report, scope: str) -> None:
         }
         for e in rows
     ]
-    genesis = seals.record_hash(seals.events_genesis_record(scope))
+    genesis = record_hash(events_genesis_record(scope))
     report.events += len(links)
     if not check_chain(report, where, genesis, links, []):
         return
     by_kind: dict[str, list[EventLogEntry]] = defaultdict(list)
     for e in rows:
         by_kind[e.kind].append(e)
-    live = {kind: seals.event_records(kind, [e.ref for e in es]) for kind, es in by_kind.items()}
+    live = {kind: event_records(kind, [e.ref for e in es]) for kind, es in by_kind.items()}
     for e, link in zip(rows, links):
         found = live[e.kind].get(e.ref)
         name = f"{where}: {link['name']} (chain #{e.seq})"
         if found is None:
             report.problems.append(f"{name}: the row is missing")
             return
-        if seals.record_hash(found[1]) != e.record_hash:
+        if record_hash(found.record) != e.record_hash:
             path = first_difference(
-                json.loads(link["record"]), json.loads(seals.canonical(found[1]))
+                json.loads(e.record_bytes()), json.loads(canonical(found.record))
             )
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
@@ -369,7 +379,7 @@ def export_chunks(
         cohorts = cohorts[:limit]
     head = {
         "format": EXPORT_FORMAT,
-        "seal_format": seals.FORMAT,
+        "seal_format": FORMAT,
         "generated_at": clock.now().isoformat(),
         "cohort": cohort_id,
     }
@@ -392,7 +402,7 @@ def _cohort_json(cohort: Cohort) -> str:
     for week in sorted({s.week for s in all_seals}):
         digests = list(DecisionDigest.objects.filter(cohort=cohort, week=week).order_by("seq"))
         latest = {dg.entry_id: dg.pk for dg in digests}
-        rows = seals.DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
+        rows = DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
         live = {
             d["id"]: d
             for d in Decision.objects.filter(pk__in=rows.decisions).values(
@@ -416,7 +426,7 @@ def _cohort_json(cohort: Cohort) -> str:
             }
             items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
         universe = universes.get(week)
-        genesis = seals.genesis_record(cohort, week, universe.content_hash if universe else "")
+        genesis = genesis_record(cohort, week, universe.content_hash if universe else "")
         week_seals = [
             {
                 "seq": s.seq,
@@ -449,12 +459,12 @@ def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
     if now is None:
         return "null"
     d = live[dg.decision_id]
-    rerun = dg.status in seals.RERUNNABLE and (
-        d["status"] not in seals.FINAL or d["claimed_at"] > dg.created_at
+    rerun = dg.status in RERUNNABLE and (
+        d["status"] not in FINAL or d["claimed_at"] > dg.created_at
     )
     if rerun:
         return stored
-    return seals.canonical(now).decode("utf-8", "surrogatepass")
+    return canonical(now).decode("utf-8", "surrogatepass")
 
 
 def _events_json(scope: str) -> str:
@@ -462,13 +472,11 @@ def _events_json(scope: str) -> str:
     by_kind: dict[str, list[int]] = defaultdict(list)
     for e in rows:
         by_kind[e.kind].append(e.ref)
-    live = {kind: seals.event_records(kind, refs) for kind, refs in by_kind.items()}
+    live = {kind: event_records(kind, refs) for kind, refs in by_kind.items()}
     items = []
     for e in rows:
         found = live[e.kind].get(e.ref)
-        text = (
-            "null" if found is None else seals.canonical(found[1]).decode("utf-8", "surrogatepass")
-        )
+        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
         meta = {
             "seq": e.seq,
             "kind": e.kind,
@@ -479,7 +487,7 @@ def _events_json(scope: str) -> str:
             "created_at": e.created_at.isoformat(),
         }
         items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
-    head = {"scope": scope, "genesis": seals.events_genesis_record(scope)}
+    head = {"scope": scope, "genesis": events_genesis_record(scope)}
     return json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
 
 
@@ -495,7 +503,7 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
     `published`, a saved /api/seals response) roots against the ones seen earlier."""
     if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
         raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
-    if doc.get("seal_format") != seals.FORMAT:
+    if doc.get("seal_format") != FORMAT:
         raise ExportFormatError(f"unknown seal format {doc.get('seal_format')!r}")
     report = Report()
     roots: dict[tuple[int, int, int], str] = {}
@@ -509,7 +517,7 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
             links = [
                 {
                     "seq": d["seq"],
-                    "record": None if d["record"] is None else seals.canonical(d["record"]),
+                    "record": None if d["record"] is None else canonical(d["record"]),
                     "parsed": d["record"],
                     "record_hash": d["record_hash"],
                     "prev": d["prev"],
@@ -523,7 +531,7 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
             ]
             report.weeks += 1
             report.digests += len(links)
-            if not check_chain(report, where, seals.record_hash(genesis), links, week["seals"]):
+            if not check_chain(report, where, record_hash(genesis), links, week["seals"]):
                 return report
             if not check_records(report, where, cohort["id"], week["week"], links):
                 return report
@@ -534,7 +542,7 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
         links = [
             {
                 "seq": e["seq"],
-                "record": None if e["record"] is None else seals.canonical(e["record"]),
+                "record": None if e["record"] is None else canonical(e["record"]),
                 "record_hash": e["record_hash"],
                 "prev": e["prev"],
                 "link": e["link"],
@@ -543,7 +551,7 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
             for e in log.get("entries") or []
         ]
         report.events += len(links)
-        if not check_chain(report, where, seals.record_hash(log["genesis"]), links, []):
+        if not check_chain(report, where, record_hash(log["genesis"]), links, []):
             return report
     if published is not None:
         _compare_published(report, roots, published)

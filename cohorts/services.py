@@ -251,6 +251,14 @@ def _market_problem(market: Market | None, market_id: int) -> str | None:
     return None
 
 
+def _valid(value: object) -> Decimal:
+    """A number _validate accepted: execution runs only after the rules passed under lock."""
+    number = _decimal(value)
+    if number is None:
+        raise ExecutionError([f"{value!r} is not a number"])
+    return number
+
+
 def _price_problem(price: Decimal | None, where: str) -> str | None:
     if price is None:
         return f"{where}: no price"
@@ -277,7 +285,7 @@ def _validate(
         total_bets += amount
         market = book.markets.get(bet.market_id)
         problem = _market_problem(market, bet.market_id)
-        if problem:
+        if problem or market is None:
             reasons.append(f"{where}: {problem}")
             continue
         if bet.outcome not in (market.outcomes or []):
@@ -312,7 +320,7 @@ def _validate(
             continue
         market = book.markets.get(position.market_id)
         problem = _market_problem(market, position.market_id)
-        if problem:
+        if problem or market is None:
             reasons.append(f"{where}: {problem}")
             continue
         problem = _price_problem(_order_price(prices, market, position.outcome)[0], where)
@@ -408,12 +416,14 @@ def execute_orders(
 
 def _quote(prices: PriceBook | None, market: Market, outcome: str) -> tuple[Decimal, dict]:
     price, source = _order_price(prices, market, outcome)
+    if price is None:  # _validate refuses an order without a price; this is its guard
+        raise ExecutionError([f"market {market.pk}: no price for {outcome!r}"])
     return price, {"price": str(price), "source": source, "last_prices": market.last_prices}
 
 
 def _buy(entry: Entry, book: _Book, bet: BetOrder, prices, decision, at: datetime) -> Trade:
     market = book.markets[bet.market_id]
-    amount = _decimal(bet.amount)
+    amount = _valid(bet.amount)
     price, quote = _quote(prices, market, bet.outcome)
     shares = (amount / price).quantize(SHARE_PLACES, rounding=ROUND_DOWN)
     position = next(
@@ -464,7 +474,7 @@ def _buy(entry: Entry, book: _Book, bet: BetOrder, prices, decision, at: datetim
 def _sell(entry: Entry, book: _Book, sell: SellOrder, prices, decision, at: datetime) -> Trade:
     position = book.positions[sell.position_id]
     market = book.markets[position.market_id]
-    pct = _decimal(sell.percentage)
+    pct = _valid(sell.percentage)
     price, quote = _quote(prices, market, position.outcome)
     shares = _shares_to_sell(position, pct)
     proceeds = (shares * price).quantize(CENT, rounding=ROUND_DOWN)

@@ -146,17 +146,6 @@ def take_snapshot(at: datetime | None = None, cohorts: Iterable[Cohort] | None =
     return store_snapshots(compute_snapshots(snapshot_cohorts(at, cohorts), bucket_for(at)))
 
 
-def write_final_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
-    """Snapshots for entries whose last position just settled, in the settlement's bucket.
-
-    Their cohort may complete before the next tick, so this row is what the series ends on.
-    """
-    entry_ids = list(entry_ids)
-    if not entry_ids:
-        return 0
-    return store_snapshots(compute_snapshots(Q(pk__in=entry_ids), bucket_for(at)))
-
-
 def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     """Snapshots for entries a settlement (or its staff reversal) just changed, so the entry's
     latest snapshot always reflects the change.
@@ -193,7 +182,3 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
         # time) must not leave a chart drawing the old outcome there.
         series.rebuild_entries(ids, since=min(at, ts))
     return written
-
-
-def write_final_snapshot(entry: Entry, at: datetime | None = None) -> int:
-    return write_final_snapshots([entry.pk], at if at is not None else clock.now())

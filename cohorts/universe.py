@@ -17,7 +17,8 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from cohorts.models import Cohort, Universe
+from agents.prompts import PositionView
+from cohorts.models import Cohort, Entry, Position, Universe
 from core import clock
 from markets.models import Market
 from markets.pricing import outcome_price
@@ -28,7 +29,7 @@ RULES_CHARS = 300
 FORECAST_SAMPLE_SIZE = 20
 PRICE_PLACES = Decimal("0.000001")
 
-_SOURCE_FOR_KIND = {
+_SOURCE_FOR_KIND: dict[str, str] = {
     Cohort.Kind.LIVE: Market.Source.POLYMARKET,
     Cohort.Kind.REPLAY: Market.Source.FORECASTBENCH,
     Cohort.Kind.DEMO: Market.Source.DEMO,
@@ -196,3 +197,33 @@ def price_book(universe: Universe) -> dict[tuple[int, str], Decimal]:
         for name, price in item["prices"].items():
             book[(item["market_id"], name)] = Decimal(price)
     return book
+
+
+def position_views(entry: Entry, universe: Universe) -> list[PositionView]:
+    """All the entry's open positions (including those in closed, unresolved markets), as the
+    prompt shows them.
+
+    The price is the one the universe froze when the market is in it (so the prompt and the
+    execution agree), else the market's latest quote for the position's own outcome.
+    """
+    shown = price_book(universe)
+    views = []
+    positions = entry.positions.filter(status=Position.Status.OPEN).select_related("market")
+    for pos in positions.order_by("id"):
+        market = pos.market
+        price = shown.get((market.pk, pos.outcome))
+        if price is None:
+            price = outcome_price(market.last_prices, market.outcomes, pos.outcome)
+        views.append(
+            PositionView(
+                position_id=pos.pk,
+                market_id=market.pk,
+                question=market.question,
+                outcome=pos.outcome,
+                shares=pos.shares,
+                cost_basis=pos.cost_basis,
+                price=price,
+                market_status=market.status,
+            )
+        )
+    return views

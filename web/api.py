@@ -25,6 +25,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
+from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
 from markets.models import Market
 from web import charts, params, selectors
@@ -217,29 +218,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             "tokens_out": d.tokens_out,
             "cost_usd": _usd6(d.cost_usd),
             "latency_ms": d.latency_ms,
-            "llm_calls": [
-                {
-                    "attempt": call.attempt,
-                    "phase": call.phase,
-                    "url": call.url,
-                    "request": call.request,
-                    "raw_response": call.raw_response,
-                    "http_status": call.http_status,
-                    "error": call.error,
-                    "error_kind": call.error_kind,
-                    "prompt_tokens": call.prompt_tokens,
-                    "completion_tokens": call.completion_tokens,
-                    "reasoning_tokens": call.reasoning_tokens,
-                    "cost_usd": _usd6(call.cost_usd),
-                    "cost_source": call.cost_source,
-                    "latency_ms": call.latency_ms,
-                    "served_model": call.served_model,
-                    "generation_id": call.generation_id,
-                    "finish_reason": call.finish_reason,
-                    "started_at": _iso(call.started_at),
-                }
-                for call in d.llm_calls.all()
-            ],
+            "llm_calls": [call_dict(call, time=_iso, money=_usd6) for call in d.llm_calls.all()],
             "forecasts": [
                 {
                     "market": f.market_id,

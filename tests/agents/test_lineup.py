@@ -153,8 +153,8 @@ def test_a_stored_endpoint_off_the_list_shows_as_not_allowed_and_cannot_be_kept(
 
 
 def test_a_simulated_competitor_cannot_be_given_a_remote_endpoint(admin_client, settings):
-    # The model refuses a simulated competitor off loopback or with a key; the admin used to
-    # reach that check only through fields this form no longer has (a ValueError, a 500).
+    # The model refuses a simulated competitor off loopback or with a key, on fields the form
+    # does not have: the refusal must land on `endpoint`, not raise (a ValueError, a 500).
     settings.ARENA_LLM_ENDPOINTS = "https://api.example.com/v1|EXAMPLE_KEY,http://127.0.0.1:8765/v1"
     form = {"slug": "sim", "display_name": "Sim", "kind": "llm", "replicates": 1,
             "params": "{}", "simulated": "on"}  # fmt: skip
@@ -170,8 +170,8 @@ def test_a_simulated_competitor_cannot_be_given_a_remote_endpoint(admin_client, 
 
 
 def test_decision_audit_admin_urls_from_before_the_move_still_lead_there(admin_client):
-    """Decisions moved from the agents app to cohorts; bookmarks of the old admin pages follow
-    with their query string, and a POST keeps its method (308)."""
+    """The decision audit's admin pages live under cohorts; bookmarks of the agents admin URLs
+    follow with their query string, and a POST keeps its method (308)."""
     old = admin_client.get("/admin/agents/decision/?status__exact=failed")
     assert old.status_code == 308
     assert old["Location"] == "/admin/cohorts/decision/?status__exact=failed"

@@ -10,7 +10,7 @@ import pytest
 from agents import prompts
 from agents.parsing import DecisionContext, parse_decision
 from cohorts.models import Position
-from cohorts.universe import freeze_universe
+from cohorts.universe import freeze_universe, position_views
 from markets.models import Market
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_market, make_markets
 
@@ -75,7 +75,7 @@ def test_user_prompt_shows_cash_allocation_positions_and_universe():
         cost_basis=Decimal("7"),
         opened_at=AT,
     )
-    positions = prompts.position_views(entry, universe)
+    positions = position_views(entry, universe)
 
     text = prompts.user_prompt(
         universe=universe, week=2, weeks=5, at=AT, cash=Decimal("8000"), positions=positions

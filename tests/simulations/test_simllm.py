@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agents.endpoints import client_for
 from agents.llm import LENGTH, LLMClient
 from agents.models import Competitor
 from agents.parsing import DecisionValidationError, parse_decision
@@ -34,7 +35,6 @@ from agents.prompts import (
     user_prompt,
 )
 from agents.simulated import simulated_endpoint
-from cohorts.decisions import client_for
 from simulations import prompt_view
 from simulations.simllm import MAX_BODY_BYTES, MappingWorld, SimulatedLLMServer
 from simulations.simmodels import CHARACTERS

@@ -1,0 +1,202 @@
+"""The event log: one hash chain per scope (live, replay, demo) of everything that moves money
+or truth after the decisions: resolution changes (every source), settlements and reversals.
+
+Entries are appended in the transaction that writes the row (the resolution receiver, settlement)
+and caught up by the snapshot tick for anything missed, so a row and its log entry commit
+together. Within one append, events are ordered by scope, time, kind (resolution before reversal
+before settlement: a correction reverses before it pays again) and id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, QuerySet
+
+from cohorts.models import Cohort, LedgerEntry, Settlement
+from cohorts.seal_canonical import canonical, link_hash, pack, record_hash, sha256_hex
+from cohorts.seal_models import EventLogEntry
+from cohorts.seal_records import (
+    LEDGER_FIELDS,
+    Record,
+    Row,
+    events_genesis_record,
+    resolution_record,
+    reversal_record,
+    settlement_record,
+)
+from core import clock
+from core.versions import data_changed
+from markets.models import Market, ResolutionChange
+
+log = logging.getLogger(__name__)
+
+SCOPE_OF_SOURCE = {
+    Market.Source.POLYMARKET: Cohort.Kind.LIVE,
+    Market.Source.FORECASTBENCH: Cohort.Kind.REPLAY,
+    Market.Source.DEMO: Cohort.Kind.DEMO,
+}
+RC_FIELDS = (
+    "id",
+    "market_id",
+    "market__source",
+    "source",
+    "changed_by__username",
+    "changed_at",
+    "from_status",
+    "from_outcome",
+    "to_status",
+    "to_outcome",
+    "reason",
+)
+SETTLEMENT_FIELDS = (
+    "id",
+    "market_id",
+    "position_id",
+    "position__entry_id",
+    "position__entry__cohort__kind",
+    "kind",
+    "outcome",
+    "shares",
+    "cost_basis",
+    "payout",
+    "settled_at",
+    "reversed_at",
+)
+_KIND_ORDER: dict[str, int] = {
+    EventLogEntry.Kind.RESOLUTION: 0,
+    EventLogEntry.Kind.REVERSAL: 1,
+    EventLogEntry.Kind.SETTLEMENT: 2,
+}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row's record as the database holds it now, and where it goes in the log."""
+
+    scope: str
+    record: Record
+    at: datetime
+
+
+def settlement_ledger(settlement_ids: Iterable[int]) -> dict[int, list[Row]]:
+    out: dict[int, list[Row]] = defaultdict(list)
+    rows = LedgerEntry.objects.filter(settlement_id__in=list(settlement_ids)).order_by("id")
+    for row in rows.values("settlement_id", *LEDGER_FIELDS):
+        out[row["settlement_id"]].append(row)
+    return out
+
+
+def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
+    """ref -> its Event, for the rows of `kind` as they are in the database now."""
+    refs = list(refs)
+    out: dict[int, Event] = {}
+    if kind == EventLogEntry.Kind.RESOLUTION:
+        for rc in ResolutionChange.objects.filter(pk__in=refs).values(*RC_FIELDS):
+            scope = SCOPE_OF_SOURCE.get(rc["market__source"], Cohort.Kind.LIVE)
+            out[rc["id"]] = Event(scope, resolution_record(rc), rc["changed_at"])
+        return out
+    rows = list(Settlement.objects.filter(pk__in=refs).values(*SETTLEMENT_FIELDS))
+    ledger = settlement_ledger(s["id"] for s in rows)
+    for s in rows:
+        scope = s["position__entry__cohort__kind"]
+        if kind == EventLogEntry.Kind.SETTLEMENT:
+            out[s["id"]] = Event(scope, settlement_record(s, ledger[s["id"]]), s["settled_at"])
+        elif s["reversed_at"] is not None:
+            out[s["id"]] = Event(scope, reversal_record(s, ledger[s["id"]]), s["reversed_at"])
+    return out
+
+
+def _unlogged(market_id: int | None) -> dict[str, list[int]]:
+    def logged(kind: str) -> QuerySet[EventLogEntry]:
+        return EventLogEntry.objects.filter(kind=kind, ref=OuterRef("pk"))
+
+    rcs = ResolutionChange.objects.filter(~Exists(logged(EventLogEntry.Kind.RESOLUTION)))
+    settled = Settlement.objects.filter(~Exists(logged(EventLogEntry.Kind.SETTLEMENT)))
+    reversed_ = Settlement.objects.filter(reversed_at__isnull=False).filter(
+        ~Exists(logged(EventLogEntry.Kind.REVERSAL))
+    )
+    if market_id is not None:
+        rcs = rcs.filter(market_id=market_id)
+        settled = settled.filter(market_id=market_id)
+        reversed_ = reversed_.filter(market_id=market_id)
+    return {
+        EventLogEntry.Kind.RESOLUTION: list(rcs.values_list("pk", flat=True)),
+        EventLogEntry.Kind.SETTLEMENT: list(settled.values_list("pk", flat=True)),
+        EventLogEntry.Kind.REVERSAL: list(reversed_.values_list("pk", flat=True)),
+    }
+
+
+def log_events(market_id: int | None = None) -> int:
+    """Append every resolution change, settlement and reversal not yet in its scope's log (of
+    one market, or all); returns how many. Called inside the writing transaction (a savepoint
+    here), so the log entry commits with the row; a lost race is retried, and whatever still
+    fails is left to the snapshot tick."""
+    for _attempt in range(3):
+        try:
+            with transaction.atomic():
+                return _log_events(market_id)
+        except IntegrityError:
+            continue  # another process appended to the same scope first: read the head again
+    log.warning("event log: could not append for market %s; the snapshot tick retries", market_id)
+    return 0
+
+
+@dataclass(frozen=True)
+class _Pending:
+    kind: str
+    ref: int
+    event: Event
+
+    @property
+    def order(self) -> tuple[str, datetime, int, int]:
+        return (self.event.scope, self.event.at, _KIND_ORDER[self.kind], self.ref)
+
+
+def _log_events(market_id: int | None) -> int:
+    items = [
+        _Pending(kind, ref, event)
+        for kind, refs in _unlogged(market_id).items()
+        for ref, event in event_records(kind, refs).items()
+    ]
+    if not items:
+        return 0
+    items.sort(key=lambda item: item.order)
+    by_scope: dict[str, list[_Pending]] = defaultdict(list)
+    for item in items:
+        by_scope[item.event.scope].append(item)
+    now = clock.now()
+    rows = []
+    for scope, scoped in by_scope.items():
+        head = EventLogEntry.objects.filter(scope=scope).order_by("-seq").first()
+        if head is None:
+            prev, seq = record_hash(events_genesis_record(scope)), 0
+        else:
+            prev, seq = head.link, head.seq
+        for item in scoped:
+            data = canonical(item.event.record)
+            seq += 1
+            h = sha256_hex(data)
+            link = link_hash(prev, h, seq)
+            rows.append(
+                EventLogEntry(
+                    scope=scope,
+                    seq=seq,
+                    kind=item.kind,
+                    ref=item.ref,
+                    record=pack(data),
+                    record_hash=h,
+                    prev=prev,
+                    link=link,
+                    created_at=now,
+                )
+            )
+            prev = link
+    EventLogEntry.objects.bulk_create(rows)
+    data_changed()  # /api/seals shows the log heads
+    return len(rows)

@@ -1,0 +1,77 @@
+"""The grid the chart series are stored on (cohorts/series.py explains what is kept and when).
+
+Every series is a value at each multiple of a step since the Unix epoch, for every step of
+LEVELS, CHUNK points to a row, packed little-endian float64 with NaN where there is no value.
+A new snapshot only ever adds points at the end of a grid (or rewrites the latest), which is
+what lets a write touch a few rows and a read fetch a few rows, whatever the history's length.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import numpy as np
+
+# Seconds between grid points. A chart picks the smallest step that draws its range within its
+# point budget; the ladder is dense enough that a range never gets much under two thirds of it.
+LEVELS = (600, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 345600, 604800)
+FINEST = LEVELS[0]
+CHUNK = 128  # points per row: 1 KiB, stored inline by PostgreSQL (no TOAST)
+DTYPE = np.dtype("<f8")
+SCOPES = ("live", "replay", "demo")  # Cohort.Kind values (this module also serves migrations)
+
+
+def live_models():
+    # The real models; a migration passes its historical ones instead.
+    from agents.models import Competitor
+    from cohorts.models import (
+        Entry,
+        ScopeSeriesChunk,
+        ScopeSeriesHead,
+        SeriesChunk,
+        SeriesHead,
+        Snapshot,
+    )
+
+    return SimpleNamespace(
+        Competitor=Competitor,
+        Entry=Entry,
+        Snapshot=Snapshot,
+        SeriesHead=SeriesHead,
+        SeriesChunk=SeriesChunk,
+        ScopeSeriesHead=ScopeSeriesHead,
+        ScopeSeriesChunk=ScopeSeriesChunk,
+    )
+
+
+def epoch(ts: datetime) -> int:
+    return int(ts.timestamp())
+
+
+def instant(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def pack(values: np.ndarray) -> bytes:
+    return values.astype(DTYPE, copy=False).tobytes()
+
+
+def unpack(raw) -> np.ndarray:
+    return np.frombuffer(raw, dtype=DTYPE)
+
+
+def empty() -> np.ndarray:
+    return np.full(CHUNK, np.nan, dtype=DTYPE)
+
+
+def save_heads(M, heads: list) -> None:
+    # INSERT .. ON CONFLICT DO UPDATE: one plain statement, where bulk_update builds a CASE
+    # expression per row and field (most of a tick's CPU with hundreds of entries).
+    M.SeriesHead.objects.bulk_create(
+        heads,
+        update_conflicts=True,
+        unique_fields=["entry"],
+        update_fields=["first_ts", "last_ts", "last_total"],
+        batch_size=1000,
+    )
