@@ -115,3 +115,12 @@ def test_notes_read_the_sealed_constants(monkeypatch):
     text = " ".join(present.notes())
     assert "within 30% of the paper cash" in text
     assert "the sealed threshold (123)" in text
+
+
+def test_competitor_page_reads_a_computed_row(scripted, client):  # noqa: F811 - fixture
+    compute_scores("live", as_of=END + timedelta(hours=1))
+    body = client.get("/competitors/alice/?scope=live").content.decode()
+    assert "No calibration data yet" not in body and "Reliability (REL)" in body
+    assert "/competitors/bob/?scope=live" in body  # the Diebold-Mariano row against bob
+    assert "Expected calibration error (ECE)" in body  # an "other measure"
+    assert "Calibration bins" in body
