@@ -200,7 +200,7 @@ def _score(scope: str, as_of: datetime) -> _Scored:
         details.headline_by_cohort[str(group)] = headline
         details.dm[str(group)] = dm
         details.tournament[str(group)] = tournament
-    buys = [t[8] for t in data.trades if t[2] == Trade.Side.BUY]
+    buys = [t.pk for t in data.trades if t.side == Trade.Side.BUY]
     return _Scored(
         rows, details, int(questions.t.size), int(questions.scored.sum()), shared.clv, buys
     )
