@@ -306,14 +306,14 @@ def implied_confidence(
         if side != Trade.Side.BUY or cohort not in cohort_ids or ci is None:
             continue
         info = data.markets.get(market_id)
-        decision = data.decisions.get(decision_id)
+        decision = None if decision_id is None else data.decisions.get(decision_id)
         if info is None or info.status != Market.Status.RESOLVED or decision is None:
             continue
-        if decision[3] is None:
+        if decision.cash_before is None:
             continue
         a, cash, o = acc[ci]
         a.append(float(amount))
-        cash.append(decision[3])
+        cash.append(decision.cash_before)
         o.append(1.0 if outcome == info.resolved_outcome else 0.0)
     return {
         ci: (metrics.implied_confidence_brier(a, cash, np.ones(len(a), dtype=bool), o), len(a))

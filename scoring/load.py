@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import NamedTuple
 
 import numpy as np
 from django.db.models import FloatField, OuterRef, Q, QuerySet, Subquery, Sum
@@ -57,6 +58,25 @@ class MarketInfo:
     last_prices: dict
 
 
+class DecisionRow(NamedTuple):
+    entry: int
+    week: int
+    decided_t: float  # when it decided (or was claimed, if it never decided)
+    cash_before: float | None
+
+
+class TradeRow(NamedTuple):
+    entry: int
+    decision: int | None
+    side: str
+    amount: Decimal
+    price: Decimal
+    executed_at: datetime
+    market: int
+    outcome: str
+    pk: int
+
+
 @dataclass
 class ScopeData:
     scope: str
@@ -66,8 +86,8 @@ class ScopeData:
     entries: dict[str, np.ndarray]
     forecasts: dict[str, np.ndarray]
     markets: dict[int, MarketInfo]
-    decisions: dict[int, tuple]  # id -> (entry_id, week, decided_t, cash_before float or None)
-    trades: list[tuple]
+    decisions: dict[int, DecisionRow]
+    trades: list[TradeRow]  # in execution order
     money: dict[int, EntryMoney]
     settlements: dict[int, list[int]]  # entry id -> [won, lost]
     usage: dict[int, tuple[int, Decimal]]  # entry id -> (tokens, cost)
@@ -117,7 +137,9 @@ def _closed_at(status: str, close, closed, resolved_at, as_of: datetime) -> floa
     return math.nan
 
 
-def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str, np.ndarray]:
+def _load_forecasts(
+    decision_q: Q, as_of: datetime, decisions: dict[int, DecisionRow]
+) -> dict[str, np.ndarray]:
     """The scope's forecasts as arrays. Time and week come from the decision (a forecast is
     stated at its decision's time), which spares parsing 100,000 timestamps."""
     rows = list(
@@ -132,8 +154,8 @@ def _load_forecasts(decision_q: Q, as_of: datetime, decisions: dict) -> dict[str
     cols: list[tuple] = [()] * 6 if not rows else list(zip(*rows))
     decision = np.asarray(cols[1], dtype=np.int64)
     d_ids = np.asarray(sorted(decisions), dtype=np.int64)
-    d_t = np.asarray([decisions[d][2] for d in d_ids.tolist()], dtype=float)
-    d_week = np.asarray([decisions[d][1] for d in d_ids.tolist()], dtype=np.int64)
+    d_t = np.asarray([decisions[d].decided_t for d in d_ids.tolist()], dtype=float)
+    d_week = np.asarray([decisions[d].week for d in d_ids.tolist()], dtype=np.int64)
     pos = np.searchsorted(d_ids, decision) if d_ids.size else np.zeros(0, dtype=np.int64)
     return {
         "entry": np.asarray(cols[0], dtype=np.int64),
@@ -285,14 +307,15 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         Q(decided_at__lte=as_of) | Q(decided_at__isnull=True, claimed_at__lte=as_of)
     )
     decisions = {
-        pk: (entry_id, week, _ts(decided or claimed), None if cb is None else float(cb))
+        pk: DecisionRow(entry_id, week, _ts(decided or claimed), None if cb is None else float(cb))
         for pk, entry_id, week, decided, claimed, cb in Decision.objects.filter(
             decision_q
         ).values_list("pk", "entry_id", "week", "decided_at", "claimed_at", "cash_before")
     }
     forecasts = _load_forecasts(decision_q, as_of, decisions)
-    trades = list(
-        Trade.objects.filter(entry_q, executed_at__lte=as_of)
+    trades = [
+        TradeRow(*row)
+        for row in Trade.objects.filter(entry_q, executed_at__lte=as_of)
         .order_by("executed_at", "pk")
         .values_list(
             "entry_id",
@@ -305,7 +328,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
             "position__outcome",
             "pk",
         )  # fmt: skip
-    )
+    ]
     settled: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     for entry_id, kind in Settlement.objects.filter(
         Q(position__in=Position.objects.filter(entry_q).values("pk")),

@@ -3,15 +3,17 @@ with its LeaderboardRows; `store_trade_clv` keeps each BUY's closing-line value;
 deletes old runs. Tasks, the CLI, replays and the demo call these; pages read the stored rows.
 
 A run is a pipeline, one module per step: scoring/load.py reads the scope (a fixed number of
-queries, whatever the number of forecasts), scoring/compute.py scores it as numpy over the whole
-scope (with scoring/paper.py for champion's clothes and scoring/tournament.py for the
-tournament), scoring/present.py shapes and ranks the rows, and this module orchestrates the
+queries, whatever the number of forecasts), scoring/questions.py builds the scored questions,
+scoring/compute.py computes each competitor's CompetitorStats as numpy over the whole scope (with
+scoring/edge.py for CLV, Diebold-Mariano and the information test, scoring/paper.py for
+champion's clothes and scoring/tournament.py for the tournament), scoring/present.py shapes and
+ranks the rows, scoring/stored.py types the JSON they store, and this module orchestrates the
 groups and writes. Scopes (live / replay / demo) are never mixed: a run reads only cohorts of its
 own kind, and produces rows per cohort and across all of the scope's cohorts (cohort=None).
 
 Owns every write of the scoring engine and nothing else: no query beyond the run bookkeeping
 and the scope's clock (loading is scoring/load.py's) and no scoring math (that is compute's,
-paper's, tournament's).
+edge's, paper's, tournament's).
 
 Scores of a scope are a pure function of its data and its own clock: live runs as of
 now; replay and demo runs as of their simulated clock (the latest snapshot of their cohorts,
@@ -198,7 +200,7 @@ def _score(scope: str, as_of: datetime) -> _Scored:
         details.headline_by_cohort[str(group)] = headline
         details.dm[str(group)] = dm
         details.tournament[str(group)] = tournament
-    buys = [t[8] for t in data.trades if t[2] == Trade.Side.BUY]
+    buys = [t.pk for t in data.trades if t.side == Trade.Side.BUY]
     return _Scored(
         rows, details, int(questions.t.size), int(questions.scored.sum()), shared.clv, buys
     )

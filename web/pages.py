@@ -313,6 +313,8 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
         "calibration_bins": bins,
         "reliability": _coloured(charts.reliability(bins), competitor),
         "clock": standings.clock(run),
+        "provisional_n": provisional_threshold(),
+        "provisional_delta": standings.PROVISIONAL_DELTA,
         "skill_places": standings.places_to_separate(
             [overall.skill_vs_market] if overall else [],
             [overall.skill_lo, overall.skill_hi] if overall else [],

@@ -26,7 +26,7 @@ from scoring.models import LeaderboardRow, ScoreRun
 from scoring.stored import DmPair, RunDetails
 
 MAX_PLACES = 6
-_DELTA = f"{CONSTANTS.provisional_brier_delta:g}"  # the Brier edge the sample size is for
+PROVISIONAL_DELTA = f"{CONSTANTS.provisional_brier_delta:g}"  # the Brier edge it is sized for
 HEADLINES = {
     "brier_skill_vs_market": ("skill_vs_market", "skill vs market"),
     "return_pct": ("return_pct", "return"),
@@ -71,14 +71,14 @@ class Board:
             (n,) = self.required_n
             return (
                 f"Provisional: fewer than {n} resolved questions, the number the methodology "
-                f"needs to detect a {_DELTA} difference in Brier score; the same rule for every "
-                "row."
+                f"needs to detect a {PROVISIONAL_DELTA} difference in Brier score; the same rule "
+                "for every row."
             )
         if self.required_n:
             return (
                 "Provisional: fewer resolved questions than the methodology's sample size for "
-                f"detecting a {_DELTA} Brier difference (this methodology version sizes it per "
-                "competitor; the number needed is in each badge)."
+                f"detecting a {PROVISIONAL_DELTA} Brier difference (this methodology version sizes "
+                "it per competitor; the number needed is in each badge)."
             )
         return "Provisional: no resolved question yet."
 
