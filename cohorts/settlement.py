@@ -310,10 +310,25 @@ def markets_needing_settlement() -> list[int]:
     return sorted(ids)
 
 
-def settle_resolved(market: Market) -> SettleReport:
-    """Settle a market right after its resolution was recorded (markets.signals.market_resolved).
-    A market that cannot be settled as it stands goes on the staff attention list with the
-    reason, and the error propagates so the caller counts it."""
+def after_resolution(market: Market) -> SettleReport:
+    """Everything the competition does once a market's resolution is recorded
+    (markets.resolution.record_resolution sends markets.signals.market_resolved inside its
+    transaction; cohorts.receivers dispatches it here). In order, all in that transaction, at
+    the clock of record's now (a replay's or the demo's simulated time):
+
+    1. seal every unsealed week whose universe holds the market (seals.seal_before_settlement),
+       so no payout is computed against decisions that are not sealed yet;
+    2. settle the market's open positions, or reverse settlements the new status contradicts
+       (ledger rows and cash in Decimal);
+    3. snapshot every entry whose cash or positions changed and rebuild its chart series from
+       that point (snapshots.write_settlement_snapshots);
+    4. append the resolution change and the settlements to the scope's chained event log
+       (seals.log_events).
+
+    Steps 1-4 are settle_market. A market that cannot be settled as it stands goes on the
+    staff attention list with the reason, and the error propagates so the caller counts it
+    (or refuses the change). The rescore request is the caller's, sent on commit.
+    """
     try:
         return settle_market(market)
     except SettlementError as exc:

@@ -49,8 +49,9 @@ from cohorts.settlement import settle_market
 from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe
 from core import clock
-from markets.models import Market, PricePoint, ResolutionChange, http_url
+from markets.models import Market, PricePoint, http_url
 from markets.pricing import PRICE_PLACES, to_price
+from markets.resolution import record_resolution
 from simulations.simllm import MappingWorld, ensure_simulated_competitors, simulated_llm
 
 log = logging.getLogger(__name__)
@@ -552,26 +553,21 @@ def set_prices(prices: dict[int, Decimal], at: datetime, *, latest: bool = True)
 
 
 def resolve_market(market_id: int, outcome: str, at: datetime, reason: str) -> bool:
-    """Open -> resolved, claimed by a conditional UPDATE (a rerun or a racing run is a no-op)."""
-    with transaction.atomic():
-        updated = Market.objects.filter(pk=market_id, status=Market.Status.OPEN).update(
-            status=Market.Status.RESOLVED,
-            resolved_outcome=outcome,
-            resolved_at=at,
-            resolved_by=Market.ResolvedBy.REPLAY,
-            closed_time=at,
-            updated_at=clock.now(),
-        )
-        if updated:
-            ResolutionChange.objects.create(
-                market_id=market_id,
-                source=Market.ResolvedBy.REPLAY,
-                from_status=Market.Status.OPEN,
-                to_status=Market.Status.RESOLVED,
-                to_outcome=outcome,
-                reason=reason,
-            )
-    return bool(updated)
+    """Open -> resolved through the one resolution service (audit row, settlement, event log);
+    False when the market was already resolved (a rerun or a racing run is a no-op). No rescore
+    request: the replay scores its own scope once, at the end of the import."""
+    recorded = record_resolution(
+        market_id,
+        status=Market.Status.RESOLVED,
+        outcome=outcome,
+        by=Market.ResolvedBy.REPLAY,
+        reason=reason,
+        at=at,
+        only_unresolved=True,
+        rescore=False,
+        market_fields={"closed_time": at},
+    )
+    return recorded is not None
 
 
 # --- writing: the replay clock ------------------------------------------------------------
@@ -693,13 +689,7 @@ def replay_set(
     steps = _pending(timeline(rs, markets), latest)
     held = [step for step in steps if step.at > now]
     steps = [step for step in steps if step.at <= now]
-    resolved = 0
-    for step in steps:
-        # All or nothing per step: an interrupted step leaves no half-moved latest behind.
-        with transaction.atomic():
-            resolved += apply_step(cohort, step, reason=f"ForecastBench resolution set {rs.due}")
-        if on_step:
-            on_step()
+    resolved = _walk(cohort, steps, latest, f"ForecastBench resolution set {rs.due}", on_step)
     decisions = Counter(
         Decision.objects.filter(entry__cohort=cohort).values_list("status", flat=True)
     )
@@ -719,6 +709,29 @@ def replay_set(
     )
 
 
+def _walk(
+    cohort: Cohort,
+    steps: list[Step],
+    latest: datetime,
+    reason: str,
+    on_step: Callable[[], None] | None,
+) -> int:
+    """Apply the steps on the replay's clock of record: every service called inside (the
+    resolution service, settlement, seals, the event log, snapshots) reads the step's instant
+    as now, so what a step writes is stamped with replay time, never the wall clock."""
+    resolved = 0
+    replay_time = clock.SimulatedClock(latest)
+    with clock.running_on(replay_time):
+        for step in steps:
+            replay_time.set(step.at)
+            # All or nothing per step: an interrupted step leaves no half-moved latest behind.
+            with transaction.atomic():
+                resolved += apply_step(cohort, step, reason=reason)
+            if on_step:
+                on_step()
+    return resolved
+
+
 def _open_and_decide(
     rs: ReplaySet, cohort: Cohort, markets: dict[str, Market], start: datetime, decide_at: datetime
 ) -> None:
@@ -735,6 +748,8 @@ def _open_and_decide(
         sample_size=len(ordered),
     )
     decide(cohort=cohort, week=1, at=decide_at, sync=True)
+    # Decisions are claimed on the machine's clock, not the replay's: a claim's staleness says
+    # whether the process holding it is still alive, and a rerun must be able to reclaim it.
     # The first snapshot starts the clock, after which the decision instant is never revisited;
     # a claim left by an interrupted run must be finished (reclaimed) before that.
     if Decision.objects.filter(entry__cohort=cohort, status=Decision.Status.CLAIMED).exists():
@@ -745,12 +760,12 @@ def _open_and_decide(
     take_snapshot(at=decide_at, cohorts=[cohort])
 
 
-def _pending(steps: list[Step], clock: datetime) -> list[Step]:
+def _pending(steps: list[Step], latest: datetime) -> list[Step]:
     """Steps after the clock; late rows (dated at or before it) fold into the next step."""
-    late = Step(clock + MIN_EVENT_GAP)
+    late = Step(latest + MIN_EVENT_GAP)
     pending = []
     for step in steps:
-        if step.at > clock:
+        if step.at > latest:
             pending.append(step)
             continue
         set_prices(step.prices, step.at, latest=False)  # history only: the quote moved on
@@ -773,9 +788,10 @@ def apply_step(cohort: Cohort, step: Step, *, reason: str) -> int:
     set_prices(step.prices, step.at)
     resolved = 0
     for pk, outcome in sorted(step.resolutions.items()):
-        resolved += resolve_market(pk, outcome, step.at, reason)
-        # Also when already resolved: a run interrupted before settling finishes it here.
-        settle_market(Market(pk=pk), at=step.at)
+        if resolve_market(pk, outcome, step.at, reason):
+            resolved += 1
+        else:  # resolved by an earlier run that may have stopped before settling: finish it
+            settle_market(Market(pk=pk), at=step.at)
     advance_cohorts(at=step.at, cohorts=[cohort.pk])
     take_snapshot(at=step.at, cohorts=[cohort])
     return resolved
