@@ -33,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -206,7 +207,9 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
     settlements = []
     won = _won_totals({p.entry_id for p in positions})
     for position in positions:
-        kind, outcome = _target(market, position)
+        target = _target(market, position)
+        assert target is not None  # only a resolved or void market settles open positions
+        kind, outcome = target
         payout = _payout(kind, position.shares, position.cost_basis, won[position.entry_id])
         settlements.append(
             Settlement(
@@ -226,7 +229,7 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
         position.realized_pnl += payout - position.cost_basis
     Settlement.objects.bulk_create(settlements)
     Position.objects.bulk_update(positions, ["status", "closed_at", "realized_pnl"])
-    ledger_kind = {
+    ledger_kind: dict[str, str] = {
         Settlement.Kind.WON: LedgerEntry.Kind.PAYOUT,
         Settlement.Kind.VOID: LedgerEntry.Kind.REFUND,
     }
@@ -339,7 +342,7 @@ def after_resolution(market: Market) -> SettleReport:
 def settle_pending(at: datetime | None = None) -> dict:
     """Settle every market whose settlements lag its status. One market's failure (logged and
     counted) does not stop the others."""
-    summary = {"markets": 0, "settled": 0, "reversed": 0, "paid": "0", "errors": []}
+    summary: dict[str, Any] = {"markets": 0, "settled": 0, "reversed": 0, "paid": "0", "errors": []}
     paid = Decimal(0)
     for market_id in markets_needing_settlement():
         try:

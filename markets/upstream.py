@@ -133,7 +133,7 @@ def resolve_markets(*, client: GammaClient | None = None) -> ResolveReport:
     report.checked = len(candidates)
     upstream = _look_up(client, candidates, now)
     for market in candidates:
-        p = upstream.get(market.external_id)
+        p = upstream[market.external_id]
         if isinstance(p, str):  # not found or unreadable upstream
             report.missing += p == "missing"
             _flag(
