@@ -343,9 +343,10 @@ class _Sim:
 
     def tick(self, t: datetime) -> None:
         sunday = self.is_decision_time(t)
-        if sunday or self._due(t):
-            # Settlement rewrites each touched entry's latest stored snapshot, and decisions
-            # read the books: both must see every tick before this one.
+        if sunday or self._settles_a_holding(t):
+            # A settlement rewrites each touched entry's latest stored snapshot, so the ticks
+            # before it must be stored first; a Sunday opens and fills cohorts, stored after
+            # everything that came before them. A market nobody holds settles no entry.
             self.flush()
         changed = self._resolve_due(t)
         if sunday:
@@ -380,8 +381,15 @@ class _Sim:
         }
         _write_quotes(quotes, end)
 
-    def _due(self, t: datetime) -> bool:
-        return bool(self.closing) and self.closing[-1][0] <= t
+    def _settles_a_holding(self, t: datetime) -> bool:
+        """Does a market due at `t` have open demo positions?"""
+        held = self._held()
+        for close_at, pk, _key in reversed(self.closing):  # soonest first
+            if close_at > t:
+                return False
+            if pk in held:
+                return True
+        return False
 
     def _resolve_due(self, t: datetime) -> bool:
         resolved_any = False
@@ -447,8 +455,8 @@ class _Sim:
         prices = {m.pk: _quote(self.by_key[m.external_id].price_at(t)) for m in markets}
         return markets, prices
 
-    def _mark(self, t: datetime) -> None:
-        """Move the latest quote of markets demo positions hold (what snapshots read)."""
+    def _held(self) -> dict[int, str]:
+        """pk -> key of the open markets demo positions hold (reset by tick() on a change)."""
         if self.held is None:
             self.held = dict(
                 Market.objects.filter(
@@ -459,8 +467,12 @@ class _Sim:
                 .distinct()
                 .values_list("pk", "external_id")
             )
+        return self.held
+
+    def _mark(self, t: datetime) -> None:
+        """Move the latest quote of markets demo positions hold (what snapshots read)."""
         changed = {}
-        for pk, key in self.held.items():
+        for pk, key in self._held().items():
             price = self.by_key[key].price_at(t)
             if self.quoted.get(pk) != price:
                 changed[pk] = self.quoted[pk] = price
