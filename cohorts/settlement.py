@@ -1,12 +1,16 @@
 """Settling positions when a market resolves, voids, or has its resolution changed by staff.
 
+Entered through after_resolution (the one thing that follows markets.resolution's
+record_resolution, inside its transaction), and by settle_pending and the simulations to finish
+a settlement an earlier run could not.
+
 settle_market makes the live settlements of a market match the market's current status:
 - resolved: every position on the winning outcome is paid $1 per share, the others 0. Money is
   exact to the cent per entry (sealed payout_rounding): an entry's live payouts add up to the
   dollar value of its live winning shares rounded half to even, so each payout is that rounded
   running total minus what the entry was already paid. A fraction of a cent carries over to the
-  entry's next payout instead of being dropped per position (v1 rounded every payout down, and
-  an entry with 58 winning positions ended 29 cents short). A staff reversal takes back exactly
+  entry's next payout instead of being dropped per position (rounding each payout down would
+  leave an entry with 58 winning positions up to 58 cents short). A staff reversal takes back exactly
   what its settlement paid; the entry's running total is trued again at its next payout;
 - void: every position is refunded the cost basis it still holds;
 - open/closed (staff reopened it): earlier settlements are reversed and the positions reopen.
