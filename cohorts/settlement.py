@@ -10,8 +10,8 @@ settle_market makes the live settlements of a market match the market's current 
   dollar value of its live winning shares rounded half to even, so each payout is that rounded
   running total minus what the entry was already paid. A fraction of a cent carries over to the
   entry's next payout instead of being dropped per position (rounding each payout down would
-  leave an entry with 58 winning positions up to 58 cents short). A staff reversal takes back exactly
-  what its settlement paid; the entry's running total is trued again at its next payout;
+  leave an entry with 58 winning positions up to 58 cents short). A staff reversal takes back
+  exactly what its settlement paid; the entry's running total is trued again at its next payout;
 - void: every position is refunded the cost basis it still holds;
 - open/closed (staff reopened it): earlier settlements are reversed and the positions reopen.
 A live settlement that disagrees with the status is reversed first (a REVERSAL ledger row takes

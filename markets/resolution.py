@@ -75,13 +75,15 @@ def record_resolution(
        The receiver's writes are part of this transaction on purpose: a staff correction whose
        reversal cannot be paid back is refused whole, and a simulation's settlement lands
        before the snapshot of the same tick. `settle_failures` says what a failed settlement
-       does: "raise" (its exception propagates and nothing is recorded) or "keep" (the settlement's savepoint
-       is rolled back, the resolution stays, the market stays tracked; settle_pending and the
-       snapshot tick retry it, and the tick's event-log catch-up logs the change).
+       does: "raise" (its exception propagates and nothing is recorded) or "keep" (the
+       settlement's savepoint is rolled back, the resolution stays, the market stays tracked;
+       settle_pending and the snapshot tick retry it, and the tick's event-log catch-up logs
+       the change).
     2. A market final and settled stops being tracked (nobody can hold it any more).
     On commit, and only then: the pages' data version moves, and, if `rescore`,
     `markets.signals.resolutions_changed` asks for a rescore (scoring debounces it). A rollback
-    of the caller's transaction undoes all of the above and sends nothing.
+    of the caller's transaction undoes all of the above, and nothing leaves it: no rescore
+    request, no page invalidation.
     """
     pk = market if isinstance(market, int) else market.pk
     now = clock.now()

@@ -6,8 +6,9 @@ The market questions (polymarket, manifold, metaculus, infer) become replay mark
 becomes one replay cohort whose universe is exactly that set's market questions, priced at the
 freeze values. The active competitors (or, with `simulated`, the active baselines and the simulated
 model competitors, never together with real models) decide once, at the set's due date; then the
-replay clock walks through the resolution dates, moving prices, resolving markets, settling, snapshotting and
-finally scoring, with the same services live cohorts use (only the clock is simulated).
+replay clock walks through the resolution dates, moving prices, resolving markets, settling,
+snapshotting and finally scoring, with the same services live cohorts use (only the clock is
+simulated).
 
 Reading and validation (no database) live in simulations.forecastbench; the writes here.
 
