@@ -74,17 +74,17 @@ def test_a_demo_resolution_is_audited_settled_and_logged(
     market = make_market(prices={"Yes": "0.50"}, source=Market.Source.DEMO)
     position = _hold(market, Cohort.Kind.DEMO, outcome="No")
     tick = WEEK + timedelta(days=2, hours=5)
-    with django_capture_on_commit_callbacks(execute=True):
-        with clock.running_on(clock.SimulatedClock(tick)):
-            recorded = record_resolution(
-                market.pk,
-                status=Market.Status.VOID,
-                by=Market.ResolvedBy.DEMO,
-                reason="demo plan",
-                at=tick - timedelta(minutes=30),
-                only_unresolved=True,
-                rescore=False,
-            )
+    demo_time = clock.SimulatedClock(tick)
+    with django_capture_on_commit_callbacks(execute=True), clock.running_on(demo_time):
+        recorded = record_resolution(
+            market.pk,
+            status=Market.Status.VOID,
+            by=Market.ResolvedBy.DEMO,
+            reason="demo plan",
+            at=tick - timedelta(minutes=30),
+            only_unresolved=True,
+            rescore=False,
+        )
     assert recorded is not None and recorded.settlement == "settled"
     change = _settled_and_logged(market, position, Cohort.Kind.DEMO)
     assert change.changed_at == tick and change.source == "demo"
@@ -118,13 +118,13 @@ def test_a_rollback_after_set_resolution_sends_nothing_and_leaves_nothing(
 ):
     market = make_market(prices={"Yes": "0.50"})
     position = _hold(market, Cohort.Kind.LIVE)
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        with pytest.raises(RuntimeError), transaction.atomic():
-            set_resolution(market, status=Market.Status.RESOLVED, outcome="Yes", reason="checked")
-            # Settled inside the resolution's transaction...
-            assert Settlement.objects.filter(position=position).exists()
-            assert rescores == []  # ...but nothing is sent before the commit
-            raise RuntimeError("the caller's transaction rolls back")
+    capture = django_capture_on_commit_callbacks(execute=True)
+    with capture as callbacks, pytest.raises(RuntimeError), transaction.atomic():
+        set_resolution(market, status=Market.Status.RESOLVED, outcome="Yes", reason="checked")
+        # Settled inside the resolution's transaction...
+        assert Settlement.objects.filter(position=position).exists()
+        assert rescores == []  # ...but nothing is sent before the commit
+        raise RuntimeError("the caller's transaction rolls back")
     assert callbacks == [] and rescores == []
     market.refresh_from_db()
     assert market.status == Market.Status.OPEN
@@ -134,10 +134,9 @@ def test_a_rollback_after_set_resolution_sends_nothing_and_leaves_nothing(
 
 def test_the_rescore_request_follows_the_commit(rescores, django_capture_on_commit_callbacks):
     market = make_market(prices={"Yes": "0.50"})
-    with django_capture_on_commit_callbacks(execute=True):
-        with transaction.atomic():
-            set_resolution(market, status=Market.Status.RESOLVED, outcome="No", reason="checked")
-            assert rescores == []
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        set_resolution(market, status=Market.Status.RESOLVED, outcome="No", reason="checked")
+        assert rescores == []
     assert rescores == [Market]
 
 
