@@ -1,23 +1,17 @@
 """Reactions of the competition engine to what lower packages announce. Dispatch only."""
 
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
-from cohorts import seals, series, settlement
+from cohorts import series, settlement
 from cohorts.models import Entry
-from markets.models import Market, ResolutionChange
+from markets.models import Market
 from markets.signals import market_resolved
 
 
-@receiver(market_resolved, sender=Market, dispatch_uid="cohorts.settle_on_resolution")
-def settle_on_resolution(sender, market, **kwargs):
-    return settlement.settle_resolved(market)
-
-
-@receiver(post_save, sender=ResolutionChange, dispatch_uid="cohorts.log_resolution_change")
-def log_resolution_change(sender, instance, created, **kwargs):
-    if created:
-        seals.log_events(market_id=instance.market_id)
+@receiver(market_resolved, sender=Market, dispatch_uid="cohorts.after_resolution")
+def after_resolution(sender, market, **kwargs):
+    return settlement.after_resolution(market)
 
 
 @receiver(post_delete, sender=Entry, dispatch_uid="cohorts.series_on_entry_delete")

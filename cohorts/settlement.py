@@ -1,13 +1,17 @@
 """Settling positions when a market resolves, voids, or has its resolution changed by staff.
 
+Entered through after_resolution (the one thing that follows markets.resolution's
+record_resolution, inside its transaction), and by settle_pending and the simulations to finish
+a settlement an earlier run could not.
+
 settle_market makes the live settlements of a market match the market's current status:
 - resolved: every position on the winning outcome is paid $1 per share, the others 0. Money is
   exact to the cent per entry (sealed payout_rounding): an entry's live payouts add up to the
   dollar value of its live winning shares rounded half to even, so each payout is that rounded
   running total minus what the entry was already paid. A fraction of a cent carries over to the
-  entry's next payout instead of being dropped per position (v1 rounded every payout down, and
-  an entry with 58 winning positions ended 29 cents short). A staff reversal takes back exactly
-  what its settlement paid; the entry's running total is trued again at its next payout;
+  entry's next payout instead of being dropped per position (rounding each payout down would
+  leave an entry with 58 winning positions up to 58 cents short). A staff reversal takes back
+  exactly what its settlement paid; the entry's running total is trued again at its next payout;
 - void: every position is refunded the cost basis it still holds;
 - open/closed (staff reopened it): earlier settlements are reversed and the positions reopen.
 A live settlement that disagrees with the status is reversed first (a REVERSAL ledger row takes
@@ -33,6 +37,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -206,7 +211,9 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
     settlements = []
     won = _won_totals({p.entry_id for p in positions})
     for position in positions:
-        kind, outcome = _target(market, position)
+        target = _target(market, position)
+        assert target is not None  # only a resolved or void market settles open positions
+        kind, outcome = target
         payout = _payout(kind, position.shares, position.cost_basis, won[position.entry_id])
         settlements.append(
             Settlement(
@@ -226,7 +233,7 @@ def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta:
         position.realized_pnl += payout - position.cost_basis
     Settlement.objects.bulk_create(settlements)
     Position.objects.bulk_update(positions, ["status", "closed_at", "realized_pnl"])
-    ledger_kind = {
+    ledger_kind: dict[str, str] = {
         Settlement.Kind.WON: LedgerEntry.Kind.PAYOUT,
         Settlement.Kind.VOID: LedgerEntry.Kind.REFUND,
     }
@@ -310,10 +317,25 @@ def markets_needing_settlement() -> list[int]:
     return sorted(ids)
 
 
-def settle_resolved(market: Market) -> SettleReport:
-    """Settle a market right after its resolution was recorded (markets.signals.market_resolved).
-    A market that cannot be settled as it stands goes on the staff attention list with the
-    reason, and the error propagates so the caller counts it."""
+def after_resolution(market: Market) -> SettleReport:
+    """Everything the competition does once a market's resolution is recorded
+    (markets.resolution.record_resolution sends markets.signals.market_resolved inside its
+    transaction; cohorts.receivers dispatches it here). In order, all in that transaction, at
+    the clock of record's now (a replay's or the demo's simulated time):
+
+    1. seal every unsealed week whose universe holds the market (seals.seal_before_settlement),
+       so no payout is computed against decisions that are not sealed yet;
+    2. settle the market's open positions, or reverse settlements the new status contradicts
+       (ledger rows and cash in Decimal);
+    3. snapshot every entry whose cash or positions changed and rebuild its chart series from
+       that point (snapshots.write_settlement_snapshots);
+    4. append the resolution change and the settlements to the scope's chained event log
+       (seals.log_events).
+
+    Steps 1-4 are settle_market. A market that cannot be settled as it stands goes on the
+    staff attention list with the reason, and the error propagates so the caller counts it
+    (or refuses the change). The rescore request is the caller's, sent on commit.
+    """
     try:
         return settle_market(market)
     except SettlementError as exc:
@@ -324,7 +346,7 @@ def settle_resolved(market: Market) -> SettleReport:
 def settle_pending(at: datetime | None = None) -> dict:
     """Settle every market whose settlements lag its status. One market's failure (logged and
     counted) does not stop the others."""
-    summary = {"markets": 0, "settled": 0, "reversed": 0, "paid": "0", "errors": []}
+    summary: dict[str, Any] = {"markets": 0, "settled": 0, "reversed": 0, "paid": "0", "errors": []}
     paid = Decimal(0)
     for market_id in markets_needing_settlement():
         try:

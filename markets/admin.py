@@ -1,8 +1,9 @@
 """Admin for markets: browse and search, and fix resolutions with an audit trail.
 
 Resolutions are changed only through the actions (resolve / void / reopen), which ask for a
-reason on a confirmation page and call markets.services.set_resolution, so every change writes
-a ResolutionChange row and settlements follow. Upstream data is read-only here: the next sync
+reason on a confirmation page and call markets.corrections.set_resolution, which records the
+change through markets.resolution.record_resolution: every change writes a ResolutionChange row
+and settlements follow, or nothing changes. Upstream data is read-only here: the next sync
 would overwrite an edit anyway.
 """
 
@@ -18,7 +19,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from markets import services
+from markets.corrections import set_resolution
 from markets.models import Market, ResolutionChange
 
 REASON_HELP = "Why: shown in the market's audit trail (who, when, from, to, why)."
@@ -207,7 +208,7 @@ class MarketAdmin(admin.ModelAdmin):
         changed, refused = 0, []
         for market in queryset:
             try:
-                services.set_resolution(market, user=request.user, reason=reason, **change)
+                set_resolution(market, user=request.user, reason=reason, **change)
             except ValidationError as exc:
                 refused.append(f"#{market.pk}: {' '.join(exc.messages)}")
                 continue

@@ -57,7 +57,7 @@ def insert_rows(
     columns = [(f.attname, _default(f), _prep(f, connection)) for f in fields]
 
     qn = connection.ops.quote_name
-    head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES "
+    head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column or f.attname) for f in fields)}) VALUES "
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     tail = f" {conflict}" if conflict else ""
     if returning:

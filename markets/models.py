@@ -5,6 +5,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import models
 
+from core import clock
+
 
 def http_url(text: str | None) -> str:
     """`text` if it is an http(s) URL with a host, else "": upstream and replay data may carry
@@ -160,7 +162,9 @@ class ResolutionChange(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     source = models.CharField(max_length=10, choices=Market.ResolvedBy.choices)
-    changed_at = models.DateTimeField(auto_now_add=True)
+    # The clock of record's time, so a change made in a replay or the demo carries its scope's
+    # simulated time (the event log orders and stamps entries by it).
+    changed_at = models.DateTimeField(default=clock.now, editable=False)
     from_status = models.CharField(max_length=10)
     from_outcome = models.CharField(max_length=200, blank=True)
     to_status = models.CharField(max_length=10)

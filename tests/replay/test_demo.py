@@ -29,7 +29,7 @@ from cohorts.models import (
 )
 from cohorts.seal_models import EventLogEntry, WeekSeal
 from cohorts.seal_verify import verify_database
-from markets.models import Market, PricePoint
+from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run
 from simulations.demo import DemoError, build_plan, price_path, run_demo
@@ -52,12 +52,17 @@ def small_demo(db, settings):
 
 
 def test_small_demo_is_sealed_the_same_way(small_demo):
-    """Every demo week with decisions is sealed as complete and every settlement is in the demo
-    event log, so `arena verify` covers simulations too."""
+    """Every demo week with decisions is sealed as complete and every settlement and every
+    resolution is in the demo event log, so `arena verify` covers simulations too."""
     weeks = set(Universe.objects.values_list("cohort_id", "week"))
     assert weeks and set(WeekSeal.objects.values_list("cohort_id", "week")) == weeks
     assert set(WeekSeal.objects.values_list("reason", "scope")) == {("complete", "demo")}
-    assert EventLogEntry.objects.filter(scope="demo").count() == Settlement.objects.count()
+    demo_log = EventLogEntry.objects.filter(scope="demo")
+    assert demo_log.filter(kind="settlement").count() == Settlement.objects.count()
+    changes = ResolutionChange.objects.filter(market__source=Market.Source.DEMO)
+    assert changes.count() == small_demo.resolved > 0
+    assert demo_log.filter(kind="resolution").count() == changes.count()
+    assert demo_log.count() == Settlement.objects.count() + changes.count()
     assert verify_database().problems == []
 
 
