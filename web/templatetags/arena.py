@@ -178,11 +178,6 @@ def _methodology_url() -> str:
 
 
 @register.filter
-def get_item(mapping, key):
-    return mapping.get(key) if isinstance(mapping, dict) else None
-
-
-@register.filter
 def pretty_json(value) -> str:
     """Indented JSON for stored payloads. The result is plain text: autoescaping still applies."""
     try:
@@ -193,8 +188,9 @@ def pretty_json(value) -> str:
 
 @register.filter
 def chart_script(chart, element_id: str):
-    """A chart's data as a <script type="application/json">: a kept ChartJSON goes in as it
-    is (already escaped as json_script does); anything else through json_script."""
+    """A chart's data as a <script type="application/json">: a ChartJSON goes in as it is
+    (already escaped as json_script does, the same bytes the API serves); anything else
+    through json_script."""
     from django.utils.html import json_script
 
     text = getattr(chart, "text", None)
