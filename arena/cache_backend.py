@@ -1,14 +1,14 @@
 """The shared cache on Redis, degrading to "no cache" while Redis is unreachable.
 
-Everything the site keeps in the cache can be recomputed (rendered pages, chart data, version
-tokens), so an unreachable Redis must cost speed, never a 500: while it is down every read is a
-miss, every write is skipped, `add` reports "not added" and `incr` of a missing key raises the
-usual ValueError. After one failure the backend stops asking Redis for BREAKER_SECONDS, so a
+Everything the site keeps in the cache can be recomputed (rendered pages, version tokens), so
+an unreachable Redis must cost speed, never a 500: while it is down every read is a miss, every
+write is skipped, `add` reports "not added" and `incr` of a missing key raises the usual
+ValueError. After one failure the backend stops asking Redis for BREAKER_SECONDS, so a
 dead or hung server costs each request at most one socket timeout instead of one per cache call.
 
 Writes that happened while Redis was away could not replace the version tokens
-(core/versions.py), so pages and values kept before the outage would come back stale. The first
-process that reaches Redis again after seeing it fail replaces every token before anything else.
+(core/versions.py), so pages cached before the outage would come back stale. The first process
+that reaches Redis again after seeing it fail replaces every token before anything else.
 """
 
 from __future__ import annotations

@@ -28,22 +28,21 @@ from django.shortcuts import get_object_or_404
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
 from markets.models import Market
-from web import charts, params, selectors
+from web import chart_reads, charts, params, selectors
 from web.api_errors import api_view
-from web.cache import key_choice, key_int, key_text, page
+from web.cache import page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 money = charts.as_money
 MAX_OFFSET = 10**9
 MAX_ID = 2**62
-# What each endpoint reads from its query string (the page cache keys on exactly these, parsed as
-# the views parse them with web/params.py).
-LIMIT = key_int(1, MAX_LIMIT)
-OFFSET = key_int(0, MAX_OFFSET)
-KIND = key_choice(selectors.SCOPES)
-RANGE = key_choice(charts.RANGES, upper=True)
-ID = key_int(1, MAX_ID)
+# What the endpoints read from their query strings: parsed once (web/cache.py `@page`) and
+# handed to the views as keyword arguments.
+LIMIT = params.integer(1, MAX_LIMIT, DEFAULT_LIMIT)
+OFFSET = params.integer(0, MAX_OFFSET, 0)
+KIND = params.choice(selectors.SCOPES)
+RANGE = params.choice(charts.RANGES, charts.DEFAULT_RANGE, fold_case=True, arg="range_key")
 
 
 def _iso(ts) -> str | None:
@@ -65,14 +64,14 @@ def _json(data: Any, status: int = 200) -> JsonResponse:
 
 
 def _cohort(cohort_id: int) -> Cohort:
-    cohort = selectors.cohort_kept(cohort_id)
+    cohort = selectors.get_cohort(cohort_id)
     if cohort is None:
         raise Http404(f"no cohort at /api/cohorts/{cohort_id}")
     return cohort
 
 
-def _kept_json(chart: selectors.ChartJSON) -> HttpResponse:
-    # Kept JSON text goes out as it is (no decode and re-encode per request).
+def _chart_json(chart: chart_reads.ChartJSON) -> HttpResponse:
+    # The chart's JSON text goes out as it is: the same bytes a page embeds.
     response = HttpResponse(chart.text, content_type="application/json")
     response["Cache-Control"] = "public, max-age=60"
     return response
@@ -113,11 +112,8 @@ def _entry_dict(e: Entry) -> dict[str, Any]:
 
 @page({"kind": KIND, "limit": LIMIT, "offset": OFFSET}, depends=("data",))
 @api_view
-def cohorts(request: HttpRequest) -> JsonResponse:
+def cohorts(request: HttpRequest, kind: str, limit: int, offset: int) -> JsonResponse:
     """Cohorts, newest first, with entry counts. `?kind=live|replay|demo`, `limit`, `offset`."""
-    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
-    kind = params.choice(request, "kind", selectors.SCOPES, "")
     qs = selectors.cohorts_overview(kind or None)
     rows = [
         {**_cohort_dict(c), "entries": c.n_entries, "latest_week": c.latest_week}
@@ -131,13 +127,15 @@ def cohorts(request: HttpRequest) -> JsonResponse:
 def cohort(request: HttpRequest, cohort_id: int) -> JsonResponse:
     """One cohort with every entry's cash, invested, value and counts (money as strings)."""
     c = _cohort(cohort_id)
-    entries = selectors.entry_rows_kept(c)
+    entries = selectors.entry_rows(c)
     return _json({**_cohort_dict(c), "entries": [_entry_dict(e) for e in entries]})
 
 
-@page({"range": RANGE, "entry": ID})
+@page({"range": RANGE, "entry": params.integer(1, MAX_ID, arg="entry_id")})
 @api_view
-def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
+def cohort_series(
+    request: HttpRequest, cohort_id: int, range_key: str, entry_id: int | None
+) -> HttpResponse:
     """Per-entry value series, `?range=` one of charts.RANGES (default ALL), `?entry=<id>` for one.
 
     At most 400 sample times (`step_seconds` apart on a fixed UTC grid, plus the latest snapshot
@@ -147,40 +145,31 @@ def cohort_series(request: HttpRequest, cohort_id: int) -> JsonResponse:
     `dash`; `annotations` ({x, kind: cohort|correction, label, detail}) mark weekly decisions,
     the cohort's lifecycle and staff corrections of markets its entries held.
     """
-    range_key = _range(request)
-    entry_id = params.integer(request, "entry", None, 1, MAX_ID)
     c = _cohort(cohort_id)
     only = None if entry_id is None else [entry_id]  # not one of the cohort's: no entries
-    return _kept_json(selectors.cohort_chart(c, range_key, only=only))
-
-
-def _range(request: HttpRequest) -> str:
-    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
+    return _chart_json(chart_reads.cohort_chart(c, range_key, only=only))
 
 
 @page({"scope": KIND, "range": RANGE})
 @api_view
-def overview_series(request: HttpRequest) -> JsonResponse:
+def overview_series(request: HttpRequest, scope: str, range_key: str) -> HttpResponse:
     """The home chart: each competitor's mean return (%) over its entries of a scope.
     `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
     cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
     opening and staff corrections."""
-    asked = params.choice(request, "scope", selectors.SCOPES, "")
-    range_key = _range(request)
-    scope = selectors.scope_or_default(asked or None)
-    return _kept_json(selectors.overview_chart(scope, range_key))
+    scope = selectors.scope_or_default(scope or None)
+    return _chart_json(chart_reads.overview_chart(scope, range_key))
 
 
 @page({"range": RANGE}, depends=("data",))
 @api_view
-def market_prices(request: HttpRequest, market_id: int) -> JsonResponse:
+def market_prices(request: HttpRequest, market_id: int, range_key: str) -> JsonResponse:
     """A market's price history per outcome, `?range=` as for cohort series (anchored at the
     market's latest price). Each line holds its price until the next point (draw it as a step)
     and runs to the resolution (or the latest quote); `annotations` mark the resolution and
     staff changes."""
-    range_key = _range(request)
     m = get_object_or_404(Market, pk=market_id)
-    return _json(selectors.market_price_chart(m, range_key))
+    return _json(chart_reads.market_price_chart(m, range_key))
 
 
 @page(depends=("data",))
@@ -297,17 +286,14 @@ def _is_number(v: Any) -> bool:
 
 
 @page(
-    {"status": key_choice(Market.Status.values), "q": key_text(), "limit": LIMIT, "offset": OFFSET},
+    {"status": params.choice(Market.Status.values), "q": params.text(), "limit": LIMIT,
+     "offset": OFFSET},
     depends=("data",),
-)
+)  # fmt: skip
 @api_view
-def markets(request: HttpRequest) -> JsonResponse:
+def markets(request: HttpRequest, status: str, q: str, limit: int, offset: int) -> JsonResponse:
     """Markets by volume. `?status=open|closed|resolved|void`, `?q=` (question text), `limit`
     (default 50, max 200), `offset`."""
-    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
-    q = params.text(request, "q")
-    status = params.choice(request, "status", Market.Status.values, "")
     qs = selectors.market_search(q, status)
     rows = [_market_dict(m) for m in qs[offset : offset + limit]]
     return _json({"limit": limit, "offset": offset, "markets": rows})
@@ -375,19 +361,18 @@ def _seal_dict(s, digests) -> dict[str, Any]:
 
 
 @page(
-    {"cohort": ID, "kind": KIND, "limit": LIMIT, "offset": OFFSET},
+    {"cohort": params.integer(1, MAX_ID, arg="cohort_id"), "kind": KIND, "limit": LIMIT,
+     "offset": OFFSET},
     depends=("data",),
-)
+)  # fmt: skip
 @api_view
-def seals(request: HttpRequest) -> JsonResponse:
+def seals(
+    request: HttpRequest, cohort_id: int | None, kind: str, limit: int, offset: int
+) -> JsonResponse:
     """Week roots, newest first, each with the record hash of every decision it covers, and the
     head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
     `limit` (default 50, max 200), `offset`. The records themselves: /exports/seals.json;
     how to check them: docs/verification.md (`arena verify --export`)."""
-    limit = params.integer(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = params.integer(request, "offset", 0, 0, MAX_OFFSET)
-    cohort_id = params.integer(request, "cohort", None, 1, MAX_ID)
-    kind = params.choice(request, "kind", selectors.SCOPES, "")
     found = list(selectors.seal_feed(kind or None, cohort_id)[offset : offset + limit])
     digests = selectors.seal_digests(found)
     return _json(

@@ -27,8 +27,9 @@ backstop for a write path that forgot to replace a token. Requests that write th
 invalidate everything only when they come from signed-in staff (the admin); anonymous POSTs
 cannot write anything, so they cannot empty the cache either.
 
-A declared parameter with a value its normaliser rejects is answered here with the page's own
-one-line 400 (web/params.py: the same parsing and message the view applies), never cached.
+The declared parameters are parsed here, once (web/params.py), and handed to the view as
+keyword arguments: a value the page refuses is answered with its one-line 400, cache on or off,
+and never cached.
 
 When the cache is unreachable (arena/cache_backend.py) the tokens are None and pages are
 rendered uncached.
@@ -36,8 +37,10 @@ rendered uncached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -45,93 +48,70 @@ from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
 
-from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, pinned, scores_changed, versions
-from web import params
-from web.params import BadParameter, bad_request
+from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, scores_changed, versions
+from web.params import BadParameter, Param, bad_request
+
+__all__ = ["DATA_KEY", "PublicPageCacheMiddleware", "page", "render_lock"]
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
 
-Normaliser = Callable[[str, str | None], str | None]
-
-
-Depends = tuple[str, ...] | Callable[[object], tuple[str, ...]]
+Values = Mapping[str, Any]  # a page's parsed parameters, by parameter name
+Depends = tuple[str, ...] | Callable[[Values], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
 class PageSpec:
-    params: tuple[tuple[str, Normaliser | None], ...]
-    depends: Depends  # token names, or a function of the request returning them
+    params: tuple[tuple[str, Param], ...]
+    depends: Depends  # token names, or a function of the parsed parameters naming them
     htmx_target: str | None
 
-    def version_keys(self, request) -> tuple[str, ...]:
-        names = self.depends(request) if callable(self.depends) else self.depends
+    def read(self, request) -> dict[str, Any]:
+        """Every declared parameter, parsed; raises BadParameter for a value the page refuses."""
+        return {name: spec.read(name, request.GET.get(name)) for name, spec in self.params}
+
+    def arguments(self, values: Values) -> dict[str, Any]:
+        """The view's keyword arguments."""
+        return {spec.arg or name: values[name] for name, spec in self.params}
+
+    def version_keys(self, values: Values) -> tuple[str, ...]:
+        names = self.depends(values) if callable(self.depends) else self.depends
         return tuple(TOKENS[name] for name in names)
 
 
 def page(
-    params: tuple[str, ...] | dict[str, Normaliser | None] = (),
+    params: Mapping[str, Param] | None = None,
     depends: Depends = ("data", "values"),
     htmx_target: str | None = None,
 ):
-    """Declare a view cacheable: the query parameters it reads (each with an optional normaliser
-    of (name, raw value) returning the canonical value, None for "absent", or raising
-    params.BadParameter for a value it refuses), the version tokens its content depends on
-    ("data", "values", "scores", or a function of the request naming them), and the HX-Target
-    of its htmx partial, if any."""
-    if not isinstance(params, dict):
-        params = dict.fromkeys(params)
+    """Declare a view cacheable: the query parameters it reads (web/params.py `Param`: how each
+    is parsed, its default, the view's keyword for it), the version tokens its content depends
+    on ("data", "values", "scores", or a function of the parsed parameters naming them), and
+    the HX-Target of its htmx partial, if any.
+
+    The parameters are parsed once per request (by the middleware, which keys the page on
+    them) and handed to the view as keyword arguments; a view called without the middleware
+    parses them here."""
     if not callable(depends):
         unknown = set(depends) - set(TOKENS)
         assert not unknown, f"unknown version tokens {unknown}"
-    spec = PageSpec(params=tuple(sorted(params.items())), depends=depends, htmx_target=htmx_target)
+    spec = PageSpec(
+        params=tuple(sorted((params or {}).items())), depends=depends, htmx_target=htmx_target
+    )
 
     def mark(view):
-        view.page_spec = spec
-        return view
+        @functools.wraps(view)
+        def parsed(request, *args, **kwargs):
+            held = getattr(request, "page_values", None)
+            values = held[1] if held is not None and held[0] is spec else spec.read(request)
+            return view(request, *args, **kwargs, **spec.arguments(values))
+
+        parsed.page_spec = spec  # type: ignore[attr-defined]
+        return parsed
 
     return mark
-
-
-# --- normalisers for `@page(params)` ---------------------------------------------------------
-# Each takes the parameter's name and raw value and returns the canonical text of the value (two
-# spellings of one page give one key), or None when the parameter is absent or empty. A value
-# the page does not accept raises params.BadParameter: the request is answered with that one-line
-# 400 (JSON under /api/) and never becomes an entry. They parse with web/params.py, as the
-# views do, so a value is accepted or refused the same with the cache on or off.
-
-
-def key_choice(values: Iterable[str], *, upper: bool = False) -> Normaliser:
-    """One of `values` (compared upper-cased with upper=True), as params.choice takes it."""
-    options = list(values)
-
-    def normalise(name: str, raw: str | None) -> str | None:
-        return params.parse_choice(name, raw, options, "", fold_case=upper) or None
-
-    return normalise
-
-
-def key_int(lo: int, hi: int) -> Normaliser:
-    """A whole number in [lo, hi], as params.integer takes it (never clamped: a cached page is
-    always the one the view would render)."""
-
-    def normalise(name: str, raw: str | None) -> str | None:
-        value = params.parse_integer(name, raw, None, lo, hi)
-        return None if value is None else str(value)
-
-    return normalise
-
-
-def key_text(limit: int = params.MAX_TEXT) -> Normaliser:
-    """Free text (a search), as params.text takes it: kept as typed, since the page shows it
-    back."""
-
-    def normalise(name: str, raw: str | None) -> str | None:
-        return params.parse_text(name, raw, limit) or None
-
-    return normalise
 
 
 def _spec(request) -> PageSpec | None:
@@ -155,16 +135,15 @@ def _only_declared(request, spec: PageSpec) -> None:
         request.GET = kept
 
 
-def _page_id(request, spec: PageSpec) -> str:
-    """The canonical id of the page asked for; raises params.BadParameter for a value the page
-    refuses."""
+def _page_id(request, spec: PageSpec, values: Values) -> str:
+    """The canonical id of the page asked for: its path, each declared parameter that is not
+    at its default (as parsed: `?range=1w` and `?range=1W` are one page) and whether the htmx
+    partial was asked for."""
     parts = []
-    for name, normalise in spec.params:
-        raw = request.GET.get(name)
-        if normalise is not None:
-            raw = normalise(name, raw)
-        if raw not in (None, ""):
-            parts.append(f"{name}={quote(raw, safe='')}")
+    for name, param in spec.params:
+        text = param.key(values[name])
+        if text is not None:
+            parts.append(f"{name}={quote(text, safe='')}")
     partial = ""
     htmx = request.headers.get("HX-Request") == "true"
     if (
@@ -226,30 +205,29 @@ class PublicPageCacheMiddleware:
         if spec is None:
             return self.get_response(request)
         try:
-            page_id = _page_id(request, spec)
+            values = spec.read(request)
         except BadParameter as exc:
             return bad_request(request, str(exc))
+        request.page_values = (spec, values)  # handed to the view by @page, not parsed again
+        page_id = _page_id(request, spec, values)
         _only_declared(request, spec)
         if not settings.ARENA_PAGE_CACHE or not _anonymous(request):
-            # Rendered: the values it keeps per version (core.versions.memo) read each token
-            # once, with the first of them.
-            with pinned():
-                return self.get_response(request)
+            return self.get_response(request)
         key = f"arena:page:{page_id}"
         found = cache.get_many([*KEYS, key])
-        with pinned():
-            tokens = versions(found)
-            current = tuple(tokens[k] for k in spec.version_keys(request))
-            if None in current:  # the cache is unreachable: render, uncached
-                return self.get_response(request)
-            stored = found.get(key)
-            if stored is not None and stored[0] == current:
-                return _respond(stored[1], "hit")
-            if stored is not None and not cache.add(
-                render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
-            ):
-                return _respond(stored[1], "stale")
-            response = self.get_response(request)
+        tokens = versions(found)
+        # Read before rendering: the page is stored under tokens at least as old as its rows.
+        current = tuple(tokens[k] for k in spec.version_keys(values))
+        if None in current:  # the cache is unreachable: render, uncached
+            return self.get_response(request)
+        stored = found.get(key)
+        if stored is not None and stored[0] == current:
+            return _respond(stored[1], "hit")
+        if stored is not None and not cache.add(
+            render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
+        ):
+            return _respond(stored[1], "stale")
+        response = self.get_response(request)
         if _cacheable_response(response):
             content = (response.status_code, list(response.items()), response.content)
             cache.set(key, (current, content), PAGE_TTL)

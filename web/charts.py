@@ -16,7 +16,7 @@ timestamp travels once; times are the grid's exact instants, in UTC, to the minu
 
 Each line carries its competitor's fixed `color` and `dash` (web/colours.py). `annotations` is
 a list of marks on the time axis, {"x", "kind", "label", "detail"}, filled by
-arena/selectors.decorate_series / decorate_overview (cohort events, staff corrections).
+web/chart_reads.decorate_series / decorate_overview (cohort events, staff corrections).
 """
 
 from __future__ import annotations
@@ -146,10 +146,6 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     payload["x"] = win.x()
     payload["entries"] = rows
     return payload
-
-
-def entry_series(entry: Entry, range_key: str = DEFAULT_RANGE) -> dict[str, Any]:
-    return cohort_series(entry.cohort, range_key, entries=[entry])
 
 
 def scope_return_series(

@@ -20,12 +20,11 @@ from django.http import HttpRequest, HttpResponse
 
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
-from core.versions import DATA_KEY, SCORES_KEY, memo
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
 from web import params
 from web.api_errors import api_view, json_error
-from web.cache import key_choice, key_int, page
+from web.cache import Values, page
 from web.selectors import scope_or_default
 
 MAX_ID = 2**62
@@ -87,15 +86,19 @@ def _cohort_payload(cohort: Cohort | None) -> dict[str, Any] | None:
     }
 
 
-def _depends(request: HttpRequest) -> tuple[str, ...]:
+def _depends(values: Values) -> tuple[str, ...]:
     # Without scope or cohort the answer is the default scope's, the first that has cohorts,
     # which a new cohort can change before any score run: that one depends on the data token.
-    return ("scores",) if request.GET.get("scope") or request.GET.get("cohort") else ("data",)
+    return ("scores",) if values["scope"] or values["cohort"] is not None else ("data",)
 
 
-@page({"cohort": key_int(1, MAX_ID), "scope": key_choice(ScoreRun.Scope.values)}, depends=_depends)
+@page(
+    {"cohort": params.integer(1, MAX_ID, arg="cohort_id"),
+     "scope": params.choice(ScoreRun.Scope.values)},
+    depends=_depends,
+)  # fmt: skip
 @api_view
-def leaderboard_api(request: HttpRequest) -> HttpResponse:
+def leaderboard_api(request: HttpRequest, cohort_id: int | None, scope: str) -> HttpResponse:
     """?cohort=<id> (omitted: all cohorts of the scope) and ?scope=live|replay|demo.
 
     Without scope (or cohort): the site's default, the first of live / replay / demo that has
@@ -103,18 +106,7 @@ def leaderboard_api(request: HttpRequest) -> HttpResponse:
     and labelled with that scope; a bad cohort id is 400, an unknown one 404; before any run:
     rows [] with a note.
     """
-    cohort_id = params.integer(request, "cohort", None, 1, MAX_ID)
-    scope = params.choice(request, "scope", ScoreRun.Scope.values, "") or None
-    # The answer is kept, as JSON text, until the token it depends on is replaced (the same
-    # rule as the page cache's, _depends): it changes only with score runs, or with new
-    # cohorts when no scope is given.
-    tokens = (DATA_KEY,) if cohort_id is not None or scope is None else (SCORES_KEY,)
-    status, text = memo(
-        f"leaderboard-api:{scope}:{cohort_id}",
-        lambda: _answer(scope, cohort_id),
-        tokens,
-        CACHE_SECONDS * 60,
-    )
+    status, text = _answer(scope or None, cohort_id)
     if status != 200:
         return json_error(text, status)
     response = HttpResponse(text, content_type="application/json")

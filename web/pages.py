@@ -12,18 +12,26 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
 from cohorts.models import Cohort
-from core.versions import data_version, values_version
 from markets.models import Market
 from scoring.metrics import provisional_threshold
 from scoring.models import ScoreRun
 from scoring.stored import RowDetails
-from web import charts, colours, exports, glossary, params, selectors, standings
-from web.cache import key_choice, key_int, key_text, page
+from web import (
+    chart_reads,
+    charts,
+    colours,
+    exports,
+    glossary,
+    leaders,
+    params,
+    selectors,
+    standings,
+)
+from web.cache import page
 
 # The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
 # constants (trading_rules), so the page cannot drift from the rules the game enforces.
@@ -55,69 +63,48 @@ def trading_rules() -> list[str]:
     return [rule.format(**amounts) for rule in TRADING_RULES]
 
 
-# What each page reads from its query string (the page cache keys on exactly these, parsed as
-# the views parse them with web/params.py).
+# What the pages read from their query strings: parsed once (web/cache.py `@page`) and handed
+# to the views as keyword arguments.
 MAX_REPLICATE = 1000
 MAX_PAGE = 10**9
-SCOPE = key_choice(selectors.SCOPES)
-RANGE = key_choice(charts.RANGES, upper=True)
-REPLICATE = key_int(1, MAX_REPLICATE)
+SCOPE = params.choice(selectors.SCOPES)  # "" = the data-aware default (scope_or_default)
+RANGE = params.choice(charts.RANGES, charts.DEFAULT_RANGE, fold_case=True, arg="range_key")
+REPLICATE = params.integer(1, MAX_REPLICATE, 1)
 
 
 def _htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
 
 
-def _replicate(request: HttpRequest) -> int:
-    return params.integer(request, "replicate", 1, 1, MAX_REPLICATE)
-
-
-def _scope(request: HttpRequest) -> str | None:
-    """The asked-for scope, or None (the view picks the data-aware default)."""
-    return params.choice(request, "scope", selectors.SCOPES, "") or None
-
-
-def _range(request: HttpRequest) -> str:
-    return params.choice(request, "range", charts.RANGES, charts.DEFAULT_RANGE, fold_case=True)
-
-
 @page(
-    {"scope": SCOPE, "sort": key_choice(selectors.SORTABLE), "dir": key_choice(("asc", "desc")),
-     "range": RANGE},
+    {"scope": SCOPE, "sort": params.choice(selectors.SORTABLE, "rank"),
+     "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE},
     htmx_target="leaderboard-table",
 )  # fmt: skip
 @require_safe
-def home(request: HttpRequest) -> HttpResponse:
-    scope = selectors.scope_or_default(_scope(request))
-    sort = params.choice(request, "sort", selectors.SORTABLE, "rank")
-    direction = params.choice(request, "dir", ("asc", "desc"), "")
-    range_key = _range(request)
-    run = selectors.latest_run_light(scope)
+def home(
+    request: HttpRequest, scope: str, sort: str, direction: str, range_key: str
+) -> HttpResponse:
+    scope = selectors.scope_or_default(scope or None)
+    run = selectors.latest_run(scope)
     descending = {"asc": False, "desc": True}.get(direction)
     if descending is None:
         descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
-    # The table changes only with data writes (score runs, lineup): templates/arena/home.html
-    # keeps it per data version, and these are evaluated only when it is rendered again.
-    board = SimpleLazyObject(
-        lambda: standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
-    )
+    board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
     context = {
         "scope": scope,
         "scopes": selectors.SCOPES,
         "run": run,
         "board": board,
-        "rows": SimpleLazyObject(lambda: board.scored),
+        "rows": board.scored,
         "sort": sort,
         "descending": descending,
-        "columns": SimpleLazyObject(
-            lambda: _leaderboard_columns(scope, sort, descending, board.headline)
-        ),
-        "data_version": data_version(),
+        "columns": _leaderboard_columns(scope, sort, descending, board.headline),
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
     context["state"] = selectors.site_state(scope)
-    context["chart"] = selectors.overview_chart(scope, range_key)
+    context["chart"] = chart_reads.overview_chart(scope, range_key)
     context["range"] = range_key
     context["ranges"] = list(charts.RANGES)
     context["series_url"] = reverse("api-overview") + f"?scope={scope}"
@@ -166,9 +153,11 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
 
 @page({"kind": SCOPE}, depends=("data",))
 @require_safe
-def cohort_list(request: HttpRequest) -> HttpResponse:
-    kind = params.choice(request, "kind", selectors.SCOPES, "")
-    cohorts = selectors.cohort_list_kept(kind or None)
+def cohort_list(request: HttpRequest, kind: str) -> HttpResponse:
+    cohorts = list(selectors.cohorts_overview(kind or None)[:200])
+    leads = leaders.cohort_leaders(cohorts)
+    for c in cohorts:
+        c.lead = leads.get(c.pk)
     return render(
         request,
         "arena/cohort_list.html",
@@ -178,36 +167,28 @@ def cohort_list(request: HttpRequest) -> HttpResponse:
 
 @page({"range": RANGE})
 @require_safe
-def cohort_detail(request: HttpRequest, cohort_id: int) -> HttpResponse:
-    range_key = _range(request)
-    cohort = selectors.cohort_kept(cohort_id)
+def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpResponse:
+    cohort = selectors.get_cohort(cohort_id)
     if cohort is None:
         raise Http404(f"no cohort {cohort_id}")
-    # Every section is kept per version: the entries table and the corrections (values and
-    # data), the facts, decisions and universe (data); the chart's JSON is kept on its own
-    # (selectors.cohort_chart). What a section needs is read only when it is rendered again.
-    entries = SimpleLazyObject(lambda: _entries_with_corrections(cohort))
-    decisions = SimpleLazyObject(lambda: selectors.recent_decisions(cohort))
-    universe = SimpleLazyObject(
-        lambda: dict(zip(("week", "markets"), selectors.cohort_universe(cohort)))
-    )
+    entries = _entries_with_corrections(cohort)
+    decisions = selectors.recent_decisions(cohort)
+    universe_week, universe = selectors.cohort_universe(cohort)
     context = {
         "cohort": cohort,
         "entries": entries,
-        "corrections": SimpleLazyObject(lambda: entries.corrections),
-        "series": selectors.cohort_chart(cohort, range_key),
+        "corrections": entries.corrections,
+        "series": chart_reads.cohort_chart(cohort, range_key, entries),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[cohort.pk]),
-        "universe_week": SimpleLazyObject(lambda: universe["week"]),
-        "universe": SimpleLazyObject(lambda: universe["markets"][:100]),
-        "universe_total": SimpleLazyObject(lambda: len(universe["markets"])),
+        "universe_week": universe_week,
+        "universe": universe[:100],
+        "universe_total": len(universe),
         "decisions": decisions,
         "seals": selectors.cohort_seal_rows(cohort),
         # Decisions are newest week first, so the first one is the latest decided week.
-        "latest_week": SimpleLazyObject(lambda: decisions[0].week if decisions else None),
-        "data_version": data_version(),
-        "values_version": values_version(),
+        "latest_week": decisions[0].week if decisions else None,
     }
     return render(request, "arena/cohort_detail.html", context)
 
@@ -219,8 +200,8 @@ class _EntryTable(list):
 
 
 def _entries_with_corrections(cohort: Cohort) -> _EntryTable:
-    rows = _EntryTable(selectors.entry_rows_kept(cohort))
-    rows.corrections = selectors.staff_corrections_kept(cohort)
+    rows = _EntryTable(selectors.entry_rows(cohort))
+    rows.corrections = selectors.staff_corrections(cohort)
     names = {e.pk: entry_name(e) for e in rows}
     moved = set()
     for rc in rows.corrections:
@@ -238,30 +219,27 @@ def entry_name(e) -> str:
 
 @page({"replicate": REPLICATE, "range": RANGE})
 @require_safe
-def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpResponse:
-    range_key = _range(request)
-    entry = selectors.get_entry_kept(cohort_id, slug, _replicate(request))
-    # Everything but the chart changes only with data writes: the template keeps it per data
-    # version, and these are read only when it is rendered again (the entry and its replicates
-    # are kept per data version too).
-    positions = SimpleLazyObject(lambda: selectors.entry_positions(entry))
+def entry_detail(
+    request: HttpRequest, cohort_id: int, slug: str, replicate: int, range_key: str
+) -> HttpResponse:
+    entry = selectors.get_entry(cohort_id, slug, replicate)
+    open_positions, closed_positions = selectors.entry_positions(entry)
     context = {
         "entry": entry,
         "cohort": entry.cohort,
         "competitor": entry.competitor,
         "replicates": selectors.entry_replicates(entry),
-        "series": selectors.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
+        "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
         "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
-        "decisions": SimpleLazyObject(lambda: selectors.entry_decisions(entry)),
-        "corrections": SimpleLazyObject(lambda: selectors.staff_corrections(entry.cohort, entry)),
-        "open_positions": SimpleLazyObject(lambda: positions[0]),
-        "closed_positions": SimpleLazyObject(lambda: positions[1]),
-        "trades": SimpleLazyObject(lambda: selectors.entry_trades(entry)),
-        "forecasts": SimpleLazyObject(lambda: selectors.entry_forecasts(entry)),
-        "data_version": data_version(),
+        "decisions": selectors.entry_decisions(entry),
+        "corrections": selectors.staff_corrections(entry.cohort, entry),
+        "open_positions": open_positions,
+        "closed_positions": closed_positions,
+        "trades": selectors.entry_trades(entry),
+        "forecasts": selectors.entry_forecasts(entry),
     }
     return render(request, "arena/entry_detail.html", context)
 
@@ -270,7 +248,7 @@ def entry_detail(request: HttpRequest, cohort_id: int, slug: str) -> HttpRespons
 @require_safe
 def competitor_list(request: HttpRequest) -> HttpResponse:
     competitors = list(selectors.competitors_overview())
-    headlines = selectors.competitor_headlines(competitors)
+    headlines = leaders.competitor_headlines(competitors)
     for c in competitors:
         c.headline = headlines.get(c.pk)
     return render(request, "arena/competitor_list.html", {"competitors": competitors})
@@ -278,15 +256,8 @@ def competitor_list(request: HttpRequest) -> HttpResponse:
 
 @page({"scope": SCOPE})
 @require_safe
-def competitor_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    asked = _scope(request)
-    # Everything the page shows changes only with data writes and snapshot ticks (its entries'
-    # values): computed once per version (core.versions.memo), then only the template renders.
-    context = selectors.kept(
-        f"competitor-page:{slug}:{asked}",
-        lambda: _competitor_context(slug, asked),
-        with_values=True,
-    )
+def competitor_detail(request: HttpRequest, slug: str, scope: str) -> HttpResponse:
+    context = _competitor_context(slug, scope or None)
     if context is None:
         raise Http404(f"no competitor {slug}")
     return render(request, "arena/competitor_detail.html", context)
@@ -451,15 +422,13 @@ def _signed(value: float | None, sign: int) -> float | None:
 
 
 @page(
-    {"q": key_text(), "status": key_choice(Market.Status.values), "page": key_int(1, MAX_PAGE)},
+    {"q": params.text(), "status": params.choice(Market.Status.values),
+     "page": params.integer(1, MAX_PAGE, 1, arg="number")},
     depends=("data",),
     htmx_target="market-results",
-)
+)  # fmt: skip
 @require_safe
-def market_list(request: HttpRequest) -> HttpResponse:
-    q = params.text(request, "q")
-    status = params.choice(request, "status", Market.Status.values, "")
-    number = params.integer(request, "page", 1, 1, MAX_PAGE)
+def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpResponse:
     paginator = Paginator(selectors.market_search(q, status), selectors.MARKET_PAGE_SIZE)
     if number > paginator.num_pages:
         raise Http404(f"there are {paginator.num_pages} pages")
@@ -477,11 +446,10 @@ def market_list(request: HttpRequest) -> HttpResponse:
 
 @page({"range": RANGE}, depends=("data",))
 @require_safe
-def market_detail(request: HttpRequest, market_id: int) -> HttpResponse:
-    range_key = _range(request)
+def market_detail(request: HttpRequest, market_id: int, range_key: str) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
     forecasts = selectors.market_forecasts(market)
-    prices = selectors.market_price_chart(market, range_key)
+    prices = chart_reads.market_price_chart(market, range_key)
     context = {
         "market": market,
         "prices": prices,

@@ -5,14 +5,18 @@ byte in `q`) answers 400 with one line saying what is accepted, never a silent d
 shows the reader something they did not ask for. An absent or empty parameter takes its
 documented default. Unknown parameter names are ignored (links carry tracking tags).
 
-Views raise BadParameter; BadParameterMiddleware turns it into the 400: under /api/ through
-arena/api_errors.json_error (the one shape of an API error), plain text elsewhere.
+A page declares the parameters it reads once (`Param`, through web/cache.py `@page`); they are
+parsed once per request, before the page cache is asked, and handed to the view as keyword
+arguments. A refused value raises BadParameter, answered as the 400: under /api/ through
+web/api_errors.json_error (the one shape of an API error), plain text elsewhere.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
@@ -26,17 +30,11 @@ class BadParameter(ValueError):
     """A query parameter the view cannot honour; the message is one line for the client."""
 
 
-def _raw(request: HttpRequest, name: str) -> str | None:
-    return as_given(request.GET.get(name))
-
-
 def as_given(value: str | None) -> str | None:
     return None if value is None or value == "" else value
 
 
-# Each parser takes the parameter's name and its raw value (None: absent or empty). The page
-# cache (web/cache.py) runs the same ones on the query string before a view does, so a value
-# is refused with the same message whether or not the page is cached.
+# Each parser takes the parameter's name and its raw value (None: absent or empty).
 
 
 def parse_integer(name: str, raw: str | None, default: int | None, lo: int, hi: int) -> int | None:
@@ -72,18 +70,44 @@ def parse_text(name: str, raw: str | None, max_length: int = MAX_TEXT) -> str:
     return raw
 
 
-def integer(request: HttpRequest, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    return parse_integer(name, _raw(request, name), default, lo, hi)
+@dataclass(frozen=True)
+class Param:
+    """A query parameter a page declares (web/cache.py `@page`): `read(name, raw)` turns its raw
+    text (None: absent or empty) into the value the view receives, `default` when absent, or
+    raises BadParameter. The view takes it as the keyword `arg` (default: the parameter's name,
+    for names that are Python keywords or builtins, e.g. `dir`, `range`)."""
+
+    read: Callable[[str, str | None], Any]
+    default: Any = None
+    arg: str | None = None
+
+    def key(self, value: Any) -> str | None:
+        """The value's text in a page-cache key; None for the default (one page either way)."""
+        if value is None or value == "" or value == self.default:
+            return None
+        return str(value)
+
+
+def integer(lo: int, hi: int, default: int | None = None, *, arg: str | None = None) -> Param:
+    """A whole number in [lo, hi] (never clamped: a cached page is the one the view renders)."""
+    return Param(lambda name, raw: parse_integer(name, raw, default, lo, hi), default, arg)
 
 
 def choice(
-    request: HttpRequest, name: str, choices: Iterable[str], default: str, *, fold_case=False
-) -> str:
-    return parse_choice(name, _raw(request, name), choices, default, fold_case=fold_case)
+    choices: Iterable[str], default: str = "", *, fold_case=False, arg: str | None = None
+) -> Param:
+    """One of `choices` (compared upper-cased with fold_case=True); `default` when absent."""
+    options = tuple(choices)
+    return Param(
+        lambda name, raw: parse_choice(name, raw, options, default, fold_case=fold_case),
+        default,
+        arg,
+    )
 
 
-def text(request: HttpRequest, name: str, max_length: int = MAX_TEXT) -> str:
-    return parse_text(name, _raw(request, name), max_length)
+def text(max_length: int = MAX_TEXT, *, arg: str | None = None) -> Param:
+    """Free text (a search), kept as typed, since the page shows it back; "" when absent."""
+    return Param(lambda name, raw: parse_text(name, raw, max_length), "", arg)
 
 
 def bad_request(request: HttpRequest, message: str) -> HttpResponse:

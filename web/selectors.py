@@ -1,20 +1,20 @@
-"""Read queries for the public pages and the JSON API.
+"""Read queries for the public pages and the JSON API: scopes, score runs, cohorts and
+entries, competitors, markets, decisions, seals. Charts as pages serve them are in
+web/chart_reads.py, each list page's leaders and headline figures in web/leaders.py.
 
 Every function here returns rows with a fixed number of queries, whatever the number of
-entries, decisions or snapshots: per-row numbers come from annotations and correlated
-subqueries, related objects from select_related / prefetch_related. The tests guard this with
-query counts measured on small and large data.
+entries, decisions or snapshots: per-row numbers come from annotations, grouped counts or
+what the write path stored (an entry's series head), related objects from select_related /
+prefetch_related. Nothing is kept between reads: the page cache (web/cache.py) is the one
+read-side cache. The tests guard the counts on small and large data.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import (
     Count,
     DecimalField,
@@ -30,7 +30,6 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from agents.models import Competitor
@@ -46,12 +45,9 @@ from cohorts.models import (
     Trade,
 )
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
-from core import clock
-from core.versions import DATA_KEY, VALUES_KEY, memo
-from markets.models import Market, PricePoint, ResolutionChange
+from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
-from web import charts, colours, standings
 
 SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
 ZERO = Value(Decimal("0.00"), output_field=DecimalField(max_digits=14, decimal_places=2))
@@ -77,12 +73,6 @@ def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> s
     competitor, when given): after `arena demo` on a fresh install the demo is what there is."""
     if raw in SCOPES:
         return raw
-    # Kept per data version: cohorts appear only with data writes.
-    owner = "all" if competitor is None else competitor.pk
-    return memo(f"default-scope:{owner}", lambda: _default_scope(competitor))
-
-
-def _default_scope(competitor: Competitor | None) -> str:
     cohorts = Cohort.objects.all()
     if competitor is not None:
         cohorts = cohorts.filter(entries__competitor=competitor)
@@ -102,21 +92,6 @@ def scopes_with_cohorts() -> list[str]:
 
 def latest_run(scope: str) -> ScoreRun | None:
     return scoring_selectors.latest_run(scope)
-
-
-def latest_run_light(scope: str) -> ScoreRun | None:
-    """The latest run without its details (tens of kilobytes of JSON), loaded only if a page
-    reads them: the home page needs them only when its leaderboard fragment is rendered again.
-    Kept per data version (a score run replaces it)."""
-    return memo(
-        f"latest-run:{scope}",
-        lambda: (
-            ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
-            .defer("details")
-            .order_by("-finished_at", "-pk")
-            .first()
-        ),
-    )
 
 
 def leaderboard_rows(
@@ -165,12 +140,7 @@ class SiteState:
 
 
 def site_state(scope: str) -> SiteState:
-    """Counts that change only with data writes (syncs, resolutions, new cohorts): kept per data
-    version."""
-    return memo(f"site-state:{scope}", lambda: _site_state(scope))
-
-
-def _site_state(scope: str) -> SiteState:
+    """Counts of markets and cohorts (one aggregate and one count)."""
     market_qs = Market.objects.order_by()
     if scope == Cohort.Kind.LIVE:
         market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
@@ -196,26 +166,6 @@ def _count_subquery(qs: QuerySet, key: str = "entry") -> Subquery:
         qs.order_by().values(key).annotate(c=Count("id")).values("c")[:1],
         output_field=IntegerField(),
     )
-
-
-def kept(name: str, compute, with_values: bool = False, ttl: int = 3600):
-    """compute(), kept per data version (and values version: with_values), for pages whose
-    whole context changes only with those writes (core.versions.memo)."""
-    return memo(name, compute, VALUE_TOKENS if with_values else (DATA_KEY,), ttl)
-
-
-def cohort_list_kept(kind: str | None) -> list[Cohort]:
-    """The cohorts page's rows (at most 200, newest first) with each one's leader, kept per data
-    version: cohorts, decisions and score runs change only with data writes."""
-
-    def compute() -> list[Cohort]:
-        cohorts = list(cohorts_overview(kind)[:200])
-        leaders = cohort_leaders(cohorts)
-        for c in cohorts:
-            c.lead = leaders.get(c.pk)
-        return cohorts
-
-    return memo(f"cohort-list:{kind}", compute)
 
 
 def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
@@ -274,16 +224,8 @@ def entry_rows(cohort: Cohort) -> list[Entry]:
     return rows
 
 
-def cohort_kept(cohort_id: int) -> Cohort | None:
-    """The cohort (None if there is none), kept per data version: its status, notes and
-    label change only with data writes."""
-    return memo(f"cohort:{cohort_id}", lambda: Cohort.objects.filter(pk=cohort_id).first())
-
-
-def entry_rows_kept(cohort: Cohort) -> list[Entry]:
-    """entry_rows, kept per data and values version: positions, trades and cash change only
-    with data writes, values with snapshot ticks."""
-    return memo(f"entry-rows:{cohort.pk}", lambda: entry_rows(cohort), VALUE_TOKENS)
+def get_cohort(cohort_id: int) -> Cohort | None:
+    return Cohort.objects.filter(pk=cohort_id).first()
 
 
 def decorate_entry(e: Entry) -> None:
@@ -298,6 +240,7 @@ def decorate_entry(e: Entry) -> None:
 # (prompts, upstream payloads): never loaded for lists.
 DECISION_HEAVY = ("system_prompt", "user_prompt", "parsed", "validation_errors", "forecast_sample")
 MARKET_HEAVY = ("raw", "description")
+EVENT_LIMIT = 60  # staff corrections listed, events marked on a chart: more would hide the rest
 
 
 def recent_decisions(cohort: Cohort, limit: int = 20) -> list[Decision]:
@@ -327,31 +270,12 @@ def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
     )
 
 
-def get_entry_kept(cohort_id: int, slug: str, replicate: int) -> Entry:
-    """get_entry, kept per data version (entries, their cash and competitors change only with
-    data writes); 404 when there is none."""
-    entry = memo(
-        f"entry:{cohort_id}:{slug}:{replicate}",
-        lambda: (
-            Entry.objects.select_related("cohort", "competitor")
-            .filter(cohort_id=cohort_id, competitor__slug=slug, replicate=replicate)
-            .first()
-        ),
-    )
-    if entry is None:
-        raise Http404(f"no entry {slug} #{replicate} in cohort {cohort_id}")
-    return entry
-
-
 def entry_replicates(entry: Entry) -> list[int]:
-    """The replicate numbers of the entry's competitor in its cohort (kept per data version)."""
-    return memo(
-        f"replicates:{entry.cohort_id}:{entry.competitor_id}",
-        lambda: list(
-            Entry.objects.filter(cohort_id=entry.cohort_id, competitor_id=entry.competitor_id)
-            .order_by("replicate")
-            .values_list("replicate", flat=True)
-        ),
+    """The replicate numbers of the entry's competitor in its cohort."""
+    return list(
+        Entry.objects.filter(cohort_id=entry.cohort_id, competitor_id=entry.competitor_id)
+        .order_by("replicate")
+        .values_list("replicate", flat=True)
     )
 
 
@@ -513,64 +437,6 @@ def market_resolution_trail(market: Market) -> list[ResolutionChange]:
     )
 
 
-def market_price_points(market: Market, since=None, max_points: int = 2000) -> list[PricePoint]:
-    # Newest first, bounded; the chart builder downsamples further per outcome.
-    qs = PricePoint.objects.filter(market=market)
-    if since is not None:
-        qs = qs.filter(ts__gte=since)
-    rows = list(qs.only("outcome", "ts", "price").order_by("-ts")[:max_points])
-    rows.reverse()
-    return rows
-
-
-def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:
-    """The market's price chart for a range (see charts.RANGES), anchored at the chart's end:
-    the resolution, or the latest quote. Each line starts with the price in force at the start
-    of the range and is carried to the end; the resolution and staff changes are annotated."""
-    range_key = charts.range_or_default(range_raw)
-    last_ts = PricePoint.objects.filter(market=market).aggregate(m=Max("ts"))["m"]
-    staff = list(
-        market.resolution_changes.filter(source=Market.ResolvedBy.ADMIN).order_by("changed_at")
-    )
-    candidates = [t for t in (last_ts, market.last_priced_at) if t is not None]
-    if market.status in (Market.Status.RESOLVED, Market.Status.VOID) and market.resolved_at:
-        candidates.append(market.resolved_at)
-    candidates += [rc.changed_at for rc in staff]
-    until = max(candidates) if candidates and last_ts is not None else None
-    window = charts.RANGES[range_key]
-    since = until - window if window is not None and until is not None else None
-    points = market_price_points(market, since)
-    if since is not None:
-        starts = []
-        for outcome in market.outcomes or []:
-            before = (
-                PricePoint.objects.filter(market=market, outcome=outcome, ts__lt=since)
-                .only("outcome", "ts", "price")
-                .order_by("-ts")
-                .first()
-            )
-            if before is not None:
-                before.ts = since  # the price in force when the range starts
-                starts.append(before)
-        points = starts + points
-    payload = charts.price_history(points, list(market.outcomes or []), until=until)
-    payload["range"] = range_key
-    events = []
-    if market.status == Market.Status.RESOLVED and market.resolved_at:
-        events.append(
-            _event(market.resolved_at, "resolution", f"resolved {market.resolved_outcome}")
-        )
-    elif market.status == Market.Status.VOID and market.resolved_at:
-        events.append(_event(market.resolved_at, "resolution", "void"))
-    for rc in staff:
-        word = CHANGE_WORDS.get(rc.to_status, "changed")
-        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
-        events.append(_event(rc.changed_at, "correction", f"staff: {word}{outcome}", rc.reason))
-    xs = sorted(x for line in payload["lines"] for x in line["x"])
-    payload["annotations"] = _within(events, [xs[0], xs[-1]] if xs else [])
-    return payload
-
-
 # --- decisions -----------------------------------------------------------------------------
 
 
@@ -590,319 +456,6 @@ def get_decision(decision_id: int) -> Decision:
         ),
         pk=decision_id,
     )
-
-
-# --- chart decorations: colours and the events that moved a chart ---------------------------
-
-EVENT_LIMIT = 60  # annotations per chart; more would hide the lines
-
-
-def _competitor_ids(slugs) -> dict[str, int]:
-    return dict(Competitor.objects.filter(slug__in=set(slugs)).values_list("slug", "pk"))
-
-
-def _within(events: list[dict], xs: list[str]) -> list[dict]:
-    if not xs:
-        return []
-    lo, hi = xs[0], xs[-1]
-    kept = sorted((e for e in events if lo <= e["x"] <= hi), key=lambda e: (e["x"], e["label"]))
-    return kept[-EVENT_LIMIT:]
-
-
-def _styled(lines: list[dict], replicated: bool) -> None:
-    # charts.py styles its lines from the competitor ids it already has; other payloads get
-    # their ids here (one query).
-    missing = [line for line in lines if "color" not in line]
-    if not missing:
-        return
-    ids = _competitor_ids(line["competitor"] for line in missing)
-    for line in missing:
-        replicate = (line.get("replicate") or 1) if replicated else 1
-        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate))
-
-
-def _event_tokens(kind: str) -> tuple[str, ...]:
-    # A simulated clock's corrections sit on its snapshots, so they move with them too.
-    return (DATA_KEY,) if kind == Cohort.Kind.LIVE else (DATA_KEY, VALUES_KEY)
-
-
-EVENTS_TTL = 600  # a replay whose clock is ahead of the wall clock places events by "now"
-
-
-def decorate_series(payload: dict, cohort: Cohort, entry_ids: list[int] | None = None) -> dict:
-    """A cohort's (or one entry's) value series with each line's fixed colour and the events
-    that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
-    markets its entries held. The events change only with data writes, so they are kept per
-    data version (core.versions.memo), never recomputed after a snapshot tick."""
-    _styled(payload.get("entries", []), replicated=True)
-    if payload.get("x"):
-        only = ",".join(map(str, sorted(entry_ids))) if entry_ids is not None else "all"
-        events = memo(
-            f"cohort-events:{cohort.pk}:{only}",
-            lambda: cohort_events(cohort) + correction_events([cohort], entry_ids),
-            _event_tokens(cohort.kind),
-            EVENTS_TTL,
-        )
-        payload["annotations"] = _within(events, payload["x"])
-    return payload
-
-
-def decorate_overview(payload: dict, scope: str) -> dict:
-    """The home chart with colours, cohorts opening and staff corrections in the scope (kept
-    per data version, as for a cohort's chart)."""
-    _styled(payload.get("series", []), replicated=False)
-    if payload.get("x"):
-        events = memo(
-            f"overview-events:{scope}",
-            lambda: _scope_events(scope),
-            _event_tokens(scope),
-            EVENTS_TTL,
-        )
-        payload["annotations"] = _within(events, payload["x"])
-    return payload
-
-
-@dataclass(frozen=True)
-class ChartJSON:
-    """A chart's finished payload as JSON text, kept per data and values version: a page embeds
-    it (`chart_script` tag) and the API returns it as it is, so a read neither recomputes nor
-    re-encodes a chart after the first one since the last write or snapshot tick. The text has
-    <, > and & escaped as \\u003C etc. (what json_script does), which is still the same JSON."""
-
-    text: str
-    x: bool  # has points (the templates' "no snapshots yet" test)
-    step_seconds: int
-
-    @classmethod
-    def of(cls, payload: dict) -> ChartJSON:
-        text = json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":"))
-        return cls(
-            text.translate(JSON_SCRIPT_ESCAPES),
-            bool(payload.get("x")),
-            int(payload.get("step_seconds") or 0),
-        )
-
-
-JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
-VALUE_TOKENS = (DATA_KEY, VALUES_KEY)  # what a chart of portfolio values depends on
-
-
-def overview_chart(scope: str, range_key: str) -> ChartJSON:
-    """The home chart (charts.scope_return_series, decorated), kept per data and values
-    version."""
-    return memo(
-        f"chart:overview:{scope}:{range_key}",
-        lambda: ChartJSON.of(
-            decorate_overview(charts.scope_return_series(scope, range_key=range_key), scope)
-        ),
-        VALUE_TOKENS,
-        EVENTS_TTL,
-    )
-
-
-def cohort_chart(cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None):
-    """A cohort's value chart (all entries, or the entries `only`), kept per data and values
-    version. `entries` (with their competitors) saves a query when the caller has them."""
-
-    def compute() -> ChartJSON:
-        rows = entries
-        if rows is None:
-            rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
-            if only is not None:
-                rows = rows.filter(pk__in=only)
-        payload = charts.cohort_series(cohort, range_key, entries=list(rows))
-        return ChartJSON.of(decorate_series(payload, cohort, only))
-
-    which = "all" if only is None else ",".join(map(str, sorted(only)))
-    return memo(f"chart:cohort:{cohort.pk}:{which}:{range_key}", compute, VALUE_TOKENS, EVENTS_TTL)
-
-
-def _scope_events(scope: str) -> list[dict]:
-    cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
-    events = [
-        _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
-        for c in cohorts
-    ]
-    return events + correction_events(cohorts)
-
-
-def _event(at, kind: str, label: str, detail: str = "") -> dict:
-    return {"x": charts.fmt_ts(at), "kind": kind, "label": label, "detail": detail}
-
-
-def cohort_events(cohort: Cohort) -> list[dict]:
-    """Moments that move every entry of a cohort: each week's decisions, the end of deciding,
-    completion."""
-    events = []
-    for week, frozen_at in cohort.universes.order_by("week").values_list("week", "frozen_at"):
-        events.append(_event(frozen_at, "cohort", f"week {week} decisions"))
-    decisions_end = cohort.week_start + timedelta(weeks=cohort.decision_weeks)
-    if cohort.status != Cohort.Status.ACTIVE:
-        events.append(_event(decisions_end, "cohort", "decisions end, tracking"))
-    if cohort.completed_at:
-        events.append(_event(cohort.completed_at, "cohort", "completed"))
-    return events
-
-
-CHANGE_WORDS = {
-    Market.Status.RESOLVED: "re-resolved",
-    Market.Status.VOID: "voided",
-    Market.Status.OPEN: "reopened",
-    Market.Status.CLOSED: "reopened",
-}
-
-
-def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None) -> list[dict]:
-    """Staff resolution changes of markets that the cohorts' entries (or the given entries)
-    held, placed where they took effect on each cohort's clock.
-
-    A live cohort's clock is the wall clock: the change's own time. A replay or demo cohort
-    runs on a simulated clock, and the settlement rewrote its latest snapshot of the moment
-    (cohorts.snapshots.write_settlement_snapshots): the line goes on the cohort's last snapshot
-    at or before the change, or on its latest snapshot when its clock is still ahead of the
-    wall clock (a replay of questions that resolve in the future).
-    """
-    if not cohorts:
-        return []
-    positions = Position.objects.filter(entry__cohort__in=cohorts)
-    if entry_ids is not None:
-        positions = positions.filter(entry_id__in=entry_ids)
-    changes = list(
-        ResolutionChange.objects.filter(
-            source=Market.ResolvedBy.ADMIN, market_id__in=positions.values("market_id")
-        )
-        .select_related("market")
-        .order_by("changed_at", "pk")[:EVENT_LIMIT]
-    )
-    if not changes:
-        return []
-    held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
-    simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
-    marks: dict[int, dict] = {}
-    if simulated:
-        # Per cohort, its latest snapshot and its latest at or before each change (one query).
-        per_change = {f"c{rc.pk}": Max("ts", filter=Q(ts__lte=rc.changed_at)) for rc in changes}
-        for row in (
-            Snapshot.objects.filter(entry__cohort__in=simulated)
-            .values("entry__cohort_id")
-            .annotate(last=Max("ts"), **per_change)
-        ):
-            marks[row["entry__cohort_id"]] = row
-    now = clock.now()
-    events = {}
-    for rc in changes:
-        word = CHANGE_WORDS.get(rc.to_status, "changed")
-        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
-        label = f"staff: {word}{outcome}"
-        detail = f"{rc.market.question[:80]} ({rc.reason[:120]})"
-        for c in cohorts:
-            if (rc.market_id, c.pk) not in held:
-                continue
-            at = rc.changed_at
-            mark = marks.get(c.pk)
-            if c.kind != Cohort.Kind.LIVE and mark:
-                before = mark[f"c{rc.pk}"]
-                at = mark["last"] if mark["last"] > now or before is None else before
-            ev = _event(at, "correction", label, detail)
-            events[(rc.pk, ev["x"])] = ev
-    return list(events.values())
-
-
-# --- leaders and headline scores for the list pages ------------------------------------------
-
-
-def _latest_runs(scopes) -> dict[str, ScoreRun]:
-    runs = {}
-    for scope in scopes:
-        run = latest_run(scope)
-        if run is not None:
-            runs[scope] = run
-    return runs
-
-
-def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
-    """Per cohort: its leader in the latest score run of its kind and the margin over the
-    runner-up in the headline metric, with whether the paired test separates them."""
-    runs = _latest_runs({c.kind for c in cohorts})
-    if not runs or not cohorts:
-        return {}
-    rows = (
-        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__in=cohorts)
-        .select_related("competitor")
-        .order_by("cohort_id", "rank", "pk")
-    )
-    by_cohort: dict[int, list[LeaderboardRow]] = {}
-    for r in rows:
-        by_cohort.setdefault(r.cohort_id, []).append(r)
-    out = {}
-    for c in cohorts:
-        run = runs.get(c.kind)
-        ranked = by_cohort.get(c.pk) or []
-        if run is None or not ranked:
-            continue
-        board = standings.build(run, ranked, group=str(c.pk))
-        scored = sorted(board.scored, key=lambda s: s.rank)
-        if not scored:
-            continue
-        field_name = standings.HEADLINES[board.headline][0]
-        leader = scored[0]
-        info = {"leader": leader.row.competitor, "label": board.headline_label, "margin": None}
-        if len(scored) > 1:
-            a, b = getattr(leader.row, field_name), getattr(scored[1].row, field_name)
-            info["margin"] = a - b
-            info["runner_up"] = scored[1].row.competitor
-            info["tied"] = board.tiers and scored[1].tier == leader.tier
-            info["places"] = standings.places_to_separate([a, b], [a - b], 3)
-        info["headline"] = board.headline
-        out[c.pk] = info
-    return out
-
-
-def competitor_headlines(competitors) -> dict[int, dict]:
-    """Per competitor: rank and headline figure of its all-cohorts row in the latest run of the
-    first scope (live, replay, demo) where it has one."""
-    runs = _latest_runs(SCOPES)
-    if not runs:
-        return {}
-    rows = list(
-        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True).select_related(
-            "competitor", "run"
-        )
-    )
-    by_run: dict[int, list[LeaderboardRow]] = {}
-    for r in rows:
-        by_run.setdefault(r.run_id, []).append(r)
-    out: dict[int, dict] = {}
-    for scope in SCOPES:
-        run = runs.get(scope)
-        if run is None:
-            continue
-        board = standings.build(run, by_run.get(run.pk, []))
-        field_name = standings.HEADLINES[board.headline][0]
-        for s in board.scored + board.unscored:
-            cid = s.row.competitor_id
-            if cid in out:
-                continue
-            out[cid] = {
-                "scope": scope,
-                "rank": s.rank,
-                "of": len(board.scored),
-                "value": getattr(s.row, field_name),
-                "headline": board.headline,
-                "label": board.headline_label,
-                "places": board.places.get(
-                    "skill" if field_name == "skill_vs_market" else "return"
-                ),
-                "reason": s.reason,
-                "provisional": s.row.provisional,
-                "tier": s.tier,
-            }
-    return out
-
-
-def staff_corrections_kept(cohort: Cohort) -> list[ResolutionChange]:
-    """staff_corrections(cohort), kept per data version (only staff changes move it)."""
-    return memo(f"staff-corrections:{cohort.pk}", lambda: staff_corrections(cohort))
 
 
 def staff_corrections(cohort: Cohort, entry: Entry | None = None) -> list[ResolutionChange]:

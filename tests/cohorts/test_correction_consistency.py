@@ -18,7 +18,7 @@ from cohorts.snapshots import take_snapshot
 from markets.models import Market
 from markets.services import set_resolution
 from tests.factories import make_cohort_with_entries, make_market
-from web import selectors
+from web import chart_reads, selectors
 
 D = Decimal
 pytestmark = pytest.mark.django_db
@@ -92,6 +92,6 @@ def test_a_correction_on_a_simulated_clock_lands_on_that_clock():
     row, latest = _figures(entry)
     assert latest.ts == clock and row.value == latest.total == row.cash + latest.positions_value
     assert Snapshot.objects.filter(ts__gt=clock).count() == 0
-    payload = selectors.decorate_series(charts.cohort_series(cohort), cohort)
+    payload = chart_reads.decorate_series(charts.cohort_series(cohort), cohort)
     staff = [a for a in payload["annotations"] if a["kind"] == "correction"]
     assert [a["x"] for a in staff] == [charts.fmt_ts(clock)]

@@ -39,8 +39,7 @@ def urls(world) -> dict[str, str]:
 
 
 def count(client, url: str) -> int:
-    # Cold: what data writes keep per data version (chart annotations, leaderboard fragments)
-    # is computed again, as the first request after a write does.
+    # Cold, as the first request after a write: nothing from an earlier request in the cache.
     cache.clear()
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)

@@ -1,0 +1,260 @@
+"""Charts as the pages embed them and the API serves them: the series stored on write
+(read through web/charts.py) with each line's fixed colour and the events that moved it
+(cohort weeks and lifecycle, resolutions, staff corrections), finished as JSON text once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Max, Q
+
+from agents.models import Competitor
+from cohorts.models import Cohort, Entry, Position, Snapshot
+from core import clock
+from markets.models import Market, PricePoint, ResolutionChange
+from web import charts, colours
+from web.selectors import EVENT_LIMIT
+
+# --- a market's prices ---------------------------------------------------------------------
+
+
+def market_price_points(market: Market, since=None, max_points: int = 2000) -> list[PricePoint]:
+    # Newest first, bounded; the chart builder downsamples further per outcome.
+    qs = PricePoint.objects.filter(market=market)
+    if since is not None:
+        qs = qs.filter(ts__gte=since)
+    rows = list(qs.only("outcome", "ts", "price").order_by("-ts")[:max_points])
+    rows.reverse()
+    return rows
+
+
+def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:
+    """The market's price chart for a range (see charts.RANGES), anchored at the chart's end:
+    the resolution, or the latest quote. Each line starts with the price in force at the start
+    of the range and is carried to the end; the resolution and staff changes are annotated."""
+    range_key = charts.range_or_default(range_raw)
+    last_ts = PricePoint.objects.filter(market=market).aggregate(m=Max("ts"))["m"]
+    staff = list(
+        market.resolution_changes.filter(source=Market.ResolvedBy.ADMIN).order_by("changed_at")
+    )
+    candidates = [t for t in (last_ts, market.last_priced_at) if t is not None]
+    if market.status in (Market.Status.RESOLVED, Market.Status.VOID) and market.resolved_at:
+        candidates.append(market.resolved_at)
+    candidates += [rc.changed_at for rc in staff]
+    until = max(candidates) if candidates and last_ts is not None else None
+    window = charts.RANGES[range_key]
+    since = until - window if window is not None and until is not None else None
+    points = market_price_points(market, since)
+    if since is not None:
+        starts = []
+        for outcome in market.outcomes or []:
+            before = (
+                PricePoint.objects.filter(market=market, outcome=outcome, ts__lt=since)
+                .only("outcome", "ts", "price")
+                .order_by("-ts")
+                .first()
+            )
+            if before is not None:
+                before.ts = since  # the price in force when the range starts
+                starts.append(before)
+        points = starts + points
+    payload = charts.price_history(points, list(market.outcomes or []), until=until)
+    payload["range"] = range_key
+    events = []
+    if market.status == Market.Status.RESOLVED and market.resolved_at:
+        events.append(
+            _event(market.resolved_at, "resolution", f"resolved {market.resolved_outcome}")
+        )
+    elif market.status == Market.Status.VOID and market.resolved_at:
+        events.append(_event(market.resolved_at, "resolution", "void"))
+    for rc in staff:
+        word = CHANGE_WORDS.get(rc.to_status, "changed")
+        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
+        events.append(_event(rc.changed_at, "correction", f"staff: {word}{outcome}", rc.reason))
+    xs = sorted(x for line in payload["lines"] for x in line["x"])
+    payload["annotations"] = _within(events, [xs[0], xs[-1]] if xs else [])
+    return payload
+
+
+# --- chart decorations: colours and the events that moved a chart ---------------------------
+
+
+def _competitor_ids(slugs) -> dict[str, int]:
+    return dict(Competitor.objects.filter(slug__in=set(slugs)).values_list("slug", "pk"))
+
+
+def _within(events: list[dict], xs: list[str]) -> list[dict]:
+    if not xs:
+        return []
+    lo, hi = xs[0], xs[-1]
+    kept = sorted((e for e in events if lo <= e["x"] <= hi), key=lambda e: (e["x"], e["label"]))
+    return kept[-EVENT_LIMIT:]
+
+
+def _styled(lines: list[dict], replicated: bool) -> None:
+    # charts.py styles its lines from the competitor ids it already has; other payloads get
+    # their ids here (one query).
+    missing = [line for line in lines if "color" not in line]
+    if not missing:
+        return
+    ids = _competitor_ids(line["competitor"] for line in missing)
+    for line in missing:
+        replicate = (line.get("replicate") or 1) if replicated else 1
+        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate))
+
+
+def decorate_series(payload: dict, cohort: Cohort, entry_ids: list[int] | None = None) -> dict:
+    """A cohort's (or one entry's) value series with each line's fixed colour and the events
+    that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
+    markets its entries held."""
+    _styled(payload.get("entries", []), replicated=True)
+    if payload.get("x"):
+        events = cohort_events(cohort) + correction_events([cohort], entry_ids)
+        payload["annotations"] = _within(events, payload["x"])
+    return payload
+
+
+def decorate_overview(payload: dict, scope: str) -> dict:
+    """The home chart with colours, cohorts opening and staff corrections in the scope."""
+    _styled(payload.get("series", []), replicated=False)
+    if payload.get("x"):
+        events = _scope_events(scope)
+        payload["annotations"] = _within(events, payload["x"])
+    return payload
+
+
+@dataclass(frozen=True)
+class ChartJSON:
+    """A chart's finished payload as JSON text, encoded once: a page embeds it (`chart_script`
+    tag) and the API returns it as it is, byte for byte the same. The text has <, > and &
+    escaped as \\u003C etc. (what json_script does), which is still the same JSON."""
+
+    text: str
+    x: bool  # has points (the templates' "no snapshots yet" test)
+    step_seconds: int
+
+    @classmethod
+    def of(cls, payload: dict) -> ChartJSON:
+        text = json.dumps(payload, cls=DjangoJSONEncoder, separators=(",", ":"))
+        return cls(
+            text.translate(JSON_SCRIPT_ESCAPES),
+            bool(payload.get("x")),
+            int(payload.get("step_seconds") or 0),
+        )
+
+
+JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+def overview_chart(scope: str, range_key: str) -> ChartJSON:
+    """The home chart (charts.scope_return_series, decorated)."""
+    payload = charts.scope_return_series(scope, range_key=range_key)
+    return ChartJSON.of(decorate_overview(payload, scope))
+
+
+def cohort_chart(cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None):
+    """A cohort's value chart (all entries, or the entries `only`). `entries` (with their
+    competitors) saves a query when the caller has them."""
+    rows = entries
+    if rows is None:
+        rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
+        if only is not None:
+            rows = rows.filter(pk__in=only)
+    payload = charts.cohort_series(cohort, range_key, entries=list(rows))
+    return ChartJSON.of(decorate_series(payload, cohort, only))
+
+
+def _scope_events(scope: str) -> list[dict]:
+    cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
+    events = [
+        _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
+        for c in cohorts
+    ]
+    return events + correction_events(cohorts)
+
+
+def _event(at, kind: str, label: str, detail: str = "") -> dict:
+    return {"x": charts.fmt_ts(at), "kind": kind, "label": label, "detail": detail}
+
+
+def cohort_events(cohort: Cohort) -> list[dict]:
+    """Moments that move every entry of a cohort: each week's decisions, the end of deciding,
+    completion."""
+    events = []
+    for week, frozen_at in cohort.universes.order_by("week").values_list("week", "frozen_at"):
+        events.append(_event(frozen_at, "cohort", f"week {week} decisions"))
+    decisions_end = cohort.week_start + timedelta(weeks=cohort.decision_weeks)
+    if cohort.status != Cohort.Status.ACTIVE:
+        events.append(_event(decisions_end, "cohort", "decisions end, tracking"))
+    if cohort.completed_at:
+        events.append(_event(cohort.completed_at, "cohort", "completed"))
+    return events
+
+
+CHANGE_WORDS = {
+    Market.Status.RESOLVED: "re-resolved",
+    Market.Status.VOID: "voided",
+    Market.Status.OPEN: "reopened",
+    Market.Status.CLOSED: "reopened",
+}
+
+
+def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None) -> list[dict]:
+    """Staff resolution changes of markets that the cohorts' entries (or the given entries)
+    held, placed where they took effect on each cohort's clock.
+
+    A live cohort's clock is the wall clock: the change's own time. A replay or demo cohort
+    runs on a simulated clock, and the settlement rewrote its latest snapshot of the moment
+    (cohorts.snapshots.write_settlement_snapshots): the line goes on the cohort's last snapshot
+    at or before the change, or on its latest snapshot when its clock is still ahead of the
+    wall clock (a replay of questions that resolve in the future).
+    """
+    if not cohorts:
+        return []
+    positions = Position.objects.filter(entry__cohort__in=cohorts)
+    if entry_ids is not None:
+        positions = positions.filter(entry_id__in=entry_ids)
+    changes = list(
+        ResolutionChange.objects.filter(
+            source=Market.ResolvedBy.ADMIN, market_id__in=positions.values("market_id")
+        )
+        .select_related("market")
+        .order_by("changed_at", "pk")[:EVENT_LIMIT]
+    )
+    if not changes:
+        return []
+    held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
+    simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
+    marks: dict[int, dict] = {}
+    if simulated:
+        # Per cohort, its latest snapshot and its latest at or before each change (one query).
+        per_change = {f"c{rc.pk}": Max("ts", filter=Q(ts__lte=rc.changed_at)) for rc in changes}
+        for row in (
+            Snapshot.objects.filter(entry__cohort__in=simulated)
+            .values("entry__cohort_id")
+            .annotate(last=Max("ts"), **per_change)
+        ):
+            marks[row["entry__cohort_id"]] = row
+    now = clock.now()
+    events = {}
+    for rc in changes:
+        word = CHANGE_WORDS.get(rc.to_status, "changed")
+        outcome = f" to {rc.to_outcome}" if rc.to_outcome else ""
+        label = f"staff: {word}{outcome}"
+        detail = f"{rc.market.question[:80]} ({rc.reason[:120]})"
+        for c in cohorts:
+            if (rc.market_id, c.pk) not in held:
+                continue
+            at = rc.changed_at
+            mark = marks.get(c.pk)
+            if c.kind != Cohort.Kind.LIVE and mark:
+                before = mark[f"c{rc.pk}"]
+                at = mark["last"] if mark["last"] > now or before is None else before
+            ev = _event(at, "correction", label, detail)
+            events[(rc.pk, ev["x"])] = ev
+    return list(events.values())

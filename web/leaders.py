@@ -1,0 +1,101 @@
+"""Who leads, for the list pages: each cohort's leader and margin (the cohorts page) and each
+competitor's rank and headline figure (the competitors page), read from the leaderboard rows
+the latest score runs stored and ordered by web/standings.py as the leaderboard is.
+"""
+
+from __future__ import annotations
+
+from cohorts.models import Cohort
+from scoring import selectors as scoring_selectors
+from scoring.models import LeaderboardRow, ScoreRun
+from web import standings
+from web.selectors import SCOPES
+
+
+def _latest_runs(scopes) -> dict[str, ScoreRun]:
+    runs = {}
+    for scope in scopes:
+        run = scoring_selectors.latest_run(scope)
+        if run is not None:
+            runs[scope] = run
+    return runs
+
+
+def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
+    """Per cohort: its leader in the latest score run of its kind and the margin over the
+    runner-up in the headline metric, with whether the paired test separates them."""
+    runs = _latest_runs({c.kind for c in cohorts})
+    if not runs or not cohorts:
+        return {}
+    rows = (
+        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__in=cohorts)
+        .select_related("competitor")
+        .order_by("cohort_id", "rank", "pk")
+    )
+    by_cohort: dict[int, list[LeaderboardRow]] = {}
+    for r in rows:
+        by_cohort.setdefault(r.cohort_id, []).append(r)
+    out = {}
+    for c in cohorts:
+        run = runs.get(c.kind)
+        ranked = by_cohort.get(c.pk) or []
+        if run is None or not ranked:
+            continue
+        board = standings.build(run, ranked, group=str(c.pk))
+        scored = sorted(board.scored, key=lambda s: s.rank)
+        if not scored:
+            continue
+        field_name = standings.HEADLINES[board.headline][0]
+        leader = scored[0]
+        info = {"leader": leader.row.competitor, "label": board.headline_label, "margin": None}
+        if len(scored) > 1:
+            a, b = getattr(leader.row, field_name), getattr(scored[1].row, field_name)
+            info["margin"] = a - b
+            info["runner_up"] = scored[1].row.competitor
+            info["tied"] = board.tiers and scored[1].tier == leader.tier
+            info["places"] = standings.places_to_separate([a, b], [a - b], 3)
+        info["headline"] = board.headline
+        out[c.pk] = info
+    return out
+
+
+def competitor_headlines(competitors) -> dict[int, dict]:
+    """Per competitor: rank and headline figure of its all-cohorts row in the latest run of the
+    first scope (live, replay, demo) where it has one."""
+    runs = _latest_runs(SCOPES)
+    if not runs:
+        return {}
+    rows = list(
+        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True).select_related(
+            "competitor", "run"
+        )
+    )
+    by_run: dict[int, list[LeaderboardRow]] = {}
+    for r in rows:
+        by_run.setdefault(r.run_id, []).append(r)
+    out: dict[int, dict] = {}
+    for scope in SCOPES:
+        run = runs.get(scope)
+        if run is None:
+            continue
+        board = standings.build(run, by_run.get(run.pk, []))
+        field_name = standings.HEADLINES[board.headline][0]
+        for s in board.scored + board.unscored:
+            cid = s.row.competitor_id
+            if cid in out:
+                continue
+            out[cid] = {
+                "scope": scope,
+                "rank": s.rank,
+                "of": len(board.scored),
+                "value": getattr(s.row, field_name),
+                "headline": board.headline,
+                "label": board.headline_label,
+                "places": board.places.get(
+                    "skill" if field_name == "skill_vs_market" else "return"
+                ),
+                "reason": s.reason,
+                "provisional": s.row.provisional,
+                "tier": s.tier,
+            }
+    return out
