@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 from django.http.response import HttpResponseRedirectBase
-from django.urls import include, path, re_path
+from django.urls import include, path, register_converter
 
 from arena import health
 from arena.admin import attention_view
@@ -11,7 +11,22 @@ class PermanentRedirectKeepingMethod(HttpResponseRedirectBase):
     status_code = 308
 
 
-def moved_admin(request: HttpRequest, model: str, rest: str) -> PermanentRedirectKeepingMethod:
+class MovedModel:
+    """The decision audit's models, whose admin pages moved from the agents app to cohorts."""
+
+    regex = "decision|llmcall|forecast"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(MovedModel, "moved")
+
+
+def moved_admin(request: HttpRequest, model: str, rest: str = "") -> PermanentRedirectKeepingMethod:
     """Decisions, model calls and forecasts moved from the agents app to cohorts: bookmarks and
     links to their old admin pages still arrive."""
     query = request.META.get("QUERY_STRING", "")
@@ -21,7 +36,8 @@ def moved_admin(request: HttpRequest, model: str, rest: str) -> PermanentRedirec
 
 urlpatterns = [
     path("admin/attention/", admin.site.admin_view(attention_view), name="admin-attention"),
-    re_path(r"^admin/agents/(?P<model>decision|llmcall|forecast)/(?P<rest>.*)$", moved_admin),
+    path("admin/agents/<moved:model>/", moved_admin),
+    path("admin/agents/<moved:model>/<path:rest>", moved_admin),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("", include("web.urls")),
