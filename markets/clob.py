@@ -1,7 +1,7 @@
 """Price history from Polymarket's CLOB (`GET /prices-history`), to back-fill a market we
 started tracking late, or one whose history we want before it ages out upstream.
 
-Quirks handled (EXTERNAL_APIS §2.1): `market` is a CLOB *token id*, not the condition id;
+Quirks handled: `market` is a CLOB *token id*, not the condition id;
 long explicit windows get HTTP 400 "interval is too long", so windows are fetched in chunks
 and a refused chunk is split in two; closed markets only return data at fidelity >= 720
 minutes; `p` is a JSON number; gaps are common.

@@ -30,7 +30,7 @@ from core.http import parse_retry_after
 
 log = logging.getLogger(__name__)
 
-PAGE_LIMIT = 100  # keyset endpoints clamp `limit` to 100 (EXTERNAL_APIS §1.3)
+PAGE_LIMIT = 100  # keyset endpoints clamp `limit` to 100
 MAX_CONDITION_IDS = 100  # more than 100 condition_ids in one request is a 422
 DEFAULT_MAX_PAGES = 1000  # a runaway paginator stops here whatever the server says
 RETRY_AFTER_CAP = 120.0  # seconds; a hostile Retry-After must not stall a beat task for hours

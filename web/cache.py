@@ -198,7 +198,7 @@ class PublicPageCacheMiddleware:
             if _staff_write(request):
                 # A staff write through the admin (resolutions, lineup) may change public
                 # pages and the leaderboard. Anyone else's POST changes nothing, so it must not
-                # cost every reader the cache (an anonymous POST loop used to empty it).
+                # cost every reader the cache (an anonymous POST loop would empty it).
                 scores_changed()
             return response
         spec = _spec(request)

@@ -1,6 +1,6 @@
 """GET /api/leaderboard: the latest materialised leaderboard as JSON (no math per request).
 
-Shape (shared/CONTRACT.md): {"as_of", "methodology_hash", "scope", "cohort", "headline",
+Shape: {"as_of", "methodology_hash", "scope", "cohort", "headline",
 "rows": [{"competitor", "n_forecasts", "n_resolved", "brier", "brier_ci": [lo, hi], "log_score",
 "brier_skill_vs_market", "return_pct", "return_ci", "pnl", "win_rate", "provisional", ...}],
 "edge": {"dm", "tournament"}}.

@@ -119,8 +119,8 @@ def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None
     run = latest_run(scope)
     if run is None:
         return None, []
-    # Read directly (not via scoring.selectors.competitor_rows) so the run the page names and the
-    # rows it shows are guaranteed to be the same run.
+    # The rows are read for the run just fetched, so the run the page names and the rows it
+    # shows are the same run.
     rows = list(
         LeaderboardRow.objects.filter(run=run, competitor=competitor)
         .select_related("cohort", "competitor")

@@ -1,4 +1,4 @@
-"""Public pages, the JSON API and exports (URLs as in shared/CONTRACT.md)."""
+"""Public pages, the JSON API and exports: the URLs other sites link to, kept stable."""
 
 from django.urls import path
 

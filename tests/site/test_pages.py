@@ -341,3 +341,13 @@ def test_replay_cohort_page_shows_its_warning_notes_escaped(client, world):
     body = text(get(client, f"/cohorts/{cohort.pk}/"))
     assert "Models may know outcomes before their training cutoff." in body
     assert "&lt;b&gt;cutoff&lt;/b&gt;" in body
+
+
+def test_prose_reads_the_provisional_rule_from_the_sealed_constants(client):
+    from core.methodology import CONSTANTS
+
+    body = text(get(client, "/methodology/"))
+    delta = f"{CONSTANTS.provisional_brier_delta:g}"
+    power = f"{CONSTANTS.provisional_power:.0%}"
+    assert f"enough to detect a {delta} Brier edge at {power} power" in body
+    assert "{% sealed" not in body

@@ -120,6 +120,16 @@ _KIND_BADGES = {
 
 
 @register.simple_tag
+def sealed(name: str, form: str = "") -> str:
+    """A sealed methodology constant as prose shows it (`{% sealed "provisional_brier_delta" %}`,
+    `{% sealed "provisional_power" "percent" %}`), so no page repeats a number the rules own."""
+    from core.methodology import CONSTANTS
+
+    value = getattr(CONSTANTS, name)
+    return f"{value:.0%}" if form == "percent" else f"{value:g}"
+
+
+@register.simple_tag
 def kind_badge(kind: str) -> str:
     return mark_safe(_KIND_BADGES.get(kind, ""))  # noqa: S308 - constant markup
 
