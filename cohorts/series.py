@@ -63,6 +63,7 @@ from cohorts.series_grid import (
     pack,
     save_heads,
     unpack,
+    upsert,
 )
 from cohorts.series_overview import (
     lock_scopes,
@@ -89,9 +90,7 @@ def lock(entry_ids: Iterable[int]) -> dict:
     """
     M = live_models()
     ids = sorted(set(entry_ids))
-    M.SeriesHead.objects.bulk_create(
-        [M.SeriesHead(entry_id=i) for i in ids], ignore_conflicts=True, batch_size=1000
-    )
+    upsert(M.SeriesHead, [{"entry_id": i} for i in ids], ["entry"], [])
     heads = (
         M.SeriesHead.objects.select_for_update(of=("self",))
         .select_related("entry__cohort")
@@ -119,20 +118,26 @@ class _Patch:
 
 def _fill(patches: dict, entry_id: int, after: int, upto: int, hold: float, value: float) -> None:
     """Grid points k*step in (after, upto] of every level: `value` at upto itself, `hold` (the
-    previous snapshot's total) before it."""
+    previous snapshot's total) before it.
+
+    Plain integer arithmetic: a tick adds a handful of points per level, for which numpy's
+    per-call overhead (arange, unique, masks) cost many times the work."""
     for step in LEVELS:
         k_lo, k_hi = after // step + 1, upto // step
         if k_hi < k_lo:
             continue
-        ks = np.arange(k_lo, k_hi + 1)
-        vals = np.full(len(ks), hold, dtype=DTYPE)
-        if k_hi * step == upto:
-            vals[-1] = value
-        for c in np.unique(ks // CHUNK):
-            mask = ks // CHUNK == c
-            patch = patches.setdefault((entry_id, step, int(c)), _Patch([], []))
-            patch.offsets.extend((ks[mask] - c * CHUNK).tolist())
-            patch.values.extend(vals[mask].tolist())
+        ends_on_grid = k_hi * step == upto
+        for c in range(k_lo // CHUNK, k_hi // CHUNK + 1):
+            base = c * CHUNK
+            lo, hi = max(k_lo, base), min(k_hi, base + CHUNK - 1)
+            patch = patches.get((entry_id, step, c))
+            if patch is None:
+                patch = patches[(entry_id, step, c)] = _Patch([], [])
+            patch.offsets.extend(range(lo - base, hi - base + 1))
+            values = [hold] * (hi - lo + 1)
+            if ends_on_grid and hi == k_hi:
+                values[-1] = value
+            patch.values.extend(values)
 
 
 def record(heads: dict, rows: Iterable[tuple[int, datetime, Decimal]]) -> None:
@@ -202,14 +207,8 @@ def _apply_patches(M, patches: dict) -> None:
     for key, patch in patches.items():
         arr = existing[key].copy() if key in existing else empty()
         arr[patch.offsets] = patch.values
-        out.append(M.SeriesChunk(entry_id=key[0], step=key[1], chunk=key[2], values=pack(arr)))
-    M.SeriesChunk.objects.bulk_create(
-        out,
-        update_conflicts=True,
-        unique_fields=["entry", "step", "chunk"],
-        update_fields=["values"],
-        batch_size=500,
-    )
+        out.append({"entry_id": key[0], "step": key[1], "chunk": key[2], "values": pack(arr)})
+    upsert(M.SeriesChunk, out, ["entry", "step", "chunk"], ["values"])
 
 
 # --- entry points for writers ----------------------------------------------------------------

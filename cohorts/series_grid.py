@@ -65,13 +65,43 @@ def empty() -> np.ndarray:
     return np.full(CHUNK, np.nan, dtype=DTYPE)
 
 
+def upsert(model, rows: list[dict], unique: list[str], update: list[str]) -> None:
+    """INSERT the rows (dicts keyed by attname) .. ON CONFLICT (unique) DO UPDATE the `update`
+    columns, or DO NOTHING when there are none.
+
+    Plain rows through markets.bulk.insert_rows: bulk_create builds a model instance per row
+    and compiles every value through the field machinery, which cost more than the write itself
+    on every snapshot tick (thousands of chunk rows a day)."""
+    from django.db import connections
+
+    from markets.bulk import insert_rows
+
+    if not rows:
+        return
+    qn = connections[model.objects.db].ops.quote_name
+    target = ", ".join(qn(model._meta.get_field(f).column) for f in unique)
+    if update:
+        columns = [qn(model._meta.get_field(f).column) for f in update]
+        action = "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns)
+    else:
+        action = "DO NOTHING"
+    insert_rows(model, rows, conflict=f"ON CONFLICT ({target}) {action}")
+
+
 def save_heads(M, heads: list) -> None:
     # INSERT .. ON CONFLICT DO UPDATE: one plain statement, where bulk_update builds a CASE
     # expression per row and field (most of a tick's CPU with hundreds of entries).
-    M.SeriesHead.objects.bulk_create(
-        heads,
-        update_conflicts=True,
-        unique_fields=["entry"],
-        update_fields=["first_ts", "last_ts", "last_total"],
-        batch_size=1000,
+    upsert(
+        M.SeriesHead,
+        [
+            {
+                "entry_id": h.entry_id,
+                "first_ts": h.first_ts,
+                "last_ts": h.last_ts,
+                "last_total": h.last_total,
+            }
+            for h in heads
+        ],
+        ["entry"],
+        ["first_ts", "last_ts", "last_total"],
     )

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 from django.db.models import Max, Min
 
-from cohorts.series_grid import CHUNK, DTYPE, pack, unpack
+from cohorts.series_grid import CHUNK, DTYPE, pack, unpack, upsert
 
 
 def lock_scopes(M, scopes: Iterable[str]) -> dict:
@@ -84,21 +84,15 @@ def recompute_overview(M, touched: dict) -> None:
                 with np.errstate(invalid="ignore", divide="ignore"):
                     mean = np.where(counts[key] > 0, sums[key] / counts[key], np.nan)
                 out.append(
-                    M.ScopeSeriesChunk(
-                        scope=scope,
-                        competitor_id=competitor,
-                        step=step,
-                        chunk=c,
-                        values=pack(mean),
-                    )
+                    {
+                        "scope": scope,
+                        "competitor_id": competitor,
+                        "step": step,
+                        "chunk": c,
+                        "values": pack(mean),
+                    }
                 )
-        M.ScopeSeriesChunk.objects.bulk_create(
-            out,
-            update_conflicts=True,
-            unique_fields=["scope", "step", "chunk", "competitor"],
-            update_fields=["values"],
-            batch_size=500,
-        )
+        upsert(M.ScopeSeriesChunk, out, ["scope", "step", "chunk", "competitor"], ["values"])
         for competitor, step, c in empty:
             M.ScopeSeriesChunk.objects.filter(
                 scope=scope, competitor_id=competitor, step=step, chunk=c

@@ -23,6 +23,7 @@ from cohorts.series_grid import (
     pack,
     save_heads,
     unpack,
+    upsert,
 )
 
 # (scope, competitor) and (step, chunk): an overview point a rebuild touched.
@@ -175,15 +176,14 @@ def rewind_entry_chunks(M, entry_ids: list[int], info: dict, since: datetime) ->
     keep = {k: a for k, a in existing.items() if not np.isnan(a).all()}
     for e, step, c in set(existing) - set(keep):
         M.SeriesChunk.objects.filter(entry_id=e, step=step, chunk=c).delete()
-    M.SeriesChunk.objects.bulk_create(
+    upsert(
+        M.SeriesChunk,
         [
-            M.SeriesChunk(entry_id=e, step=st, chunk=c, values=pack(a))
+            {"entry_id": e, "step": st, "chunk": c, "values": pack(a)}
             for (e, st, c), a in keep.items()
         ],
-        update_conflicts=True,
-        unique_fields=["entry", "step", "chunk"],
-        update_fields=["values"],
-        batch_size=500,
+        ["entry", "step", "chunk"],
+        ["values"],
     )
     save_heads(M, list(heads.values()))
     return touched

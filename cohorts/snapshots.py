@@ -26,6 +26,7 @@ from django.db.models import OuterRef, Q, Subquery, Sum
 
 from cohorts import series
 from cohorts.models import Cohort, Entry, Position, Snapshot
+from cohorts.series_grid import upsert
 from core import clock
 from core.versions import values_changed
 from markets.models import Market
@@ -113,12 +114,16 @@ def store_snapshots(rows: list[Snapshot]) -> int:
         return 0
     with transaction.atomic():
         heads = series.lock(r.entry_id for r in rows)  # before the rows: see series.lock
-        Snapshot.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["entry", "ts"],
-            update_fields=SNAPSHOT_FIELDS,
-            batch_size=2000,
+        # Plain rows (series_grid.upsert): the ORM's per-instance insert compilation cost more
+        # than the write.
+        upsert(
+            Snapshot,
+            [
+                {"entry_id": r.entry_id, "ts": r.ts} | {f: getattr(r, f) for f in SNAPSHOT_FIELDS}
+                for r in rows
+            ],
+            ["entry", "ts"],
+            SNAPSHOT_FIELDS,
         )
         series.record(heads, [(r.entry_id, r.ts, r.total) for r in rows])
         values_changed()
