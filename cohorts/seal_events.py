@@ -162,6 +162,7 @@ def _log_events(market_id: int | None) -> int:
     items = [
         _Pending(kind, ref, event)
         for kind, refs in _unlogged(market_id).items()
+        if refs  # nothing to read: skip the kind's queries (most resolutions have no reversal)
         for ref, event in event_records(kind, refs).items()
     ]
     if not items:
