@@ -181,9 +181,12 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     written = 0
     for ts, ids in by_ts.items():
         written += store_snapshots(compute_snapshots(Q(pk__in=ids), ts))
-        # The entries' chart series from the earliest point the correction touches are
-        # recomputed from their snapshot rows, in the settlement's transaction: a correction
-        # dated before later rows (a replay's simulated clock, a settlement run for a past
-        # time) must not leave a chart drawing the old outcome there.
-        series.rebuild_entries(ids, since=min(at, ts))
+        # A correction dated before the rewritten row (a replay's simulated clock, a
+        # settlement run for a past time) must not leave a chart drawing the old outcome
+        # there: the entries' chart series are recomputed from their snapshot rows from `at`
+        # on, in the settlement's transaction. Dated at or after it, the only row that changed
+        # is the one at `ts`, which store_snapshots has just folded into the series (as the
+        # latest point, or by its own rewind when older than the series' head).
+        if at < ts:
+            series.rebuild_entries(ids, since=at)
     return written
