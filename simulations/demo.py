@@ -80,7 +80,12 @@ from simulations.simllm import (
 DEFAULT_WEEKS = 8
 DEFAULT_SEED = 42
 DEFAULT_MARKETS = 300
-DEFAULT_LATENCY_SCALE = SIMULATION_LATENCY_SCALE
+# The live arena runs a week's decisions side by side (one worker task each), so a week costs
+# about its slowest answer; the demo runs the same decisions one after another inside the day's
+# transaction, so every answer's wait adds up (~20 a week). A fifth of the replay's scale keeps
+# the demo's total wait near what its weeks' parallel answers would take scaled by
+# SIMULATION_LATENCY_SCALE, instead of ~18 s of sleeping.
+DEFAULT_LATENCY_SCALE = SIMULATION_LATENCY_SCALE / 5
 TEN_MINUTES = timedelta(minutes=10)
 DECISION_DELAY = timedelta(minutes=5)  # like the live beat: open 00:00, decide 00:05
 FINE_SNAPSHOT_SPAN = timedelta(days=1)
