@@ -292,3 +292,23 @@ def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_de
         rows = list(exports.rows(what, bounds))
         assert rows and all("competitor_simulated" in r for r in rows), what
         assert {r["competitor_simulated"] for r in rows if r["competitor"] == sim.slug} == {True}
+
+
+@pytest.mark.django_db
+def test_the_demo_command_runs_without_the_debug_query_log():
+    """`arena demo` skips DEBUG's per-statement query log for its run and restores it after;
+    the statements themselves run and commit as usual."""
+    from django.db import connection
+
+    from simulations.demo_cli import _without_query_log
+
+    connection.force_debug_cursor = True  # log queries as DEBUG would
+    try:
+        connection.queries_log.clear()
+        with _without_query_log():
+            assert Market.objects.count() == 0
+        assert len(connection.queries) == 0
+        Market.objects.count()
+        assert len(connection.queries) == 1
+    finally:
+        connection.force_debug_cursor = False
