@@ -17,7 +17,7 @@ from agents.models import Competitor
 from cohorts.models import Cohort, Entry, Position, Snapshot
 from core import clock
 from markets.models import Market, PricePoint, ResolutionChange
-from web import charts, colours
+from web import charts, colours, selectors
 from web.selectors import EVENT_LIMIT
 
 # --- a market's prices ---------------------------------------------------------------------
@@ -123,11 +123,12 @@ def decorate_series(
     return payload
 
 
-def decorate_overview(payload: dict, scope: str) -> dict:
-    """The home chart with colours, cohorts opening and staff corrections in the scope."""
+def decorate_overview(payload: dict, scope: str, cohorts: list[Cohort] | None = None) -> dict:
+    """The home chart with colours, cohorts opening and staff corrections in the scope
+    (`cohorts`: selectors.scope_cohorts, when the caller has them)."""
     _styled(payload.get("series", []), replicated=False)
     if payload.get("x"):
-        events = _scope_events(scope)
+        events = _scope_events(scope, cohorts)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
@@ -155,10 +156,10 @@ class ChartJSON:
 JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
 
-def overview_chart(scope: str, range_key: str) -> ChartJSON:
+def overview_chart(scope: str, range_key: str, cohorts: list[Cohort] | None = None) -> ChartJSON:
     """The home chart (charts.scope_return_series, decorated)."""
     payload = charts.scope_return_series(scope, range_key=range_key)
-    return ChartJSON.of(decorate_overview(payload, scope))
+    return ChartJSON.of(decorate_overview(payload, scope, cohorts))
 
 
 def cohort_chart(
@@ -176,8 +177,9 @@ def cohort_chart(
     return ChartJSON.of(decorate_series(payload, cohort, only, corrections))
 
 
-def _scope_events(scope: str) -> list[dict]:
-    cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
+def _scope_events(scope: str, cohorts: list[Cohort] | None = None) -> list[dict]:
+    if cohorts is None:
+        cohorts = selectors.scope_cohorts(scope)
     events = [
         _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
         for c in cohorts

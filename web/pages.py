@@ -105,8 +105,9 @@ def home(
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
-    context["state"] = selectors.site_state(scope)
-    context["chart"] = chart_reads.overview_chart(scope, range_key)
+    cohorts = selectors.scope_cohorts(scope)
+    context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
+    context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
     context["range"] = range_key
     context["ranges"] = list(charts.RANGES)
     context["series_url"] = reverse("api-overview") + f"?scope={scope}"

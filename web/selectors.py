@@ -139,8 +139,16 @@ class SiteState:
     resolved_markets: int
 
 
-def site_state(scope: str) -> SiteState:
-    """Counts of markets and cohorts (one aggregate and one count)."""
+def scope_cohorts(scope: str) -> list[Cohort]:
+    """The scope's cohorts, oldest first, with what a chart's events and a count need."""
+    return list(
+        Cohort.objects.filter(kind=scope).only("id", "kind", "week_start").order_by("week_start")
+    )
+
+
+def site_state(scope: str, n_cohorts: int | None = None) -> SiteState:
+    """Counts of markets and cohorts (one aggregate and one count; no count when the caller
+    has the scope's number of cohorts)."""
     market_qs = Market.objects.order_by()
     if scope == Cohort.Kind.LIVE:
         market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
@@ -153,7 +161,9 @@ def site_state(scope: str) -> SiteState:
     return SiteState(
         markets=agg["n"],
         markets_synced=synced,
-        cohorts=Cohort.objects.filter(kind=scope).order_by().count(),
+        cohorts=(
+            Cohort.objects.filter(kind=scope).order_by().count() if n_cohorts is None else n_cohorts
+        ),
         resolved_markets=agg["resolved"],
     )
 
