@@ -17,7 +17,7 @@ from agents.models import Competitor
 from cohorts.models import Cohort, Entry, Position, Snapshot
 from core import clock
 from markets.models import Market, PricePoint, ResolutionChange
-from web import charts, colours
+from web import charts, colours, selectors
 from web.selectors import EVENT_LIMIT
 
 # --- a market's prices ---------------------------------------------------------------------
@@ -108,22 +108,27 @@ def _styled(lines: list[dict], replicated: bool) -> None:
         line.update(colours.style_for(ids.get(line["competitor"], 0), replicate))
 
 
-def decorate_series(payload: dict, cohort: Cohort, entry_ids: list[int] | None = None) -> dict:
+def decorate_series(
+    payload: dict, cohort: Cohort, entry_ids: list[int] | None = None, corrections=None
+) -> dict:
     """A cohort's (or one entry's) value series with each line's fixed colour and the events
     that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
-    markets its entries held."""
+    markets its entries held (`corrections`: selectors.staff_corrections of the whole cohort,
+    when the caller has them)."""
     _styled(payload.get("entries", []), replicated=True)
     if payload.get("x"):
-        events = cohort_events(cohort) + correction_events([cohort], entry_ids)
+        held = corrections if entry_ids is None else None
+        events = cohort_events(cohort) + correction_events([cohort], entry_ids, held)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
 
-def decorate_overview(payload: dict, scope: str) -> dict:
-    """The home chart with colours, cohorts opening and staff corrections in the scope."""
+def decorate_overview(payload: dict, scope: str, cohorts: list[Cohort] | None = None) -> dict:
+    """The home chart with colours, cohorts opening and staff corrections in the scope
+    (`cohorts`: selectors.scope_cohorts, when the caller has them)."""
     _styled(payload.get("series", []), replicated=False)
     if payload.get("x"):
-        events = _scope_events(scope)
+        events = _scope_events(scope, cohorts)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
@@ -151,26 +156,30 @@ class ChartJSON:
 JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
 
-def overview_chart(scope: str, range_key: str) -> ChartJSON:
+def overview_chart(scope: str, range_key: str, cohorts: list[Cohort] | None = None) -> ChartJSON:
     """The home chart (charts.scope_return_series, decorated)."""
     payload = charts.scope_return_series(scope, range_key=range_key)
-    return ChartJSON.of(decorate_overview(payload, scope))
+    return ChartJSON.of(decorate_overview(payload, scope, cohorts))
 
 
-def cohort_chart(cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None):
+def cohort_chart(
+    cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None, corrections=None
+):
     """A cohort's value chart (all entries, or the entries `only`). `entries` (with their
-    competitors) saves a query when the caller has them."""
+    competitors) and `corrections` (selectors.staff_corrections of the cohort) save queries
+    when the caller has them."""
     rows = entries
     if rows is None:
         rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
         if only is not None:
             rows = rows.filter(pk__in=only)
     payload = charts.cohort_series(cohort, range_key, entries=list(rows))
-    return ChartJSON.of(decorate_series(payload, cohort, only))
+    return ChartJSON.of(decorate_series(payload, cohort, only, corrections))
 
 
-def _scope_events(scope: str) -> list[dict]:
-    cohorts = list(Cohort.objects.filter(kind=scope).order_by("week_start"))
+def _scope_events(scope: str, cohorts: list[Cohort] | None = None) -> list[dict]:
+    if cohorts is None:
+        cohorts = selectors.scope_cohorts(scope)
     events = [
         _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
         for c in cohorts
@@ -204,7 +213,9 @@ CHANGE_WORDS = {
 }
 
 
-def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None) -> list[dict]:
+def correction_events(
+    cohorts: list[Cohort], entry_ids: list[int] | None = None, known=None
+) -> list[dict]:
     """Staff resolution changes of markets that the cohorts' entries (or the given entries)
     held, placed where they took effect on each cohort's clock.
 
@@ -216,19 +227,25 @@ def correction_events(cohorts: list[Cohort], entry_ids: list[int] | None = None)
     """
     if not cohorts:
         return []
-    positions = Position.objects.filter(entry__cohort__in=cohorts)
-    if entry_ids is not None:
-        positions = positions.filter(entry_id__in=entry_ids)
-    changes = list(
-        ResolutionChange.objects.filter(
-            source=Market.ResolvedBy.ADMIN, market_id__in=positions.values("market_id")
+    if known is not None and len(cohorts) == 1 and len(known) < EVENT_LIMIT:
+        # `known` are all the staff changes of markets the one cohort's entries held (fewer
+        # than the limit, so none was cut off): the same rows the queries below would read.
+        changes = sorted(known, key=lambda rc: (rc.changed_at, rc.pk))
+        held = {(rc.market_id, cohorts[0].pk) for rc in changes}
+    else:
+        positions = Position.objects.filter(entry__cohort__in=cohorts)
+        if entry_ids is not None:
+            positions = positions.filter(entry_id__in=entry_ids)
+        changes = list(
+            ResolutionChange.objects.filter(
+                source=Market.ResolvedBy.ADMIN, market_id__in=positions.values("market_id")
+            )
+            .select_related("market")
+            .order_by("changed_at", "pk")[:EVENT_LIMIT]
         )
-        .select_related("market")
-        .order_by("changed_at", "pk")[:EVENT_LIMIT]
-    )
-    if not changes:
-        return []
-    held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
+        if not changes:
+            return []
+        held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
     simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
     marks: dict[int, dict] = {}
     if simulated:

@@ -28,6 +28,7 @@ from web import (
     glossary,
     leaders,
     params,
+    rows,
     selectors,
     standings,
 )
@@ -97,14 +98,16 @@ def home(
         "run": run,
         "board": board,
         "rows": board.scored,
+        "leader_rows": rows.leader_rows(board, scope, sort),
         "sort": sort,
         "descending": descending,
         "columns": _leaderboard_columns(scope, sort, descending, board.headline),
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
-    context["state"] = selectors.site_state(scope)
-    context["chart"] = chart_reads.overview_chart(scope, range_key)
+    cohorts = selectors.scope_cohorts(scope)
+    context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
+    context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
     context["range"] = range_key
     context["ranges"] = list(charts.RANGES)
     context["series_url"] = reverse("api-overview") + f"?scope={scope}"
@@ -177,18 +180,21 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     context = {
         "cohort": cohort,
         "entries": entries,
+        "entry_rows": rows.entry_rows(cohort.pk, entries),
         "corrections": entries.corrections,
-        "series": chart_reads.cohort_chart(cohort, range_key, entries),
+        "series": chart_reads.cohort_chart(
+            cohort, range_key, entries, corrections=entries.corrections
+        ),
         "range": range_key,
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-cohort-series", args=[cohort.pk]),
         "universe_week": universe_week,
-        "universe": universe[:100],
+        "universe": rows.universe_rows(universe[:100]),
         "universe_total": len(universe),
-        "decisions": decisions,
+        "decisions": rows.decision_rows(decisions),
         "seals": selectors.cohort_seal_rows(cohort),
         # Decisions are newest week first, so the first one is the latest decided week.
-        "latest_week": decisions[0].week if decisions else None,
+        "latest_week": decisions[0]["week"] if decisions else None,
     }
     return render(request, "arena/cohort_detail.html", context)
 
@@ -200,8 +206,9 @@ class _EntryTable(list):
 
 
 def _entries_with_corrections(cohort: Cohort) -> _EntryTable:
-    rows = _EntryTable(selectors.entry_rows(cohort))
-    rows.corrections = selectors.staff_corrections(cohort)
+    positions = selectors.cohort_positions(cohort)
+    rows = _EntryTable(selectors.entry_rows(cohort, positions))
+    rows.corrections = selectors.staff_corrections(cohort, positions=positions)
     names = {e.pk: entry_name(e) for e in rows}
     moved = set()
     for rc in rows.corrections:

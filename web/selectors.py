@@ -139,8 +139,16 @@ class SiteState:
     resolved_markets: int
 
 
-def site_state(scope: str) -> SiteState:
-    """Counts of markets and cohorts (one aggregate and one count)."""
+def scope_cohorts(scope: str) -> list[Cohort]:
+    """The scope's cohorts, oldest first, with what a chart's events and a count need."""
+    return list(
+        Cohort.objects.filter(kind=scope).only("id", "kind", "week_start").order_by("week_start")
+    )
+
+
+def site_state(scope: str, n_cohorts: int | None = None) -> SiteState:
+    """Counts of markets and cohorts (one aggregate and one count; no count when the caller
+    has the scope's number of cohorts)."""
     market_qs = Market.objects.order_by()
     if scope == Cohort.Kind.LIVE:
         market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
@@ -153,7 +161,9 @@ def site_state(scope: str) -> SiteState:
     return SiteState(
         markets=agg["n"],
         markets_synced=synced,
-        cohorts=Cohort.objects.filter(kind=scope).order_by().count(),
+        cohorts=(
+            Cohort.objects.filter(kind=scope).order_by().count() if n_cohorts is None else n_cohorts
+        ),
         resolved_markets=agg["resolved"],
     )
 
@@ -187,21 +197,34 @@ def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
     ).order_by("-week_start", "kind")
 
 
-def entry_rows(cohort: Cohort) -> list[Entry]:
-    """The cohort's entries with value, return, cash, invested, trades and resolved counts.
+PositionGroup = tuple[int, int, str, int, Decimal]  # entry, market, status, count, cost
 
-    Three plain queries: the entries with their series head (the latest snapshot, kept by
-    cohorts/series.py as snapshots are written), their positions counted and summed by status,
-    their trades counted. Cheaper to plan and run than one correlated subquery per figure.
-    """
-    rows = list(Entry.objects.filter(cohort=cohort).select_related("competitor", "series_head"))
-    positions = (
+
+def cohort_positions(cohort: Cohort) -> list[PositionGroup]:
+    """The cohort's positions counted and summed per (entry, market, status): one query that
+    gives both the entry table's counts and which entries held which market (corrections)."""
+    return list(
         Position.objects.filter(entry__cohort=cohort)
         .order_by()
-        .values_list("entry_id", "status")
+        .values_list("entry_id", "market_id", "status")
         .annotate(n=Count("id"), cost=Sum("cost_basis"))
     )
-    by_status = {(e, status): (n, cost) for e, status, n, cost in positions}
+
+
+def entry_rows(cohort: Cohort, positions: list[PositionGroup] | None = None) -> list[Entry]:
+    """The cohort's entries with value, return, cash, invested, trades and resolved counts.
+
+    Three plain queries (two when the caller has `positions`, from cohort_positions): the
+    entries with their series head (the latest snapshot, kept by cohorts/series.py as
+    snapshots are written), their positions counted and summed, their trades counted. Cheaper
+    to plan and run than one correlated subquery per figure.
+    """
+    rows = list(Entry.objects.filter(cohort=cohort).select_related("competitor", "series_head"))
+    by_status: dict[tuple[int, str], tuple[int, Decimal | None]] = {}
+    for e, _market, status, n, cost in cohort_positions(cohort) if positions is None else positions:
+        had_n, had_cost = by_status.get((e, status), (0, None))
+        total = cost if had_cost is None else had_cost if cost is None else had_cost + cost
+        by_status[(e, status)] = (had_n + n, total)
     trades = dict(
         Trade.objects.filter(entry__cohort=cohort)
         .order_by()
@@ -243,11 +266,21 @@ MARKET_HEAVY = ("raw", "description")
 EVENT_LIMIT = 60  # staff corrections listed, events marked on a chart: more would hide the rest
 
 
-def recent_decisions(cohort: Cohort, limit: int = 20) -> list[Decision]:
+def recent_decisions(cohort: Cohort, limit: int = 20) -> list[dict[str, Any]]:
+    """The cohort's latest decisions as the page lists them: the columns it shows, the
+    entry's replicate and competitor, the trades counted (one query)."""
     return list(
         Decision.objects.filter(entry__cohort=cohort)
-        .defer(*DECISION_HEAVY)
-        .select_related("entry__competitor")
+        .values(
+            "pk",
+            "week",
+            "status",
+            "action",
+            "reasoning",
+            "entry__replicate",
+            "entry__competitor__display_name",
+            "entry__competitor__simulated",
+        )
         .annotate(n_trades=Count("trades"))
         .order_by("-week", "-claimed_at", "-id")[:limit]
     )
@@ -255,10 +288,11 @@ def recent_decisions(cohort: Cohort, limit: int = 20) -> list[Decision]:
 
 def cohort_universe(cohort: Cohort) -> tuple[int | None, list[dict]]:
     """The latest frozen universe (week, markets) or (None, []) before the first decision."""
-    universe = cohort.universes.order_by("-week").first()
-    if universe is None:
+    latest = cohort.universes.order_by("-week").values_list("week", "markets").first()
+    if latest is None:
         return None, []
-    return universe.week, list(universe.markets or [])
+    week, markets = latest
+    return week, list(markets or [])
 
 
 def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
@@ -458,15 +492,23 @@ def get_decision(decision_id: int) -> Decision:
     )
 
 
-def staff_corrections(cohort: Cohort, entry: Entry | None = None) -> list[ResolutionChange]:
+def staff_corrections(
+    cohort: Cohort, entry: Entry | None = None, positions: list[PositionGroup] | None = None
+) -> list[ResolutionChange]:
     """Staff resolution changes of markets the cohort's entries (or one entry) held, newest
-    first, each with .entries: the entries it moved (two queries)."""
-    positions = Position.objects.filter(entry__cohort=cohort)
-    if entry is not None:
-        positions = positions.filter(entry=entry)
+    first, each with .entry_ids: the entries it moved (two queries; one when the caller has
+    the cohort's `positions`, from cohort_positions)."""
     held: dict[int, set[int]] = {}
-    for market_id, entry_id in positions.values_list("market_id", "entry_id").distinct():
-        held.setdefault(market_id, set()).add(entry_id)
+    if positions is None:
+        pairs = Position.objects.filter(entry__cohort=cohort)
+        if entry is not None:
+            pairs = pairs.filter(entry=entry)
+        for market_id, entry_id in pairs.values_list("market_id", "entry_id").distinct():
+            held.setdefault(market_id, set()).add(entry_id)
+    else:
+        for entry_id, market_id, *_ in positions:
+            if entry is None or entry_id == entry.pk:
+                held.setdefault(market_id, set()).add(entry_id)
     if not held:
         return []
     changes = list(

@@ -13,7 +13,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from django import template
 from django.urls import reverse
 from django.utils.html import escape, format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 from web import colours, glossary
 
@@ -179,7 +179,12 @@ _SIMULATED_BADGE = (
 @register.simple_tag
 def simulated_badge(competitor) -> str:
     """The "simulated" mark every page puts next to a simulated competitor's name."""
-    return mark_safe(_SIMULATED_BADGE if getattr(competitor, "simulated", False) else "")  # noqa: S308
+    return simulated_mark(getattr(competitor, "simulated", False))
+
+
+def simulated_mark(simulated: bool) -> SafeString:
+    """simulated_badge for a row that has the competitor's flag, not the competitor."""
+    return mark_safe(_SIMULATED_BADGE if simulated else "")  # noqa: S308 - constant markup
 
 
 @register.simple_tag

@@ -1,0 +1,266 @@
+"""Table rows as the pages show them, computed once in Python.
+
+A Django template pays for every variable lookup, filter, tag and `{% url %}` of a row, and a
+cold render (the first read after a write) is mostly that work: a cohort page's universe,
+decision and entry tables were over half of its render. Each row here carries its text and
+links ready; the templates only print them, with auto-escaping still on (plain strings are
+escaped as they are printed; the few marks that are HTML come from the same simple tags the
+templates use, which build them with format_html or from constant markup).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.urls import reverse
+from django.utils.formats import localize
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from cohorts.models import Decision
+from web.templatetags.arena import (
+    ci,
+    money,
+    num,
+    pct,
+    ratio_pct,
+    sealed,
+    signed,
+    simulated_badge,
+    simulated_mark,
+    swatch,
+    version,
+)
+
+_SENTINEL = 987654321
+
+
+@functools.cache
+def _id_url(name: str) -> Callable[[int], str]:
+    """The URL of route `name` for an integer id, reversing once: the route's only argument is
+    an <int:...> converter, so every id's URL is the same text around the id."""
+    head, _, tail = reverse(name, args=[_SENTINEL]).rpartition(str(_SENTINEL))
+    return lambda pk: f"{head}{int(pk)}{tail}"
+
+
+def market_url(pk: int) -> str:
+    return _id_url("market-detail")(pk)
+
+
+def decision_url(pk: int) -> str:
+    return _id_url("decision-detail")(pk)
+
+
+def _name(display_name: str, replicate: int) -> str:
+    return f"{display_name} #{replicate}" if replicate > 1 else display_name
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """One row of a cohort's entry table."""
+
+    swatch: SafeString
+    href: str
+    name: str
+    simulated: SafeString
+    corrected: bool
+    value: str
+    at_cost: bool
+    return_text: str
+    return_class: str  # "up", "down" or ""
+    cash: str
+    invested: str
+    n_trades: int
+    n_open: int
+    n_resolved: int
+
+
+def entry_rows(cohort_id: int, entries: Iterable) -> list[EntryRow]:
+    """`entries` as selectors.entry_rows decorates them (value, return_pct, invested, counts),
+    each with .corrected."""
+    out = []
+    for e in entries:
+        c = e.competitor
+        href = reverse("entry-detail", args=[cohort_id, c.slug])
+        if e.replicate > 1:
+            href += f"?replicate={e.replicate}"
+        r = e.return_pct
+        out.append(
+            EntryRow(
+                swatch=swatch(c),
+                href=href,
+                name=_name(c.display_name, e.replicate),
+                simulated=simulated_badge(c),
+                corrected=bool(getattr(e, "corrected", False)),
+                value=money(e.value),
+                at_cost=bool(e.value_at_cost),
+                return_text=signed(r, 2),
+                return_class="up" if r > 0 else "down" if r < 0 else "",
+                cash=money(e.cash),
+                invested=money(e.invested),
+                n_trades=e.n_trades,
+                n_open=e.n_open,
+                n_resolved=e.n_resolved,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One row of a cohort's recent decisions."""
+
+    week: int
+    competitor: str
+    simulated: SafeString
+    href: str
+    status: str
+    action: str
+    n_trades: int
+    reasoning: str
+
+
+def decision_rows(decisions: Iterable[dict]) -> list[DecisionRow]:
+    """Decisions as selectors.recent_decisions reads them."""
+    return [
+        DecisionRow(
+            week=d["week"],
+            competitor=_name(d["entry__competitor__display_name"], d["entry__replicate"]),
+            simulated=simulated_mark(d["entry__competitor__simulated"]),
+            href=decision_url(d["pk"]),
+            status=str(_DECISION_STATUS.get(d["status"], d["status"])),
+            action=d["action"] or "—",
+            n_trades=d["n_trades"],
+            reasoning=Truncator(str(d["reasoning"])).chars(160),
+        )
+        for d in decisions
+    ]
+
+
+_DECISION_STATUS = dict(Decision.Status.choices)
+
+
+@dataclass(frozen=True)
+class UniverseRow:
+    """One market of a frozen universe: its question, its page (when it has one), the prices
+    shown to the entries."""
+
+    question: str
+    href: str | None
+    prices: str
+
+
+def universe_rows(markets: Iterable[dict]) -> list[UniverseRow]:
+    out = []
+    for m in markets:
+        prices = m.get("prices") or {}
+        market_id = m.get("market_id")
+        out.append(
+            UniverseRow(
+                question=str(m.get("question", "")),
+                href=market_url(market_id) if market_id else None,
+                prices=" · ".join(f"{k} {localize(v)}" for k, v in prices.items()),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class LeaderRow:
+    """One ranked row of the home leaderboard, every cell's text ready (standings.Board gives
+    the ranks, tiers and decimals)."""
+
+    css: str  # the row's classes: tier-start, is-provisional
+    rank: object
+    tier: object
+    tier_title: str
+    swatch: SafeString
+    href: str
+    name: str
+    provisional: bool
+    provisional_title: str
+    method: str  # the scoring methodology's version label, "" when the row does not say
+    method_title: str
+    baseline: bool
+    simulated: SafeString
+    skill: str
+    skill_ci: str
+    brier: str
+    brier_ci: str
+    log_score: str
+    ret: str
+    ret_ci: str
+    pnl: str
+    win_rate: str
+    n_resolved: object
+    n_forecasts: object
+    cost: str
+
+
+def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
+    """The scored standings of `board` (web/standings.py) as the home table shows them."""
+    places = board.places
+    out = []
+    for i, row in enumerate(board.scored):
+        c = row.competitor
+        css = "tier-start" if row.new_tier and sort == "rank" and i else ""
+        if row.provisional:
+            css += " is-provisional"
+        vs = row.vs_above
+        tier_title = ""
+        if vs:
+            tier_title = (
+                "significantly behind the row above"
+                if vs.get("verdict") == "above_better"
+                else f"not separable from the row above (p={num(vs.get('p'), 3)})"
+            )
+        provisional_title = f"{row.n_resolved} resolved"
+        if row.required_n:
+            provisional_title += (
+                f" of the {row.required_n} needed to detect a "
+                f"{sealed('provisional_brier_delta')} Brier edge"
+            )
+        method = row.stored_details.methodology
+        method_label = version(method.version) if method and method.version else ""
+        method_title = f"Scored with methodology {method_label}"
+        if method and method.cohort_versions:
+            method_title += "; cohort rules sealed under v" + ", v".join(
+                str(v) for v in method.cohort_versions
+            )
+        baseline = c.kind == "baseline"
+        out.append(
+            LeaderRow(
+                css=css,
+                rank=row.rank,
+                tier=row.tier,
+                tier_title=tier_title,
+                swatch=swatch(c),
+                href=competitor_url(c.slug) + f"?scope={scope}",
+                name=c.display_name,
+                provisional=bool(row.provisional),
+                provisional_title=provisional_title,
+                method=method_label,
+                method_title=method_title,
+                baseline=baseline,
+                simulated=simulated_badge(c),
+                skill=signed(row.skill_vs_market, places["skill"]),
+                skill_ci=ci(row.skill_lo, row.skill_hi, places["skill"]),
+                brier=num(row.brier, places["brier"]),
+                brier_ci=ci(row.brier_lo, row.brier_hi, places["brier"]),
+                log_score=num(row.log_score, places["log_score"]),
+                ret=pct(row.return_pct, places["return"]),
+                ret_ci=ci(row.return_lo, row.return_hi, places["return"]),
+                pnl=money(row.pnl),
+                win_rate=ratio_pct(row.win_rate),
+                n_resolved=row.n_resolved,
+                n_forecasts=row.n_forecasts,
+                cost="" if baseline else money(row.cost_usd),
+            )
+        )
+    return out
+
+
+def competitor_url(slug: str) -> str:
+    return reverse("competitor-detail", args=[slug])
