@@ -52,7 +52,7 @@ def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
             a, b = getattr(leader.row, field_name), getattr(scored[1].row, field_name)
             info["margin"] = a - b
             info["runner_up"] = scored[1].row.competitor
-            info["tied"] = board.tiers and scored[1].tier == leader.tier
+            info["tied"] = board.grouped and standings.share_a_letter(leader, scored[1])
             info["places"] = standings.places_to_separate([a, b], [a - b], 3)
         info["headline"] = board.headline
         out[c.pk] = info
@@ -96,6 +96,6 @@ def competitor_headlines(competitors) -> dict[int, dict]:
                 ),
                 "reason": s.reason,
                 "provisional": s.row.provisional,
-                "tier": s.tier,
+                "letters": s.letters,
             }
     return out

@@ -1,4 +1,4 @@
-"""How figures read: the money rule, signed intervals, digits that separate rows, tiers from the
+"""How figures read: the money rule, signed intervals, digits that separate rows, group letters from the
 paired tests, unscored rows apart, the run's clock, leaders and headline scores on the lists,
 the glossary, colours, chart annotations, and price charts on real time."""
 
@@ -67,7 +67,7 @@ def _pair(a, b, verdict):
 
 
 @pytest.mark.django_db
-def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
+def test_letters_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
     run = world.score_run("replay")
     run.rows.all().delete()
     rows = _rows(
@@ -87,30 +87,36 @@ def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
                 "brier": [
                     _pair("fav", "mkt", "no_difference"),
                     _pair("cash", "mkt", "no_difference"),
-                    _pair("mkt", "cash", "no_difference"),
-                    _pair("cash", "rnd", "a_better"),  # only Random is separable
+                    _pair("fav", "cash", "no_difference"),
+                    _pair("fav", "rnd", "a_better"),
+                    _pair("mkt", "rnd", "no_difference"),
+                    _pair("cash", "rnd", "a_better"),
+                    _pair("gpt", "rnd", "a_better"),  # an unranked row changes nothing
                 ]
             }
         },
     }
     run.save()
     board = standings.build(run, rows)
-    assert [(s.row.competitor.slug, s.rank, s.tier) for s in board.scored] == [
-        ("fav", 1, 1),
-        ("mkt", 2, 1),
-        ("cash", 3, 1),
-        ("rnd", 4, 2),
+    # Chained tiers would put Market with both Favorite and Random in one run of ties; the
+    # letters say Market is inseparable from both while they differ from each other.
+    assert [(s.row.competitor.slug, s.rank, s.letters) for s in board.scored] == [
+        ("fav", 1, "a"),
+        ("mkt", 2, "ab"),
+        ("cash", 3, "a"),
+        ("rnd", 4, "b"),
     ]
+    assert board.scored[3].differs_from == ["Fav", "Cash"]
     assert [(s.row.competitor.slug, s.rank, s.reason) for s in board.unscored] == [
         ("gpt", None, "no forecast made yet")
     ]
-    assert board.places["skill"] == 5 and board.n_tiers == 2
+    assert board.places["skill"] == 5 and board.n_groups == 2
     assert "350 resolved questions" in board.provisional_rule
     assert board.clock.simulated
 
 
 @pytest.mark.django_db
-def test_home_shows_tiers_unscored_apart_and_the_simulated_clock(client, world):
+def test_home_shows_letters_unscored_apart_and_the_simulated_clock(client, world):
     build_arena(world, kind=Cohort.Kind.REPLAY, n_competitors=3)
     run = world.score_run("replay")
     LeaderboardRow.objects.filter(run=run, competitor=world.competitors[2]).update(
@@ -120,9 +126,10 @@ def test_home_shows_tiers_unscored_apart_and_the_simulated_clock(client, world):
     assert "Scored on the simulated clock at 2026-11-08 00:00" in re.sub(r"<[^>]+>", "", body)
     assert "Scored as of" not in body
     assert "Not scored yet" in body and "no forecast made yet" in body
-    assert "tier 1" in body and "tier 2" in body  # the fixture's tests separate every pair
+    # The fixture's tests separate every pair: one letter each.
+    assert re.findall(r'class="tier group-letters"[^>]*>(\w+)<', body) == ["a", "b"]
     assert body.count('class="key rank"') == 2  # only scored rows are ranked
-    assert 'href="/methodology/#g-skill"' in body and 'href="/methodology/#g-tier"' in body
+    assert 'href="/methodology/#g-skill"' in body and 'href="/methodology/#g-group"' in body
 
 
 @pytest.mark.django_db
