@@ -167,7 +167,9 @@ TERMS: tuple[Term, ...] = (
         "edge_label",
         "Edge label",
         "GENUINE_EDGE, WEAK_EDGE or NO_EDGE from a bootstrap of the closing-line-value Sharpe "
-        "ratio: genuine when even the stricter interval stays above zero.",
+        "ratio: a one-sided p-value, Holm-adjusted across the competitors of the leaderboard, "
+        "genuine at the stricter level, weak at the looser one. A label within Monte Carlo "
+        "error of a level is the weaker one, marked borderline.",
     ),
     Term(
         "tournament",

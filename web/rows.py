@@ -208,9 +208,11 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
         css = "is-provisional" if row.provisional else ""
         letters_title = ""
         if row.letters:
+            n = len(row.differs_from)
             letters_title = (
-                "significantly different from " + ", ".join(row.differs_from)
-                if row.differs_from
+                f"significantly different from the {n} ranked row{'s' if n > 1 else ''} "
+                "with no letter in common; not from those sharing a letter"
+                if n
                 else "not significantly different from any ranked row"
             )
         provisional_title = f"{row.n_resolved} resolved"
