@@ -99,3 +99,16 @@ def competitor_headlines(competitors) -> dict[int, dict]:
                 "letters": s.letters,
             }
     return out
+
+
+def cohort_board(cohort: Cohort) -> tuple[ScoreRun, standings.Board] | None:
+    """The cohort's own leaderboard in the latest score run of its kind, ranked, lettered and
+    with digits chosen as on the home page; None before that run has scored the cohort. Ranked
+    by the run's headline order, the same order that names the leader on the cohorts page."""
+    run = scoring_selectors.latest_run(cohort.kind)
+    if run is None:
+        return None
+    rows = list(scoring_selectors.leaderboard_rows(run, cohort))
+    if not rows:
+        return None
+    return run, standings.build(run, rows, group=str(cohort.pk))

@@ -177,8 +177,11 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     entries = _entries_with_corrections(cohort)
     decisions = selectors.recent_decisions(cohort)
     universe_week, universe = selectors.cohort_universe(cohort)
+    scored = leaders.cohort_board(cohort)
     context = {
         "cohort": cohort,
+        "standing": scored[1] if scored else None,
+        "standing_rows": rows.leader_rows(scored[1], cohort.kind, "rank") if scored else [],
         "entries": entries,
         "entry_rows": rows.entry_rows(cohort.pk, entries),
         "corrections": entries.corrections,

@@ -223,3 +223,35 @@ def test_a_market_quoted_once_draws_its_price_over_its_real_life(client, world):
     week = client.get(f"/api/markets/{market.pk}/prices?range=1W").json()
     # The range starts with the price in force then, not with nothing.
     assert week["lines"][0]["x"][0] == "2026-12-24 00:00" and week["lines"][0]["y"][0] == 0.97
+
+
+@pytest.mark.django_db
+def test_cohort_page_ranks_its_competitors_with_letters_and_intervals(client, world):
+    cohort = build_arena(world, kind=Cohort.Kind.LIVE, n_competitors=3)
+    run = world.score_run("live")
+    # The run's rows for this cohort: the third competitor never forecast (unscored).
+    for row in LeaderboardRow.objects.filter(run=run):
+        row.pk, row.cohort = None, cohort
+        if row.competitor == world.competitors[2]:
+            row.skill_vs_market, row.n_forecasts, row.n_resolved, row.rank = None, 0, 0, 3
+            row.tokens, row.pnl = 0, 0
+        row.save()
+    details = run.details
+    details["dm"][str(cohort.pk)] = {"brier": [_pair(c.slug, d.slug, "no_difference")
+        for c, d in [(world.competitors[0], world.competitors[1])]]}  # fmt: skip
+    run.details = details
+    run.save()
+    body = client.get(f"/cohorts/{cohort.pk}/").content.decode()
+    table = body[body.index('id="standing-h"') : body.index('id="value-h"')]
+    first, second, idle = (c.display_name for c in world.competitors[:3])
+    # Ranked as the cohorts page names the leader (rank 1 first), letters from this cohort's
+    # own paired test (no difference: one shared letter), intervals printed.
+    assert table.index(first) < table.index(second)
+    assert re.findall(r'class="tier group-letters"[^>]*>(\w+)<', table) == ["a", "a"]
+    assert "[" in table and "Skill vs market" in table
+    assert f"{idle} (no forecast made yet)" in re.sub(r"<[^>]+>", "", table)
+    lead = client.get("/cohorts/").content.decode()
+    # The cohorts page names the same leader, and calls the shared letter a tie.
+    assert re.search(
+        rf"{first}</a></span> <span class=\"muted\">by [^<]* over {second}, a statistical tie", lead
+    )
