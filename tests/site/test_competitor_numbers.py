@@ -13,6 +13,8 @@ from web.templatetags.arena import num, p_value, pct, signed
 
 
 def _text(body: str) -> str:
+    """What a reader sees: tags and chart data (script blocks) removed."""
+    body = re.sub(r"<script\b.*?</script>", " ", body, flags=re.S)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
 
 
