@@ -22,8 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-METHODOLOGY_VERSION = "2"
-VERSIONS = ("1", "2")  # every sealed file, oldest first
+METHODOLOGY_VERSION = "3"
+VERSIONS = ("1", "2", "3")  # every sealed file, oldest first
 
 _DIR = Path(__file__).resolve().parent
 
@@ -53,6 +53,7 @@ class Constants:
     ci_level: float
     bootstrap_interval: str
     bootstrap_unit: str
+    return_interval_unit: str
     seed_rule: str
     dm_bandwidth_rule: str
     dm_kernel: str
@@ -60,6 +61,8 @@ class Constants:
     dm_min_n: int
     dm_family_alpha: float
     dm_multiple_comparison: str
+    dm_loss_order: str
+    dm_grouping: str
     info_test_logit_clip: float
     info_test_max_iter: int
     info_test_tol: float
@@ -86,6 +89,9 @@ class Constants:
     sb_min_sd: float
     sb_min_n: int
     edge_labels: tuple[str, ...]
+    edge_label_alphas: tuple[float, ...]
+    edge_multiple_comparison: str
+    edge_borderline_z: float
     tournament_reference: str
     tournament_time_average: str
     tournament_take: str

@@ -9,7 +9,7 @@ scoring/edge.py, formulas from scoring.metrics, constants from the sealed method
 
 Rules a reader should know about (also stored in run.details["notes"], see scoring/present.py):
 - Replicates of one competitor are pooled (their forecasts together; money summed; the return
-  interval bootstraps over the individual entries' returns).
+  interval resamples the markets its entries traded, see market_return_ci).
 - The scored unit is the question (scoring/questions.py).
 - Performance: bincount, one counts matrix for the paired bootstrap; Python loops run over
   markets, decisions and competitors, never over forecasts.
@@ -258,6 +258,7 @@ class GroupMoney:
     cost: list[Decimal]
     entries: IntArray
     sources: list[set[str]]
+    market_pnl: list[dict[int, float]]  # per competitor: market id -> P/L over its entries
 
 
 def money_by_comp(data: ScopeData, entry_sel: BoolArray, n_comp: int) -> GroupMoney:
@@ -275,6 +276,7 @@ def money_by_comp(data: ScopeData, entry_sel: BoolArray, n_comp: int) -> GroupMo
         cost=[Decimal(0)] * n_comp,
         entries=np.zeros(n_comp, dtype=np.int64),
         sources=[set() for _ in range(n_comp)],
+        market_pnl=[defaultdict(float) for _ in range(n_comp)],
     )
     for entry_id, ci, init in zip(ids.tolist(), comps.tolist(), initial.tolist()):
         money = data.money[entry_id]
@@ -292,7 +294,49 @@ def money_by_comp(data: ScopeData, entry_sel: BoolArray, n_comp: int) -> GroupMo
         out.cost[ci] += cost
         out.entries[ci] += 1
         out.sources[ci].add(money.source)
+        for market_id, value in data.market_pnl.get(entry_id, {}).items():
+            out.market_pnl[ci][market_id] += value
     return out
+
+
+def market_return_ci(
+    money: GroupMoney,
+    n_boot: int | None = None,
+    level: float | None = None,
+    seed: int | None = None,
+) -> dict[int, tuple[float, float]]:
+    """Percentile interval of each competitor's return, resampling markets (sealed
+    return_interval_unit): a resample draws the group's traded markets with replacement, the
+    same draws for every competitor, and its return is the drawn markets' P/L (each as often
+    as drawn) plus the P/L outside them, over the starting cash. Entries of one competitor in
+    overlapping cohorts hold the same markets, so their returns are not independent draws and
+    resampling entries understated the uncertainty."""
+    n_boot = C.bootstrap_resamples if n_boot is None else n_boot
+    level = C.ci_level if level is None else level
+    seed = methodology_seed() if seed is None else seed
+    comps = [ci for ci in range(len(money.market_pnl)) if money.initial[ci] > 0]
+    markets = sorted({m for ci in comps for m in money.market_pnl[ci]})
+    if not comps or not markets:
+        return {}
+    col = {m: j for j, m in enumerate(markets)}
+    pnl = np.zeros((len(comps), len(markets)))
+    for r, ci in enumerate(comps):
+        for m, value in money.market_pnl[ci].items():
+            pnl[r, col[m]] = value
+    outside = np.asarray([float(money.pnl[ci]) for ci in comps]) - pnl.sum(axis=1)
+    initial = money.initial[comps]
+    rng = np.random.default_rng(seed)
+    n_cl = len(markets)
+    totals = np.empty((n_boot, len(comps)))
+    step = max(1, _CHUNK_CELLS // n_cl)
+    for start in range(0, n_boot, step):
+        b = min(step, n_boot - start)
+        draws = rng.integers(0, n_cl, size=(b, n_cl)) + (np.arange(b) * n_cl)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=b * n_cl).reshape(b, n_cl)
+        totals[start : start + b] = counts @ pnl.T
+    returns = 100.0 * (totals + outside) / initial
+    lo, hi = np.percentile(returns, [50.0 * (1.0 - level), 50.0 * (1.0 + level)], axis=0)
+    return {ci: (float(lo[r]), float(hi[r])) for r, ci in enumerate(comps)}
 
 
 def implied_confidence(
@@ -329,7 +373,7 @@ class CompetitorMoney:
     pnl: Decimal
     realized: Decimal
     unrealized: Decimal
-    return_ci: Interval  # over the entries' returns, None ends with fewer than two entries
+    return_ci: Interval  # resampling markets (market_return_ci), None ends without a traded market
     settled_won: int
     settled_lost: int
     bets_won: int
@@ -398,6 +442,7 @@ class GroupInputs:
     information: dict[int, dict[str, dict]]
     clv: list[TradeClv]
     paper: dict[int, PaperEntry] = field(default_factory=dict)
+    return_ci: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def group_inputs(
@@ -412,12 +457,13 @@ def group_inputs(
     n_comp = len(data.competitors)
     f_sel = np.isin(q.cohort, list(cohort_ids))
     e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+    money = money_by_comp(data, e_sel, n_comp)
     return GroupInputs(
         group=group,
         cohort_ids=cohort_ids,
         entry_sel=e_sel,
         scores=forecast_scores(q, f_sel, n_comp),
-        money=money_by_comp(data, e_sel, n_comp),
+        money=money,
         bets=bets_won_lost(data, cohort_ids, entry_comp),
         cohort_versions=sorted(
             {str(data.cohorts[c]["methodology_version"] or "?") for c in cohort_ids}
@@ -427,15 +473,15 @@ def group_inputs(
         information=information_tests(q, f_sel, data),
         clv=[r for r in clv if r.cohort in cohort_ids],
         paper=paper,
+        return_ci=market_return_ci(money),
     )
 
 
 def competitor_stats(data: ScopeData, g: GroupInputs, ci: int) -> CompetitorStats:
     """One competitor's numbers in a group: the group's arrays read at its index, plus what is
-    computed per competitor (return interval over its entries, CLV summary, paper take)."""
+    computed per competitor (CLV summary, paper take)."""
     s, money = g.scores, g.money
-    returns = [r for r in money.returns[ci] if math.isfinite(r)]
-    lo, hi = metrics.bootstrap_ci(np.asarray(returns)) if len(returns) >= 2 else (None, None)
+    lo, hi = g.return_ci.get(ci, (None, None))
     bets_won, bets_lost = g.bets.get(ci, (0, 0))
     comp_entries = set(data.entries["id"][g.entry_sel & (data.entries["comp"] == ci)].tolist())
     paper = g.paper

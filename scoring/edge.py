@@ -8,6 +8,7 @@ methodology); model classes are imported only for their choice constants.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -158,16 +159,18 @@ def trade_clv(data: ScopeData, entry_comp: EntryComp) -> list[TradeClv]:
     return out
 
 
-def clv_summary(rows: list[TradeClv]) -> Clv:
+def clv_summary(rows: list[TradeClv], seed: int | None = None) -> Clv:
     """CLV statistics of one competitor's trades in time order. Without a single closing line
-    the label is None (shown as n/a): no closing line says nothing, which is not "no edge"."""
+    the label is None (shown as n/a): no closing line says nothing, which is not "no edge".
+    The label here is the single test's; holm_labels turns a group's into published ones."""
     if not rows:
         return Clv(n=0, label=None, flag="no_closing_line")
     rows = sorted(rows, key=lambda r: (r.t, r.trade_pk))
     prob = np.asarray([r.clv_prob for r in rows])
     lo = np.asarray([r.clv_logodds for r in rows])
     z, zp = metrics.clv_mean_ztest(prob)
-    sb = metrics.stationary_bootstrap_sharpe(prob)
+    sb = metrics.stationary_bootstrap_sharpe(prob, seed=seed)
+    tested = sb["flag"] is None
     return Clv(
         n=len(rows),
         mean_prob=float(prob.mean()),
@@ -179,6 +182,39 @@ def clv_summary(rows: list[TradeClv]) -> Clv:
         block_length=sb["block_length"],
         ci90=sb["ci"].get(0.9),
         ci95=sb["ci"].get(0.95),
+        p=sb["p"] if tested else None,
+        p_se=sb["p_se"] if tested else None,
         label=sb["label"],
         flag=sb["flag"],
     )
+
+
+def holm_labels(clvs: list[Clv]) -> list[Clv]:
+    """The published edge labels of one group: each tested p-value Holm-adjusted across the
+    group's competitors (sealed edge_multiple_comparison) and labelled at the sealed levels.
+
+    Monte Carlo error: every p moved edge_borderline_z standard errors up (all together, the
+    adjusted p is monotone in each of them) gives the published label, the one a luckier seed
+    cannot take away; moved down, it gives the best label within that error. Where the two
+    differ the result is borderline and says so. Untested series (too few, no variance, no
+    closing line) keep their label and are not part of the family.
+    """
+    tested = [i for i, c in enumerate(clvs) if c.p is not None and math.isfinite(c.p)]
+    if not tested:
+        return clvs
+    p = np.asarray([clvs[i].p for i in tested], dtype=float)
+    se = np.asarray([clvs[i].p_se or 0.0 for i in tested], dtype=float)
+    adjusted = metrics.holm_adjust(p)
+    band = C.edge_borderline_z * se
+    worst = metrics.holm_adjust(np.minimum(p + band, 1.0))
+    best = metrics.holm_adjust(np.maximum(p - band, 0.0))
+    out = list(clvs)
+    for k, i in enumerate(tested):
+        label = metrics.edge_label(float(worst[k]))
+        out[i] = replace(
+            clvs[i],
+            p_holm=float(adjusted[k]),
+            label=label,
+            borderline=metrics.edge_label(float(best[k])) != label,
+        )
+    return out

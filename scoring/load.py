@@ -90,6 +90,8 @@ class ScopeData:
     trades: list[TradeRow]  # in execution order
     money: dict[int, EntryMoney]
     settlements: dict[int, list[int]]  # entry id -> [won, lost]
+    # entry id -> market id -> P/L of its positions there at as_of (return intervals resample it)
+    market_pnl: dict[int, dict[int, float]]
     usage: dict[int, tuple[int, Decimal]]  # entry id -> (tokens, cost)
     prices: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     # (cohort, week) -> market id -> outcome -> price shown, for markets with more than two
@@ -239,6 +241,32 @@ def _load_money(
     return money
 
 
+def _load_market_pnl(
+    entry_q: Q, as_of: datetime, markets: dict[int, MarketInfo]
+) -> dict[int, dict[int, float]]:
+    """Per entry and market: realized P/L of the positions closed by as_of, plus realized P/L
+    and the mark (as the snapshot job marks) minus cost of those still open then. Summed over
+    markets this is the entry's P/L up to rounding and the snapshot's age; the return interval
+    keeps that small remainder fixed."""
+    out: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    rows = Position.objects.filter(entry_q, opened_at__lte=as_of).values_list(
+        "entry_id", "market_id", "outcome", "shares", "cost_basis", "realized_pnl", "status",
+        "closed_at",
+    )  # fmt: skip
+    for entry_id, market_id, outcome, shares, basis, rpnl, status, closed_at in rows:
+        open_then = status == Position.Status.OPEN or (closed_at is not None and closed_at > as_of)
+        pnl = rpnl
+        if open_then and status == Position.Status.OPEN:
+            price = _mark_price(markets.get(market_id), outcome)
+            pnl += Decimal(0) if price is None else shares * price - basis
+        elif open_then:
+            # Closed after as_of: what it was worth then, like _load_money (realized as none).
+            price = _mark_price(markets.get(market_id), outcome)
+            pnl = Decimal(0) if price is None else shares * price - basis
+        out[entry_id][market_id] += float(pnl)
+    return {e: dict(m) for e, m in out.items()}
+
+
 def _mark_price(info: MarketInfo | None, outcome: str) -> Decimal | None:
     # Same marking as cohorts.snapshots: resolved pays 1/0, void is held at cost, else last price.
     if info is None or info.status == Market.Status.VOID:
@@ -351,6 +379,7 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         trades=trades,
         money=_load_money(entry_qs, entries, as_of, markets),
         settlements=dict(settled),
+        market_pnl=_load_market_pnl(entry_q, as_of, markets),
         usage=_load_usage(decision_q),
         prices=_load_prices(market_q, as_of),
         shown=_load_shown_prices(cohort_qs, forecasts, markets),

@@ -52,7 +52,14 @@ def notes() -> list[str]:
         "n_resolved count questions.",
         "Forecasts on void or unresolved markets are counted in n_forecasts but never scored.",
         "Brier CIs: percentile bootstrap resampling markets, the same draws for every competitor.",
-        "Diebold-Mariano: common questions are (cohort, week, market), replicates averaged.",
+        "Diebold-Mariano: common questions are (cohort, week, market), replicates averaged, in "
+        "the order of their first decision time (then cohort, week, market); ranked rows that "
+        "share a group letter are not significantly different (compact letter display).",
+        "Edge labels: one-sided bootstrap p of the CLV Sharpe ratio, Holm-adjusted across the "
+        "group's competitors; within Monte Carlo error of a level the weaker label is published "
+        "as borderline.",
+        "Return intervals resample the markets traded (all of a competitor's entries together), "
+        "the same draws for every competitor.",
         "CLV: BUY trades on closed, non-void markets; the closing line is the last price a sealed "
         "horizon before the close or resolution, and only when it is later than the trade (else "
         "n/a).",

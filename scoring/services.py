@@ -24,7 +24,7 @@ gives identical numbers by any path (the bootstraps are seeded by the methodolog
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -37,7 +37,7 @@ from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.reaper import owner_token, reap
 from core.versions import scores_changed
 from scoring.compute import competitor_stats, group_inputs
-from scoring.edge import EntryComp, TradeClv, dm_tables, trade_clv
+from scoring.edge import EntryComp, TradeClv, dm_tables, holm_labels, trade_clv
 from scoring.load import ScopeData, load_scope
 from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
 from scoring.paper import PaperEntry, paper_candidates, paper_portfolios
@@ -214,7 +214,9 @@ def _group_rows(
     cohort_ids = set(data.cohorts) if group == ALL else {int(group)}
     g = group_inputs(data, q, group, cohort_ids, shared.entry_comp, shared.clv, shared.paper)
     present = sorted(set(data.entries["comp"][g.entry_sel].tolist()))
-    rows = [make_row(competitor_stats(data, g, ci)) for ci in present]
+    stats = [competitor_stats(data, g, ci) for ci in present]
+    labelled = holm_labels([st.clv for st in stats])
+    rows = [make_row(replace(st, clv=clv)) for st, clv in zip(stats, labelled, strict=True)]
     headline = rank_rows(rows)
     f_sel = np.isin(q.cohort, list(cohort_ids))
     scored = [ci for ci in present if g.scores.n_resolved[ci] > 0]

@@ -124,6 +124,10 @@ class Clv:
     block_length: float | None = None
     ci90: Sequence[float | None] | None = None
     ci95: Sequence[float | None] | None = None
+    p: float | None = None  # one-sided bootstrap p of no positive edge
+    p_se: float | None = None  # its Monte Carlo standard error
+    p_holm: float | None = None  # Holm-adjusted across the group (methodology v3)
+    borderline: bool | None = None  # the label is within edge_borderline_z MC errors of a level
 
     @classmethod
     def from_json(cls, data: object) -> Clv | None:
@@ -146,6 +150,10 @@ class Clv:
             "block_length": self.block_length,
             "ci90": self.ci90,
             "ci95": self.ci95,
+            "p": self.p,
+            "p_se": self.p_se,
+            "p_holm": self.p_holm,
+            "borderline": self.borderline,
             "label": self.label,
             "flag": self.flag,
         }

@@ -25,12 +25,14 @@ TERMS: tuple[Term, ...] = (
         "with a market price, otherwise return. Only scored competitors get a rank.",
     ),
     Term(
-        "tier",
-        "Tier",
-        "Competitors the paired Diebold-Mariano test (Brier loss on the forecasts both made, "
-        "Bonferroni-adjusted level) cannot tell apart from the competitor ranked just above share "
-        "its tier. A new tier starts only where the row above is significantly better. Rows of "
-        "one tier are a statistical tie, whatever their ranks say.",
+        "group",
+        "Group letters",
+        "Each ranked competitor gets one or more letters from the paired Diebold-Mariano tests "
+        "(Brier loss on the questions both forecast, each pair judged at the Bonferroni level: "
+        "5% divided by the number of pairs). Two competitors that share a letter are not "
+        "significantly different; two with no letter in common are. A competitor can carry "
+        'several letters ("ab") when it cannot be told apart from rows that differ from each '
+        "other, so rows sharing a letter are a statistical tie, whatever their ranks say.",
     ),
     Term(
         "brier",
@@ -165,7 +167,9 @@ TERMS: tuple[Term, ...] = (
         "edge_label",
         "Edge label",
         "GENUINE_EDGE, WEAK_EDGE or NO_EDGE from a bootstrap of the closing-line-value Sharpe "
-        "ratio: genuine when even the stricter interval stays above zero.",
+        "ratio: a one-sided p-value, Holm-adjusted across the competitors of the leaderboard, "
+        "genuine at the stricter level, weak at the looser one. A label within Monte Carlo "
+        "error of a level is the weaker one, marked borderline.",
     ),
     Term(
         "tournament",

@@ -8,6 +8,10 @@ Shape: {"as_of", "methodology_hash", "scope", "cohort", "headline",
 Every number is a JSON number, money included: pnl, realized_pnl, unrealized_pnl and cost_usd
 are numbers in dollars (pnl rounded to cents, cost to 1/100 of a cent); return_pct is in percent.
 A statistic that cannot be computed yet (nothing resolved, one entry only) is null.
+
+Ranks are the page's (web/standings.py): only rows with the headline figure are ranked, 1..n in
+the run's order; an unscored row has rank null and `unranked_reason` says why, and ranked rows
+carry their `group_letters` (rows sharing a letter are not significantly different).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows
-from web import params
+from web import params, standings
 from web.api_errors import api_view, json_error
 from web.cache import Values, page
 from web.selectors import scope_or_default
@@ -69,6 +73,7 @@ def row_payload(row: LeaderboardRow) -> dict[str, Any]:
         "provisional": row.provisional,
         "required_n": row.required_n,
         "edge_label": details.get("edge_label"),
+        "edge_borderline": (details.get("clv") or {}).get("borderline"),
         "methodology_version": method.get("version"),
         "cohort_methodology_versions": method.get("cohort_versions"),
         "details": details,
@@ -146,7 +151,7 @@ def _answer(scope: str | None, cohort_id: int | None) -> tuple[int, str]:
         "run_id": run.pk,
         "headline": (details.get("headline") or {}).get("by_cohort", {}).get(key),
         "headline_rule": (details.get("headline") or {}).get("rule"),
-        "rows": [row_payload(r) for r in leaderboard_rows(run, cohort)],
+        "rows": _ranked_payload(run, list(leaderboard_rows(run, cohort)), key),
         "edge": {
             "dm": (details.get("dm") or {}).get(key),
             "tournament": (details.get("tournament") or {}).get(key),
@@ -155,6 +160,20 @@ def _answer(scope: str | None, cohort_id: int | None) -> tuple[int, str]:
     if cohort is not None and not payload["rows"]:
         payload["note"] = "this cohort is not in the latest score run yet"
     return 200, _text(payload)
+
+
+def _ranked_payload(run: ScoreRun, rows: list[LeaderboardRow], group: str) -> list[dict]:
+    """Rows in the stored order with the page's ranks: scored rows first, ranked; the unscored
+    after them with rank null and the reason, as the page lists them apart."""
+    board = standings.build(run, rows, group=group)
+    out = []
+    for s in board.scored + board.unscored:
+        payload = row_payload(s.row)
+        payload["rank"] = s.rank
+        payload["unranked_reason"] = s.reason or None
+        payload["group_letters"] = s.letters or None
+        out.append(payload)
+    return out
 
 
 def _text(payload: dict[str, Any]) -> str:

@@ -52,7 +52,7 @@ def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
             a, b = getattr(leader.row, field_name), getattr(scored[1].row, field_name)
             info["margin"] = a - b
             info["runner_up"] = scored[1].row.competitor
-            info["tied"] = board.tiers and scored[1].tier == leader.tier
+            info["tied"] = board.grouped and standings.share_a_letter(leader, scored[1])
             info["places"] = standings.places_to_separate([a, b], [a - b], 3)
         info["headline"] = board.headline
         out[c.pk] = info
@@ -96,6 +96,19 @@ def competitor_headlines(competitors) -> dict[int, dict]:
                 ),
                 "reason": s.reason,
                 "provisional": s.row.provisional,
-                "tier": s.tier,
+                "letters": s.letters,
             }
     return out
+
+
+def cohort_board(cohort: Cohort) -> tuple[ScoreRun, standings.Board] | None:
+    """The cohort's own leaderboard in the latest score run of its kind, ranked, lettered and
+    with digits chosen as on the home page; None before that run has scored the cohort. Ranked
+    by the run's headline order, the same order that names the leader on the cohorts page."""
+    run = scoring_selectors.latest_run(cohort.kind)
+    if run is None:
+        return None
+    rows = list(scoring_selectors.leaderboard_rows(run, cohort))
+    if not rows:
+        return None
+    return run, standings.build(run, rows, group=str(cohort.pk))

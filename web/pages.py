@@ -6,7 +6,7 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -18,12 +18,12 @@ from agents.models import Competitor
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
-from scoring.models import ScoreRun
 from scoring.stored import RowDetails
 from web import (
     chart_reads,
     charts,
     colours,
+    competitor_view,
     exports,
     glossary,
     leaders,
@@ -177,8 +177,11 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     entries = _entries_with_corrections(cohort)
     decisions = selectors.recent_decisions(cohort)
     universe_week, universe = selectors.cohort_universe(cohort)
+    scored = leaders.cohort_board(cohort)
     context = {
         "cohort": cohort,
+        "standing": scored[1] if scored else None,
+        "standing_rows": rows.leader_rows(scored[1], cohort.kind, "rank") if scored else [],
         "entries": entries,
         "entry_rows": rows.entry_rows(cohort.pk, entries),
         "corrections": entries.corrections,
@@ -304,8 +307,8 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
         "method": details.methodology,
         "multiclass": details.brier_multiclass,
         "tournament": details.tournament,
-        "dm_row": _dm_row(run, competitor),
-        "extra_details": _scalar_extras(details),
+        "dm_row": competitor_view.dm_row(run, competitor),
+        "extra_details": competitor_view.measures(details),
         "champions": details.champions_clothes,
         "costs": selectors.competitor_costs(competitor),
         "entries": selectors.competitor_entries(competitor),
@@ -317,115 +320,6 @@ def _coloured(payload: dict | None, competitor: Competitor) -> dict | None:
     if payload is not None:
         payload["color"] = colours.colour_for(competitor)
     return payload
-
-
-# Measures the competitor page draws in their own sections; every other stored measure is listed
-# under "Other measures".
-KNOWN_DETAIL_KEYS = {
-    "calibration",
-    "murphy",
-    "clv",
-    "edge_label",
-    "tournament",
-    "slug",
-    "display_name",
-    "champions_clothes",
-    "methodology",
-    "brier_multiclass",
-    "bss_vs_base_rate",
-}
-DETAIL_LABELS = {
-    "ece": "Expected calibration error (ECE)",
-    # Not the headline "skill vs market" (a difference of Brier scores): same sign, other scale.
-    "bss_vs_market": "Brier skill score vs market, 1 - ratio of mean Brier scores",
-    "n_with_price": "Forecasts with a market price",
-    "entries": "Entries",
-    "settled_won": "Positions won",
-    "settled_lost": "Positions lost",
-    "bets_won": "Bets won (resolved markets)",
-    "bets_lost": "Bets lost (resolved markets)",
-    "n_binary": "Resolved binary questions (calibration, Murphy, base rate)",
-    "base_rate": "Base rate of YES in resolved binary questions",
-    "implied_confidence_n": "Bets in the implied-confidence diagnostic",
-    "brier_convention": "Brier convention",
-}
-
-
-def _scalar_extras(details: RowDetails) -> list[tuple[str, object]]:
-    """Other measures the scoring engine stored: scalars, and flat groups of scalars (e.g. the
-    RPS and its count), labelled for readers where we know the measure."""
-    out: list[tuple[str, object]] = []
-    for key, value in sorted(details.to_json().items()):
-        if key in KNOWN_DETAIL_KEYS:
-            continue
-        label = DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
-        if isinstance(value, dict):
-            flat = [f"{k}: {_short(v)}" for k, v in value.items() if _is_scalar(v)]
-            if flat:
-                out.append((label, "; ".join(flat)))
-        elif _is_scalar(value):
-            out.append((label, _short(value)))
-    return out
-
-
-def _is_scalar(v: object) -> bool:
-    return v is None or isinstance(v, int | float | str | bool)
-
-
-def _short(v: object) -> object:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "—" if v is None else v
-
-
-@dataclass(frozen=True)
-class DmCell:
-    """One pair of the Diebold-Mariano matrix, seen from the page's competitor: a negative
-    statistic or mean difference favours it."""
-
-    other: str
-    n: int | None
-    mean_diff: float | None
-    stat: float | None
-    p: float | None
-    level: float | None
-    verdict: str  # "better", "worse" or "no difference"
-
-
-def _dm_row(run: ScoreRun | None, competitor: Competitor) -> list[DmCell]:
-    """This competitor's row of the run's all-cohorts Diebold-Mariano matrix (Brier loss)."""
-    if run is None:
-        return []
-    out = []
-    for pair in run.stored_details.dm_for("all").brier:
-        if competitor.slug not in (pair.a, pair.b):
-            continue
-        mine_first = pair.a == competitor.slug
-        sign = 1 if mine_first else -1
-        winner = {"a_better": pair.a, "b_better": pair.b}.get(pair.verdict or "")
-        verdict = (
-            "no difference"
-            if winner is None
-            else "better"
-            if winner == competitor.slug
-            else "worse"
-        )
-        out.append(
-            DmCell(
-                other=(pair.b if mine_first else pair.a) or "",
-                n=pair.n,
-                mean_diff=_signed(pair.mean_diff, sign),
-                stat=_signed(pair.stat, sign),
-                p=pair.p,
-                level=pair.level,
-                verdict=verdict,
-            )
-        )
-    return sorted(out, key=lambda r: r.other)
-
-
-def _signed(value: float | None, sign: int) -> float | None:
-    return value * sign if isinstance(value, int | float) else None
 
 
 @page(

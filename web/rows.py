@@ -170,12 +170,12 @@ def universe_rows(markets: Iterable[dict]) -> list[UniverseRow]:
 @dataclass(frozen=True)
 class LeaderRow:
     """One ranked row of the home leaderboard, every cell's text ready (standings.Board gives
-    the ranks, tiers and decimals)."""
+    the ranks, group letters and decimals)."""
 
-    css: str  # the row's classes: tier-start, is-provisional
+    css: str  # the row's classes: is-provisional
     rank: object
-    tier: object
-    tier_title: str
+    letters: str
+    letters_title: str
     swatch: SafeString
     href: str
     name: str
@@ -203,18 +203,17 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
     """The scored standings of `board` (web/standings.py) as the home table shows them."""
     places = board.places
     out = []
-    for i, row in enumerate(board.scored):
+    for row in board.scored:
         c = row.competitor
-        css = "tier-start" if row.new_tier and sort == "rank" and i else ""
-        if row.provisional:
-            css += " is-provisional"
-        vs = row.vs_above
-        tier_title = ""
-        if vs:
-            tier_title = (
-                "significantly behind the row above"
-                if vs.get("verdict") == "above_better"
-                else f"not separable from the row above (p={num(vs.get('p'), 3)})"
+        css = "is-provisional" if row.provisional else ""
+        letters_title = ""
+        if row.letters:
+            n = len(row.differs_from)
+            letters_title = (
+                f"significantly different from the {n} ranked row{'s' if n > 1 else ''} "
+                "with no letter in common; not from those sharing a letter"
+                if n
+                else "not significantly different from any ranked row"
             )
         provisional_title = f"{row.n_resolved} resolved"
         if row.required_n:
@@ -234,8 +233,8 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
             LeaderRow(
                 css=css,
                 rank=row.rank,
-                tier=row.tier,
-                tier_title=tier_title,
+                letters=row.letters,
+                letters_title=letters_title,
                 swatch=swatch(c),
                 href=competitor_url(c.slug) + f"?scope={scope}",
                 name=c.display_name,

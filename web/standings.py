@@ -4,9 +4,10 @@ The score run stores rows, ranks and the paired tests; this module only decides 
 sees them, with rules a reader can check:
 - scored rows are those with the headline number; the others are listed apart, without a rank,
   with the reason they have none;
-- tiers: walking down the ranked rows, a row starts a new tier only where the paired
-  Diebold-Mariano test (Brier loss, Bonferroni level, computed by the score run) says the row
-  above is significantly better; otherwise it shares the tier above;
+- groups: a compact letter display of the paired Diebold-Mariano tests (Brier loss, Bonferroni
+  level, computed by the score run): two ranked rows share a letter exactly when their test did
+  not find them different, so rows sharing a letter are never significantly different from
+  each other, whatever lies between them;
 - digits: each column gets the fewest decimals (at least its default) that tell neighbouring
   rows apart and leave no non-zero interval end printed as a bare zero;
 - provisional: the stored flag of every row (one rule for all), stated in words;
@@ -22,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.methodology import CONSTANTS
+from scoring import metrics
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.stored import DmPair, RunDetails
 
@@ -37,9 +39,8 @@ HEADLINES = {
 class Standing:
     row: LeaderboardRow
     rank: int | None = None  # shown rank: position among the scored rows
-    tier: int | None = None
-    new_tier: bool = False  # first row of its tier (in rank order)
-    vs_above: dict | None = None  # the paired test against the row ranked just above
+    letters: str = ""  # its groups in the compact letter display ("" without paired tests)
+    differs_from: list[str] = field(default_factory=list)  # ranked rows it differs from
     reason: str = ""  # why an unscored row has no rank
 
     def __getattr__(self, name: str) -> Any:  # templates read row fields straight through
@@ -60,8 +61,8 @@ class Board:
     headline: str = ""
     headline_label: str = ""
     places: dict[str, int] = field(default_factory=dict)
-    tiers: bool = False  # whether the paired tests exist for this group
-    n_tiers: int = 0
+    grouped: bool = False  # whether the paired tests exist for this group
+    n_groups: int = 0
     required_n: set[int] = field(default_factory=set)
     clock: Clock | None = None
 
@@ -108,7 +109,7 @@ def build(
     ranked_order: list[LeaderboardRow] | None = None,
 ) -> Board:
     """The board of one group ("all" or a cohort id) of a run. `rows` is the display order
-    (any sort); ranks and tiers always follow the run's own rank order."""
+    (any sort); ranks and letters always follow the run's own rank order."""
     details = run.stored_details if run else RunDetails()
     headline = details.headline(group)
     headline = headline if headline in HEADLINES else "brier_skill_vs_market"
@@ -127,19 +128,10 @@ def build(
     for i, s in enumerate(scored_order, start=1):
         s.rank = i
     pairs = _pairs(details, group)
-    board.tiers = bool(pairs) and headline == "brier_skill_vs_market"
-    if board.tiers:
-        tier = 0
-        above = None
-        for s in scored_order:
-            test = _test(pairs, above.row, s.row) if above else None
-            s.vs_above = test
-            if above is None or (test and test["verdict"] == "above_better"):
-                tier += 1
-                s.new_tier = True
-            s.tier = tier
-            above = s
-        board.n_tiers = tier
+    board.grouped = bool(pairs) and headline == "brier_skill_vs_market"
+    if board.grouped:
+        group_letters(scored_order, pairs)
+        board.n_groups = len({ch for s in scored_order for ch in _letter_set(s.letters)})
     board.scored = [standing[r.pk] for r in rows if r.pk in standing and not standing[r.pk].reason]
     board.unscored = [standing[r.pk] for r in order if r.pk in standing and standing[r.pk].reason]
     board.required_n = {r.required_n for r in rows if r.required_n}
@@ -152,20 +144,38 @@ def _pairs(details: RunDetails, group: str) -> dict[frozenset[str], DmPair]:
     return {frozenset((p.a or "", p.b or "")): p for p in details.dm_for(group).brier}
 
 
-def _test(
-    pairs: dict[frozenset[str], DmPair], above: LeaderboardRow, below: LeaderboardRow
-) -> dict | None:
-    """The paired test between two rows, oriented: verdict above_better / below_better / tie."""
-    a, b = above.competitor.slug, below.competitor.slug
-    pair = pairs.get(frozenset((a, b)))
-    if pair is None:
-        return None
-    if pair.verdict in ("a_better", "b_better"):
-        winner = pair.a if pair.verdict == "a_better" else pair.b
-        verdict = "above_better" if winner == a else "below_better"
-    else:
-        verdict = "tie"
-    return {"verdict": verdict, "p": pair.p, "level": pair.level, "n": pair.n}
+def group_letters(ranked: list[Standing], pairs: dict[frozenset[str], DmPair]) -> None:
+    """Set each ranked standing's letters (compact letter display, top row "a") and the rows it
+    differs from significantly. A pair without a test (too few common questions) is not a
+    difference."""
+    slug = {s.row.competitor.slug: s for s in ranked}
+    different = [
+        (p.a, p.b)
+        for p in pairs.values()
+        if p.verdict in ("a_better", "b_better") and p.a in slug and p.b in slug
+    ]
+    letters = metrics.compact_letters([s.row.competitor.slug for s in ranked], different)
+    for s in ranked:
+        s.letters = letters[s.row.competitor.slug]
+        s.differs_from = []
+    for a, b in different:
+        slug[a].differs_from.append(slug[b].row.competitor.display_name)
+        slug[b].differs_from.append(slug[a].row.competitor.display_name)
+
+
+def _letter_set(letters: str) -> list[str]:
+    """The letters of a display string ("ab" -> a, b; long tables use "a2"-style letters)."""
+    out: list[str] = []
+    for ch in letters:
+        if ch.isdigit() and out:
+            out[-1] += ch
+        else:
+            out.append(ch)
+    return out
+
+
+def share_a_letter(a: Standing, b: Standing) -> bool:
+    return bool(set(_letter_set(a.letters)) & set(_letter_set(b.letters)))
 
 
 # --- digits ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ a competitor with nothing resolved yet; malformed shapes raise ValueError.
 
 Modules: proper (Brier, log, RPS, skill, completion, relative log), calibration (reliability,
 ECE, Murphy, implied confidence), bootstrap (market-resampling intervals, the provisional
-threshold), significance (Diebold-Mariano, the market-information test), clv (closing-line
+threshold), significance (Diebold-Mariano, the market-information test), letters (the
+compact letter display of pairwise tests, Holm's adjustment), clv (closing-line
 value and the edge label), tournament (relative log score over a question's life, takes),
 kelly (the standard trading layer).
 """
@@ -38,6 +39,7 @@ from scoring.metrics.clv import (
     clv_mean_ztest,
     clv_prob,
     devig,
+    edge_label,
     optimal_block_length,
     stationary_bootstrap_indices,
     stationary_bootstrap_sharpe,
@@ -45,6 +47,10 @@ from scoring.metrics.clv import (
 from scoring.metrics.kelly import (
     StakedBet,
     kelly_stake,
+)
+from scoring.metrics.letters import (
+    compact_letters,
+    holm_adjust,
 )
 from scoring.metrics.proper import (
     brier,
@@ -102,10 +108,13 @@ __all__ = [
     "long_run_variance",
     "diebold_mariano",
     "dm_matrix",
+    "compact_letters",
+    "holm_adjust",
     "market_information_test",
     "clv_prob",
     "clv_logodds",
     "devig",
+    "edge_label",
     "clv_mean_ztest",
     "optimal_block_length",
     "stationary_bootstrap_indices",

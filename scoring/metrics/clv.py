@@ -6,7 +6,7 @@ bootstrap of the CLV Sharpe ratio with an automatic block length.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -195,8 +195,10 @@ def stationary_bootstrap_sharpe(
     q_hi(S*) - b]. (Shifting by -2b would double the Monte Carlo noise of b in the bounds,
     enough to flip a label from one seed to the next.)
 
-    Label: GENUINE_EDGE if the corrected 95% lower bound is above 0, WEAK_EDGE if only the 90%
-    one is, else NO_EDGE; NO_EDGE with a flag for fewer than sb_min_n values ("too_few") and for
+    p: the one-sided bootstrap p-value of no positive edge, the share of corrected replicates at
+    or below 0; p_se its Monte Carlo standard error. Label (edge_label): GENUINE_EDGE if p is at
+    most the first sealed edge level, WEAK_EDGE at most the second (the same events as the 95%
+    and 90% corrected lower bounds above 0 for the v2 levels), else NO_EDGE; NO_EDGE with a flag for fewer than sb_min_n values ("too_few") and for
     a series without real variance ("zero_variance"): sample sd at most sb_min_sd, an absolute
     tolerance in the series' own unit. A series of equal prices' differences is exact zeros
     plus float noise of about 1e-16; compared with its mean (itself noise) that looked like
@@ -218,6 +220,8 @@ def stationary_bootstrap_sharpe(
         "bias": NAN,
         "block_length": NAN,
         "ci": {level: (NAN, NAN) for level in levels},
+        "p": NAN,
+        "p_se": NAN,
         "label": "NO_EDGE",
         "flag": None,
     }
@@ -241,20 +245,27 @@ def stationary_bootstrap_sharpe(
     for level in levels:
         lo, hi = _percentile_interval(reps, level)
         ci[level] = (lo - bias, hi - bias)
+    # One-sided p of "no positive edge": the share of corrected replicates at or below 0 (with
+    # the +1 that keeps it above 0), the same event as a percentile lower bound above 0.
+    p = float((np.count_nonzero(finite - bias <= 0.0) + 1) / (finite.size + 1))
     return result | {
         "sharpe_bc": sharpe - bias,
         "bias": bias,
         "block_length": b_len,
         "ci": ci,
-        "label": _edge_label(ci),
+        "p": p,
+        "p_se": math.sqrt(p * (1.0 - p) / max(finite.size, 1)),
+        "label": edge_label(p),
     }
 
 
-def _edge_label(ci: Mapping[float, tuple[float, float]]) -> str:
+def edge_label(p: float) -> str:
+    """GENUINE_EDGE at p <= the first sealed edge level, WEAK_EDGE at p <= the second, else
+    NO_EDGE (p one-sided; on a leaderboard, the Holm-adjusted p of the group)."""
     genuine, weak, none = C.edge_labels
-    lower = {round(level, 6): bounds[0] for level, bounds in ci.items()}
-    if lower.get(0.95, NAN) > 0:
+    strict, loose = C.edge_label_alphas
+    if p <= strict:
         return genuine
-    if lower.get(0.9, NAN) > 0:
+    if p <= loose:
         return weak
     return none

@@ -38,6 +38,8 @@ def _cohort(kind=Cohort.Kind.LIVE, slugs=("ann", "ben"), week_start=WEEK_START):
     )
     market = make_market(status=Market.Status.RESOLVED, resolved_outcome="Yes", resolved_at=AT)
     for i, entry in enumerate(entries):
+        if entry.competitor.slug == "idle":
+            continue  # entered, never forecast
         add_forecasts(make_decision(entry, at=AT), [(market, "Yes", 0.6 + 0.1 * i, 0.5)])
     return cohort
 
@@ -69,10 +71,10 @@ def test_contract_shape_with_json_numbers(client):
         assert len(row["brier_ci"]) == 2 and len(row["return_ci"]) == 2
     assert body["rows"][0]["brier"] == pytest.approx((0.7 - 1) ** 2)
     # Each row says which methodology scored it and which its cohorts started under.
-    assert body["methodology_version"] == "2"
+    assert body["methodology_version"] == "3"
     for row in body["rows"]:
-        assert row["methodology_version"] == "2"
-        assert row["cohort_methodology_versions"] == [cohort.methodology_version] == ["2"]
+        assert row["methodology_version"] == "3"
+        assert row["cohort_methodology_versions"] == [cohort.methodology_version] == ["3"]
         assert "bss_vs_base_rate" in row
     _, by_cohort = _get(client, cohort=cohort.pk)
     assert by_cohort["cohort"]["id"] == cohort.pk
@@ -169,3 +171,21 @@ def test_one_failing_scope_does_not_stop_the_others(monkeypatch):
     assert (
         job.status == JobRun.Status.FAILED and "demo data is broken" in job.summary["demo"]["error"]
     )
+
+
+def test_unscored_rows_are_not_ranked_and_say_why(client):
+    """A competitor with no forecast has no rank in the API either, as the page lists it apart;
+    ranked rows carry their group letters."""
+    cohort = _cohort(slugs=("ann", "ben", "idle"))
+    compute_scores("live", as_of=AT + timedelta(days=1))
+    for query in ({}, {"cohort": cohort.pk}):
+        _, body = _get(client, **query)
+        rows = {r["competitor"]: r for r in body["rows"]}
+        assert [r["competitor"] for r in body["rows"]] == ["ben", "ann", "idle"]
+        assert (rows["ben"]["rank"], rows["ann"]["rank"]) == (1, 2)
+        assert rows["idle"]["rank"] is None
+        assert rows["idle"]["unranked_reason"] == "no forecast made yet"
+        assert rows["ben"]["unranked_reason"] is None
+        # One common question is below the test's minimum: no difference, one shared letter.
+        assert rows["ben"]["group_letters"] == rows["ann"]["group_letters"] == "a"
+        assert rows["idle"]["group_letters"] is None

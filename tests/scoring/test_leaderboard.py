@@ -130,7 +130,8 @@ def test_scripted_cohort_matches_hand_computation(scripted):
             assert row.return_pct == pytest.approx(float(pnl) / 100)
             assert row.win_rate == pytest.approx(0.5)
             assert row.brier_lo <= row.brier <= row.brier_hi
-            assert row.return_lo is None  # one entry: no interval over entries
+            # One entry, but the interval resamples its markets, so it exists and holds the value.
+            assert row.return_lo <= row.return_pct <= row.return_hi
     alice_row = _row(run, scripted["alice"][0])
     assert alice_row.rank == 1 and _row(run, scripted["bob"][0]).rank == 2
     # The spec's summed multiclass Brier is published beside it, with its convention.
@@ -144,8 +145,8 @@ def test_scripted_cohort_matches_hand_computation(scripted):
     bin_brier = (0.2**2 + 0.3**2 + 0.3**2 + 0.5**2) / 4
     assert alice_row.details["bss_vs_base_rate"] == pytest.approx(1 - bin_brier / 0.25)
     # Every row says which methodology scored it, and which its cohort started under.
-    assert alice_row.details["methodology"]["version"] == run.methodology_version == "2"
-    assert alice_row.details["methodology"]["cohort_versions"] == ["2"]
+    assert alice_row.details["methodology"]["version"] == run.methodology_version == "3"
+    assert alice_row.details["methodology"]["cohort_versions"] == ["3"]
     assert run.details["headline"]["by_cohort"]["all"] == "brier_skill_vs_market"
 
 
@@ -311,9 +312,33 @@ def test_replicates_pool_into_one_row_with_a_return_interval(week_start):
     (row,) = run.rows.filter(cohort=None)
     assert row.n_forecasts == 2 and row.details["entries"] == 2
     assert row.brier == pytest.approx((0.3**2 + 0.1**2) / 2)
-    # e1 made +$1000 (10%), e2 nothing: pooled return 1000 / 20000 = 5%; interval over entries.
+    # e1 made +$1000 (10%), e2 nothing: pooled return 1000 / 20000 = 5%. The interval resamples
+    # markets: with one market every resample holds it once, so there is nothing to vary.
     assert row.return_pct == pytest.approx(5.0)
-    assert row.return_lo == pytest.approx(0.0) and row.return_hi == pytest.approx(10.0)
+    assert row.return_lo == pytest.approx(5.0) and row.return_hi == pytest.approx(5.0)
+
+
+def test_return_interval_resamples_markets_not_entries(week_start):
+    """Entries that hold the same markets are not independent draws: two replicates making the
+    same two bets (one won, one lost) have equal returns, so an interval over entries would be
+    a single point; resampling the markets shows the luck of which bet won."""
+    twin = make_competitor("twin", replicates=2)
+    _, entries = make_cohort_with_entries(week_start=week_start, competitors=[twin], at=week_start)
+    won, lost = _binary("0.5"), _binary("0.5")
+    for entry in entries:
+        add_forecasts(
+            make_decision(entry, at=AT), [(won, "Yes", 0.6, 0.5), (lost, "Yes", 0.6, 0.5)]
+        )
+        orders = [BetOrder(m.pk, "Yes", Decimal(1000)) for m in (won, lost)]
+        execute_orders(entry, orders, [], None, at=AT)
+    _resolve(won, "Yes")
+    _resolve(lost, "No")
+    run = compute_scores("live", as_of=END + timedelta(hours=1))
+    (row,) = run.rows.filter(cohort=None)
+    # Each entry: +1000 on the winner, -1000 on the loser: 0 %. Resamples draw {won, won}
+    # (+20 % over the pooled $20,000), {won, lost} (0 %) or {lost, lost} (-20 %).
+    assert row.return_pct == pytest.approx(0.0)
+    assert row.return_lo == pytest.approx(-20.0) and row.return_hi == pytest.approx(20.0)
 
 
 def test_competitor_rows_come_from_the_latest_done_run(scripted):

@@ -14,6 +14,7 @@ from core import methodology
 SEALED = {
     "1": "ab09ba3a8b59bb8cffe5644c81ff52299b864b920e91e053ae2cf736ec098167",
     "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
+    "3": "b7a202fa3eeb04742aa7b35a28b0eef3e462df2da7916dde8c7f4f21c1d3724c",
 }
 
 
@@ -38,9 +39,16 @@ def test_v1_is_the_file_sealed_before_the_in_place_edit():
 
 def test_history_lists_every_version_with_its_changes():
     history = methodology.history()
-    assert [h["version"] for h in history] == ["2", "1"]
-    v2 = history[0]
-    assert v2["current"] and v2["sha256"] == methodology.METHODOLOGY_HASH
+    assert [h["version"] for h in history] == ["3", "2", "1"]
+    v3, v2 = history[0], history[1]
+    assert v3["current"] and v3["sha256"] == methodology.METHODOLOGY_HASH
+    assert not v2["current"] and v2["sha256"] == SEALED["2"]
+    changed3 = {name: (old, new) for name, old, new in v3["changed"]}
+    assert changed3["sb_resamples"] == (2000, 20000)
+    assert changed3["edge_multiple_comparison"] == (None, "holm")
+    assert changed3["dm_grouping"] == (None, "compact_letter_display")
+    assert changed3["dm_loss_order"] == (None, "first_decision_time_then_cohort_week_market")
+    assert changed3["return_interval_unit"] == (None, "market")
     assert len(v2["changelog"]) >= 8
     changed = {name: (old, new) for name, old, new in v2["changed"]}
     assert changed["sb_bias_correction"] == ("shift_by_bootstrap_bias", "shift_replicates_by_bias")

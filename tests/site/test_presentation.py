@@ -1,4 +1,4 @@
-"""How figures read: the money rule, signed intervals, digits that separate rows, tiers from the
+"""How figures read: the money rule, signed intervals, digits that separate rows, group letters from the
 paired tests, unscored rows apart, the run's clock, leaders and headline scores on the lists,
 the glossary, colours, chart annotations, and price charts on real time."""
 
@@ -67,7 +67,7 @@ def _pair(a, b, verdict):
 
 
 @pytest.mark.django_db
-def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
+def test_letters_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
     run = world.score_run("replay")
     run.rows.all().delete()
     rows = _rows(
@@ -87,30 +87,36 @@ def test_tiers_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
                 "brier": [
                     _pair("fav", "mkt", "no_difference"),
                     _pair("cash", "mkt", "no_difference"),
-                    _pair("mkt", "cash", "no_difference"),
-                    _pair("cash", "rnd", "a_better"),  # only Random is separable
+                    _pair("fav", "cash", "no_difference"),
+                    _pair("fav", "rnd", "a_better"),
+                    _pair("mkt", "rnd", "no_difference"),
+                    _pair("cash", "rnd", "a_better"),
+                    _pair("gpt", "rnd", "a_better"),  # an unranked row changes nothing
                 ]
             }
         },
     }
     run.save()
     board = standings.build(run, rows)
-    assert [(s.row.competitor.slug, s.rank, s.tier) for s in board.scored] == [
-        ("fav", 1, 1),
-        ("mkt", 2, 1),
-        ("cash", 3, 1),
-        ("rnd", 4, 2),
+    # Chained tiers would put Market with both Favorite and Random in one run of ties; the
+    # letters say Market is inseparable from both while they differ from each other.
+    assert [(s.row.competitor.slug, s.rank, s.letters) for s in board.scored] == [
+        ("fav", 1, "a"),
+        ("mkt", 2, "ab"),
+        ("cash", 3, "a"),
+        ("rnd", 4, "b"),
     ]
+    assert board.scored[3].differs_from == ["Fav", "Cash"]
     assert [(s.row.competitor.slug, s.rank, s.reason) for s in board.unscored] == [
         ("gpt", None, "no forecast made yet")
     ]
-    assert board.places["skill"] == 5 and board.n_tiers == 2
+    assert board.places["skill"] == 5 and board.n_groups == 2
     assert "350 resolved questions" in board.provisional_rule
     assert board.clock.simulated
 
 
 @pytest.mark.django_db
-def test_home_shows_tiers_unscored_apart_and_the_simulated_clock(client, world):
+def test_home_shows_letters_unscored_apart_and_the_simulated_clock(client, world):
     build_arena(world, kind=Cohort.Kind.REPLAY, n_competitors=3)
     run = world.score_run("replay")
     LeaderboardRow.objects.filter(run=run, competitor=world.competitors[2]).update(
@@ -120,9 +126,10 @@ def test_home_shows_tiers_unscored_apart_and_the_simulated_clock(client, world):
     assert "Scored on the simulated clock at 2026-11-08 00:00" in re.sub(r"<[^>]+>", "", body)
     assert "Scored as of" not in body
     assert "Not scored yet" in body and "no forecast made yet" in body
-    assert "tier 1" in body and "tier 2" in body  # the fixture's tests separate every pair
+    # The fixture's tests separate every pair: one letter each.
+    assert re.findall(r'class="tier group-letters"[^>]*>(\w+)<', body) == ["a", "b"]
     assert body.count('class="key rank"') == 2  # only scored rows are ranked
-    assert 'href="/methodology/#g-skill"' in body and 'href="/methodology/#g-tier"' in body
+    assert 'href="/methodology/#g-skill"' in body and 'href="/methodology/#g-group"' in body
 
 
 @pytest.mark.django_db
@@ -216,3 +223,35 @@ def test_a_market_quoted_once_draws_its_price_over_its_real_life(client, world):
     week = client.get(f"/api/markets/{market.pk}/prices?range=1W").json()
     # The range starts with the price in force then, not with nothing.
     assert week["lines"][0]["x"][0] == "2026-12-24 00:00" and week["lines"][0]["y"][0] == 0.97
+
+
+@pytest.mark.django_db
+def test_cohort_page_ranks_its_competitors_with_letters_and_intervals(client, world):
+    cohort = build_arena(world, kind=Cohort.Kind.LIVE, n_competitors=3)
+    run = world.score_run("live")
+    # The run's rows for this cohort: the third competitor never forecast (unscored).
+    for row in LeaderboardRow.objects.filter(run=run):
+        row.pk, row.cohort = None, cohort
+        if row.competitor == world.competitors[2]:
+            row.skill_vs_market, row.n_forecasts, row.n_resolved, row.rank = None, 0, 0, 3
+            row.tokens, row.pnl = 0, 0
+        row.save()
+    details = run.details
+    details["dm"][str(cohort.pk)] = {"brier": [_pair(c.slug, d.slug, "no_difference")
+        for c, d in [(world.competitors[0], world.competitors[1])]]}  # fmt: skip
+    run.details = details
+    run.save()
+    body = client.get(f"/cohorts/{cohort.pk}/").content.decode()
+    table = body[body.index('id="standing-h"') : body.index('id="value-h"')]
+    first, second, idle = (c.display_name for c in world.competitors[:3])
+    # Ranked as the cohorts page names the leader (rank 1 first), letters from this cohort's
+    # own paired test (no difference: one shared letter), intervals printed.
+    assert table.index(first) < table.index(second)
+    assert re.findall(r'class="tier group-letters"[^>]*>(\w+)<', table) == ["a", "a"]
+    assert "[" in table and "Skill vs market" in table
+    assert f"{idle} (no forecast made yet)" in re.sub(r"<[^>]+>", "", table)
+    lead = client.get("/cohorts/").content.decode()
+    # The cohorts page names the same leader, and calls the shared letter a tie.
+    assert re.search(
+        rf"{first}</a></span> <span class=\"muted\">by [^<]* over {second}, a statistical tie", lead
+    )

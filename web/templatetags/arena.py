@@ -93,11 +93,32 @@ def ci(lo, hi, places: int = 3) -> str:
     return f"[{_fixed(a, places)}, {_fixed(b, places)}]"
 
 
+WIDEST = Decimal("1e15")  # from here on a number reads as a power of ten, never 16+ digits
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
 def _fixed(d: Decimal, places: int) -> str:
     """Fixed places with thousands separators and a real minus sign; the sign of a negative
-    number is kept even when it rounds to zero, because the sign is often the finding."""
-    text = f"{abs(d):,.{places}f}"
+    number is kept even when it rounds to zero, because the sign is often the finding. A number
+    of 10^15 or more reads as 1.43 × 10⁸¹: a row of 80 digits says nothing a reader can use."""
+    if abs(d) >= WIDEST:
+        mantissa, exponent = f"{abs(d):.2e}".split("e")
+        text = f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    else:
+        text = f"{abs(d):,.{places}f}"
     return f"{MINUS}{text}" if d < 0 else text
+
+
+P_FLOOR = Decimal("0.0001")
+
+
+@register.filter
+def p_value(value) -> str:
+    """A p-value to four places; below 0.0001 it reads "< 0.0001", never 0.0000."""
+    d = _num(value)
+    if d is None:
+        return DASH
+    return f"< {P_FLOOR}" if d < P_FLOOR else _fixed(d, 4)
 
 
 @register.filter
@@ -126,6 +147,8 @@ def sealed(name: str, form: str = "") -> str:
     from core.methodology import CONSTANTS
 
     value = getattr(CONSTANTS, name)
+    if form.isdigit():  # one element of a sealed list, `{% sealed "edge_label_alphas" "0" %}`
+        value = value[int(form)]
     return f"{value:.0%}" if form == "percent" else f"{value:g}"
 
 
