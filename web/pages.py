@@ -21,6 +21,7 @@ from scoring.metrics import provisional_threshold
 from scoring.models import ScoreRun
 from scoring.stored import RowDetails
 from web import (
+    attempts,
     chart_reads,
     charts,
     colours,
@@ -480,6 +481,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     model_called = bool(decision.llm_calls.all()) and decision.entry.competitor.kind != "baseline"
     context = {
         "decision": decision,
+        "calls": attempts.call_views(decision, list(decision.llm_calls.all())),
         "model_called": model_called,
         "seal": selectors.decision_seal(decision),
     }
