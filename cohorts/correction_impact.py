@@ -28,7 +28,9 @@ class SettlementImpact:
             row["market_id"]: row
             for row in Settlement.objects.filter(market_id__in=ids, reversed_at__isnull=True)
             .values("market_id")
-            .annotate(n=Count("id"), paid=Sum("payout"), entries=Count("position__entry", distinct=True))
+            .annotate(
+                n=Count("id"), paid=Sum("payout"), entries=Count("position__entry", distinct=True)
+            )
         }
         open_ = {
             row["market_id"]: row

@@ -7,14 +7,16 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
+from cohorts import series
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -34,6 +36,7 @@ from web import (
     standings,
 )
 from web.cache import page
+from web.templatetags.arena import version
 
 # The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
 # constants (trading_rules), so the page cannot drift from the rules the game enforces.
@@ -80,13 +83,24 @@ def _htmx(request: HttpRequest) -> bool:
 
 @page(
     {"scope": SCOPE, "sort": params.choice(selectors.SORTABLE, "rank"),
-     "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE},
+     "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE,
+     "cohort": params.integer(1, MAX_PAGE)},
     htmx_target="leaderboard-table",
 )  # fmt: skip
 @require_safe
 def home(
-    request: HttpRequest, scope: str, sort: str, direction: str, range_key: str
+    request: HttpRequest,
+    scope: str,
+    sort: str,
+    direction: str,
+    range_key: str,
+    cohort: int | None = None,
 ) -> HttpResponse:
+    if cohort is not None:
+        # The leaderboard has no per-cohort view: a cohort's standings are on its own page.
+        if not Cohort.objects.filter(pk=cohort).exists():
+            raise params.BadParameter(f"cohort: there is no cohort {cohort}")
+        return redirect("cohort-detail", cohort_id=cohort)
     scope = selectors.scope_or_default(scope or None)
     run = selectors.latest_run(scope)
     descending = {"asc": False, "desc": True}.get(direction)
@@ -103,10 +117,12 @@ def home(
         "sort": sort,
         "descending": descending,
         "columns": _leaderboard_columns(scope, sort, descending, board.headline),
+        "run_method": version(run.methodology_version) if run else "",
     }
     if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
         return render(request, "arena/home.html#leaderboard-table", context)
     cohorts = selectors.scope_cohorts(scope)
+    context["rescoring"] = selectors.rescoring_since(scope, run)
     context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
     context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
     context["range"] = range_key
@@ -192,6 +208,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
         "universe_week": universe_week,
         "universe": rows.universe_rows(universe[:100]),
         "universe_total": len(universe),
+        "rescoring": selectors.rescoring_since(cohort.kind, selectors.latest_run(cohort.kind)),
         "decisions": rows.decision_rows(decisions),
         "seals": selectors.cohort_seal_rows(cohort),
         # Decisions are newest week first, so the first one is the latest decided week.
@@ -232,6 +249,11 @@ def entry_detail(
 ) -> HttpResponse:
     entry = selectors.get_entry(cohort_id, slug, replicate)
     open_positions, closed_positions = selectors.entry_positions(entry)
+    # The header's value and return, the same figures as the entry's row on the cohort page.
+    head = series.entry_heads([entry.pk]).get(entry.pk)
+    entry.snap_total = head[2] if head else None
+    entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
+    selectors.decorate_entry(entry)
     context = {
         "entry": entry,
         "cohort": entry.cohort,

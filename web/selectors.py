@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import (
     Count,
     DecimalField,
+    Exists,
     F,
     IntegerField,
     Max,
@@ -576,3 +577,22 @@ def decision_seal(decision: Decision) -> dict[str, Any] | None:
         ).order_by("seq")
     )
     return {"digest": digest, "roots": roots, "amended": digest.amendment}
+
+
+def rescoring_since(scope: str, run: ScoreRun | None) -> ResolutionChange | None:
+    """The latest staff correction of a market this scope's entries forecast or held, made
+    after the run's scores were started: until the next run lands, the page says the scores
+    are being recomputed instead of showing them as current."""
+    if run is None:
+        return None
+    # Few changes follow a run, so each is tested for a forecast or position in the scope.
+    forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    return (
+        ResolutionChange.objects.filter(
+            source=Market.ResolvedBy.ADMIN, changed_at__gt=run.started_at
+        )
+        .filter(Exists(forecast) | Exists(position))
+        .order_by("-changed_at", "-pk")
+        .first()
+    )
