@@ -36,6 +36,7 @@ from web import (
     standings,
 )
 from web.cache import page
+from web.plain_text import strip_markdown
 from web.templatetags.arena import version
 
 # The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
@@ -474,24 +475,36 @@ def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpR
     return render(request, "arena/market_list.html", context)
 
 
-@page({"range": RANGE}, depends=("data",))
+@page({"range": RANGE, "page": params.integer(1, MAX_PAGE, 1, arg="number")}, depends=("data",))
 @require_safe
-def market_detail(request: HttpRequest, market_id: int, range_key: str) -> HttpResponse:
+def market_detail(
+    request: HttpRequest, market_id: int, range_key: str, number: int
+) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
-    forecasts = selectors.market_forecasts(market)
+    forecasts = selectors.market_forecasts_page(market, number)
     prices = chart_reads.market_price_chart(market, range_key)
+    holders = selectors.market_holders(market, limit=selectors.HOLDERS_SHOWN + 1)
     context = {
         "market": market,
         "prices": prices,
         "range": prices["range"],
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-market-prices", args=[market.pk]),
-        "holders": selectors.market_holders(market),
+        "holders": holders[: selectors.HOLDERS_SHOWN],
+        "more_holders": len(holders) > selectors.HOLDERS_SHOWN,
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
-        "last_prices": sorted((market.last_prices or {}).items()),
+        "last_prices": outcome_prices(market),
+        "description": strip_markdown(market.description),
     }
     return render(request, "arena/market_detail.html", context)
+
+
+def outcome_prices(market: Market) -> list[tuple[str, object]]:
+    """The latest prices in the market's own outcome order ("Yes · No", as everywhere)."""
+    prices = dict(market.last_prices or {})
+    order = [o for o in market.outcomes or [] if o in prices]
+    return [(o, prices[o]) for o in order + sorted(set(prices) - set(order))]
 
 
 @page(depends=("data",))

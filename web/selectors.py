@@ -31,6 +31,8 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
+from django.core.paginator import Page, Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from agents.models import Competitor
@@ -464,6 +466,27 @@ def market_forecasts(market: Market, limit: int = 200) -> list[Forecast]:
     for f in rows:
         f.edge = None if f.market_price is None else f.probability - f.market_price
     return rows
+
+
+FORECASTS_PER_PAGE = 20
+HOLDERS_SHOWN = 25
+
+
+def market_forecasts_page(market: Market, number: int) -> Page:
+    """One page of the market's stated forecasts, newest first (a popular market has
+    thousands: the market page stays a page long). Http404 past the last page."""
+    qs = (
+        Forecast.objects.filter(market=market)
+        .select_related("entry__competitor", "entry__cohort")
+        .order_by("-created_at", "-id")
+    )
+    paginator = Paginator(qs, FORECASTS_PER_PAGE)
+    if number > paginator.num_pages:
+        raise Http404(f"there are {paginator.num_pages} pages of forecasts")
+    page = paginator.page(number)
+    for f in page.object_list:
+        f.edge = None if f.market_price is None else f.probability - f.market_price
+    return page
 
 
 def market_resolution_trail(market: Market) -> list[ResolutionChange]:

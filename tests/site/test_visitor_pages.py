@@ -67,3 +67,63 @@ def test_a_correction_of_a_market_nobody_here_touched_says_nothing(client, arena
     elsewhere = arena_world.market("Will a market no entry saw resolve?")
     set_resolution(elsewhere, status="void", reason="cancelled")
     assert "Rescoring" not in client.get("/").content.decode()
+
+
+# --- the market page ------------------------------------------------------------------------
+
+
+def test_market_forecasts_are_paged_with_their_cohort(client, arena_world):
+    from cohorts.models import Forecast
+    from web.selectors import FORECASTS_PER_PAGE
+
+    market = arena_world.markets[1]
+    decision = arena_world.decisions[0]
+    base = Forecast.objects.filter(market=market).count()
+    Forecast.objects.bulk_create(
+        Forecast(
+            decision=decision,
+            entry=decision.entry,
+            market=market,
+            outcome=f"Outcome {i}",
+            probability=0.5,
+            market_price=0.4,
+            created_at=decision.decided_at,
+        )
+        for i in range(2 * FORECASTS_PER_PAGE)
+    )
+    total = base + 2 * FORECASTS_PER_PAGE
+    url = reverse("market-detail", args=[market.pk])
+    first = client.get(url).content.decode()
+    table = first.split('id="forecasts-h"', 1)[1]
+    assert table.count('data-label="Stated"') == FORECASTS_PER_PAGE
+    assert 'data-label="Cohort"' in table and f"{total} forecasts" in table
+    assert "?page=2" in table
+    last_page = -(-total // FORECASTS_PER_PAGE)
+    last = client.get(url, {"page": last_page}).content.decode().split('id="forecasts-h"', 1)[1]
+    assert last.count('data-label="Stated"') == total - FORECASTS_PER_PAGE * (last_page - 1)
+    assert client.get(url, {"page": last_page + 1}).status_code == 404
+    assert client.get(url, {"page": "x"}).status_code == 400
+
+
+def test_market_prices_read_yes_then_no_and_description_has_no_markdown(client, world):
+    market = world.market(
+        "Will `BTC` close above **$100k**?",
+        description="Resolves `Yes` if **BTC** closes above $100k per [CoinGecko](https://example.org).",
+        last_prices={"No": "0.70", "Yes": "0.30"},
+    )
+    page = client.get(reverse("market-detail", args=[market.pk])).content.decode()
+    facts = page.split("Current prices", 1)[1].split("</dd>", 1)[0]
+    assert facts.index("Yes") < facts.index("No")
+    rules = page.split('class="prose rules"', 1)[1].split("</div>", 1)[0]
+    assert "`" not in rules and "**" not in rules
+    assert "Resolves Yes if BTC closes above $100k per CoinGecko (https://example.org)." in rules
+
+
+def test_strip_markdown_keeps_text_and_never_markup():
+    from web.plain_text import strip_markdown
+
+    assert strip_markdown("## Rules\n\n> quoted *em* and snake_case and 2*3*4") == (
+        "Rules\n\nquoted em and snake_case and 2*3*4"
+    )
+    assert strip_markdown("```\n<b>x</b>\n```") == "<b>x</b>"  # escaped later, by the template
+    assert strip_markdown(None) == ""
