@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.core.paginator import Page, Paginator
 from django.db.models import (
     Count,
     DecimalField,
@@ -31,7 +32,6 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.core.paginator import Page, Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
