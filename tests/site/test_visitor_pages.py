@@ -127,3 +127,26 @@ def test_strip_markdown_keeps_text_and_never_markup():
     )
     assert strip_markdown("```\n<b>x</b>\n```") == "<b>x</b>"  # escaped later, by the template
     assert strip_markdown(None) == ""
+
+
+# --- colours --------------------------------------------------------------------------------
+
+
+def test_every_competitor_gets_its_own_style_even_with_gaps_in_the_ids(db):
+    from agents.models import Competitor
+    from web import colours
+
+    made = [
+        Competitor.objects.create(slug=f"c-{i}", display_name=f"C {i}", kind="baseline")
+        for i in range(20)
+    ]
+    for gone in made[::3]:  # deleted rows leave gaps in the ids
+        gone.delete()
+    alive = [c for c in made if c.pk not in {g.pk for g in made[::3]}]
+    alive.append(Competitor.objects.create(slug="late", display_name="Late", kind="baseline"))
+    styles = [tuple(colours.style_for(c).values()) for c in alive]
+    assert len(set(styles)) == len(alive)
+    first = alive[: len(colours.PALETTE)]
+    assert len({colours.colour_for(c) for c in first}) == len(first)  # colours before dashes
+    # Okabe-Ito: none of the palette's colours is the old red/green pair nor a yellow.
+    assert "#F0E442" not in colours.PALETTE and len(colours.PALETTE) == 7
