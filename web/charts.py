@@ -138,7 +138,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
                 "competitor_simulated": e.competitor.simulated,
                 "replicate": e.replicate,
                 "label": entry_label(e, replicated),
-                **colours.style_for(e.competitor_id, e.replicate),
+                **colours.style_for(e.competitor_id, e.replicate, scope=cohort.kind),
                 "y": _numbers(values, 2),
             }
         )
@@ -188,7 +188,7 @@ def scope_return_series(
             {
                 "competitor": slug,
                 "label": name,
-                **colours.style_for(pk),
+                **colours.style_for(pk, scope=scope),
                 "y": _numbers(values, 3),
             }
         )

@@ -103,33 +103,34 @@ def home(
             raise params.BadParameter(f"cohort: there is no cohort {cohort}")
         return redirect("cohort-detail", cohort_id=cohort)
     scope = selectors.scope_or_default(scope or None)
-    run = selectors.latest_run(scope)
-    descending = {"asc": False, "desc": True}.get(direction)
-    if descending is None:
-        descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
-    board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
-    context = {
-        "scope": scope,
-        "scopes": selectors.SCOPES,
-        "run": run,
-        "board": board,
-        "rows": board.scored,
-        "leader_rows": rows.leader_rows(board, scope, sort),
-        "sort": sort,
-        "descending": descending,
-        "columns": _leaderboard_columns(scope, sort, descending, board.headline),
-        "run_method": version(run.methodology_version) if run else "",
-    }
-    if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
-        return render(request, "arena/home.html#leaderboard-table", context)
-    cohorts = selectors.scope_cohorts(scope)
-    context["rescoring"] = selectors.rescoring_since(scope, run)
-    context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
-    context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
-    context["range"] = range_key
-    context["ranges"] = list(charts.RANGES)
-    context["series_url"] = reverse("api-overview") + f"?scope={scope}"
-    return render(request, "arena/home.html", context)
+    with colours.in_scope(scope):  # swatches match the scope's chart lines
+        run = selectors.latest_run(scope)
+        descending = {"asc": False, "desc": True}.get(direction)
+        if descending is None:
+            descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
+        board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
+        context = {
+            "scope": scope,
+            "scopes": selectors.SCOPES,
+            "run": run,
+            "board": board,
+            "rows": board.scored,
+            "leader_rows": rows.leader_rows(board, scope, sort),
+            "sort": sort,
+            "descending": descending,
+            "columns": _leaderboard_columns(scope, sort, descending, board.headline),
+            "run_method": version(run.methodology_version) if run else "",
+        }
+        if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
+            return render(request, "arena/home.html#leaderboard-table", context)
+        cohorts = selectors.scope_cohorts(scope)
+        context["rescoring"] = selectors.rescoring_since(scope, run)
+        context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
+        context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
+        context["range"] = range_key
+        context["ranges"] = list(charts.RANGES)
+        context["series_url"] = reverse("api-overview") + f"?scope={scope}"
+        return render(request, "arena/home.html", context)
 
 
 # (key, label, glossary term, class): "key" columns stay in view on a phone.
@@ -192,30 +193,31 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     cohort = selectors.get_cohort(cohort_id)
     if cohort is None:
         raise Http404(f"no cohort {cohort_id}")
-    entries = _entries_with_corrections(cohort)
-    decisions = selectors.recent_decisions(cohort)
-    universe_week, universe = selectors.cohort_universe(cohort)
-    context = {
-        "cohort": cohort,
-        "entries": entries,
-        "entry_rows": rows.entry_rows(cohort.pk, entries),
-        "corrections": entries.corrections,
-        "series": chart_reads.cohort_chart(
-            cohort, range_key, entries, corrections=entries.corrections
-        ),
-        "range": range_key,
-        "ranges": list(charts.RANGES),
-        "series_url": reverse("api-cohort-series", args=[cohort.pk]),
-        "universe_week": universe_week,
-        "universe": rows.universe_rows(universe[:100]),
-        "universe_total": len(universe),
-        "rescoring": selectors.rescoring_since(cohort.kind, selectors.latest_run(cohort.kind)),
-        "decisions": rows.decision_rows(decisions),
-        "seals": selectors.cohort_seal_rows(cohort),
-        # Decisions are newest week first, so the first one is the latest decided week.
-        "latest_week": decisions[0]["week"] if decisions else None,
-    }
-    return render(request, "arena/cohort_detail.html", context)
+    with colours.in_scope(cohort.kind):
+        entries = _entries_with_corrections(cohort)
+        decisions = selectors.recent_decisions(cohort)
+        universe_week, universe = selectors.cohort_universe(cohort)
+        context = {
+            "cohort": cohort,
+            "entries": entries,
+            "entry_rows": rows.entry_rows(cohort.pk, entries),
+            "corrections": entries.corrections,
+            "series": chart_reads.cohort_chart(
+                cohort, range_key, entries, corrections=entries.corrections
+            ),
+            "range": range_key,
+            "ranges": list(charts.RANGES),
+            "series_url": reverse("api-cohort-series", args=[cohort.pk]),
+            "universe_week": universe_week,
+            "universe": rows.universe_rows(universe[:100]),
+            "universe_total": len(universe),
+            "rescoring": selectors.rescoring_since(cohort.kind, selectors.latest_run(cohort.kind)),
+            "decisions": rows.decision_rows(decisions),
+            "seals": selectors.cohort_seal_rows(cohort),
+            # Decisions are newest week first, so the first one is the latest decided week.
+            "latest_week": decisions[0]["week"] if decisions else None,
+        }
+        return render(request, "arena/cohort_detail.html", context)
 
 
 class _EntryTable(list):
@@ -249,30 +251,32 @@ def entry_detail(
     request: HttpRequest, cohort_id: int, slug: str, replicate: int, range_key: str
 ) -> HttpResponse:
     entry = selectors.get_entry(cohort_id, slug, replicate)
-    open_positions, closed_positions = selectors.entry_positions(entry)
-    # The header's value and return, the same figures as the entry's row on the cohort page.
-    head = series.entry_heads([entry.pk]).get(entry.pk)
-    entry.snap_total = head[2] if head else None
-    entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
-    selectors.decorate_entry(entry)
-    context = {
-        "entry": entry,
-        "cohort": entry.cohort,
-        "competitor": entry.competitor,
-        "replicates": selectors.entry_replicates(entry),
-        "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
-        "range": range_key,
-        "ranges": list(charts.RANGES),
-        "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
-        "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
-        "decisions": selectors.entry_decisions(entry),
-        "corrections": selectors.staff_corrections(entry.cohort, entry),
-        "open_positions": open_positions,
-        "closed_positions": closed_positions,
-        "trades": selectors.entry_trades(entry),
-        "forecasts": selectors.entry_forecasts(entry),
-    }
-    return render(request, "arena/entry_detail.html", context)
+    with colours.in_scope(entry.cohort.kind):
+        open_positions, closed_positions = selectors.entry_positions(entry)
+        # The header's value and return, the same figures as the entry's row on the cohort page.
+        head = series.entry_heads([entry.pk]).get(entry.pk)
+        entry.snap_total = head[2] if head else None
+        entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
+        selectors.decorate_entry(entry)
+        context = {
+            "entry": entry,
+            "cohort": entry.cohort,
+            "competitor": entry.competitor,
+            "replicates": selectors.entry_replicates(entry),
+            "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
+            "range": range_key,
+            "ranges": list(charts.RANGES),
+            "series_url": reverse("api-cohort-series", args=[entry.cohort_id])
+            + f"?entry={entry.pk}",
+            "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
+            "decisions": selectors.entry_decisions(entry),
+            "corrections": selectors.staff_corrections(entry.cohort, entry),
+            "open_positions": open_positions,
+            "closed_positions": closed_positions,
+            "trades": selectors.entry_trades(entry),
+            "forecasts": selectors.entry_forecasts(entry),
+        }
+        return render(request, "arena/entry_detail.html", context)
 
 
 @page(depends=("data",))
