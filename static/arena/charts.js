@@ -98,10 +98,11 @@
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
-    // Home page: {x: [...], series: [{label, color, y: [...]}], annotations} with y in percent
+    // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
+    // return in percent (web/charts.py scope_return_series)
     overview: function (data, el) {
       var traces = (data.series || []).map(function (s) { return line(s, data.x, s.y); });
-      var layout = baseLayout(el, "Average return (%)", traces.length);
+      var layout = baseLayout(el, "Chain-linked return (%)", traces.length);
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },

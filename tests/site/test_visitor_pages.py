@@ -6,6 +6,9 @@ market page is bounded and labelled."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
+
+import pytest
 
 from django.urls import reverse
 
@@ -171,3 +174,48 @@ def test_styles_rank_within_the_scope_and_swatches_match_the_lines(client, arena
     swatches = re.findall(r'<svg class="swatch".*?stroke="(#[0-9A-Fa-f]{6})"', table)
     assert sorted(swatches) == sorted(c for c, _ in styles)
     assert colours.rank(arena_world.competitors[0], "live") < len(colours.PALETTE)
+
+
+# --- the home chart -------------------------------------------------------------------------
+
+
+def test_home_chart_does_not_drop_when_a_new_cohort_opens(client, world):
+    from cohorts.models import Snapshot
+    from cohorts.snapshots import store_snapshots
+
+    competitor = world.competitor("steady-grower")
+    old = world.entry(world.cohort(weeks_ago=1), competitor)
+    new = world.entry(world.cohort(weeks_ago=0), competitor)
+
+    def snaps(entry, totals):
+        start = entry.cohort.week_start
+        store_snapshots(
+            [
+                Snapshot(
+                    entry=entry,
+                    ts=start + timedelta(hours=h),
+                    cash=total,
+                    positions_value=Decimal(0),
+                    total=total,
+                    realized_pnl=Decimal(0),
+                    unrealized_pnl=Decimal(0),
+                )
+                for h, total in enumerate(totals)
+            ]
+        )
+
+    # The old entry grows 20 % in its first 6 days and holds; the new one opens flat at 0 %.
+    snaps(
+        old,
+        [Decimal(10000 + min(h, 144) * 2000 / 144).quantize(Decimal("0.01")) for h in range(337)],
+    )
+    snaps(new, [Decimal("10000.00")] * 169)
+    data = client.get("/api/overview?scope=live").json()
+    (line,) = data["series"]
+    y = [v for v in line["y"] if v is not None]
+    assert "chain-linked" in data["value"]
+    assert max(y) == pytest.approx(20.0, abs=0.1) and y[-1] == pytest.approx(20.0, abs=0.1)
+    drops = [a - b for a, b in zip(y, y[1:], strict=False)]
+    assert max(drops) < 0.5  # a plain mean fell from +20 % to +10 % the moment the cohort opened
+    page = client.get("/").content.decode()
+    assert "chain-linked" in page and "Average return over time" not in page
