@@ -7,7 +7,6 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from decimal import Decimal
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,7 +15,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
-from cohorts import series
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -34,6 +32,7 @@ from web import (
     rows,
     selectors,
     standings,
+    visitor_reads,
 )
 from web.cache import page
 from web.plain_text import strip_markdown
@@ -124,7 +123,7 @@ def home(
         if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
             return render(request, "arena/home.html#leaderboard-table", context)
         cohorts = selectors.scope_cohorts(scope)
-        context["rescoring"] = selectors.rescoring_since(scope, run)
+        context["rescoring"] = visitor_reads.rescoring_since(scope, run)
         context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
         context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
         context["range"] = range_key
@@ -211,7 +210,9 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "universe_week": universe_week,
             "universe": rows.universe_rows(universe[:100]),
             "universe_total": len(universe),
-            "rescoring": selectors.rescoring_since(cohort.kind, selectors.latest_run(cohort.kind)),
+            "rescoring": visitor_reads.rescoring_since(
+                cohort.kind, selectors.latest_run(cohort.kind)
+            ),
             "decisions": rows.decision_rows(decisions),
             "seals": selectors.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.
@@ -253,11 +254,7 @@ def entry_detail(
     entry = selectors.get_entry(cohort_id, slug, replicate)
     with colours.in_scope(entry.cohort.kind):
         open_positions, closed_positions = selectors.entry_positions(entry)
-        # The header's value and return, the same figures as the entry's row on the cohort page.
-        head = series.entry_heads([entry.pk]).get(entry.pk)
-        entry.snap_total = head[2] if head else None
-        entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
-        selectors.decorate_entry(entry)
+        visitor_reads.with_value(entry, open_positions)  # the header's value and return
         context = {
             "entry": entry,
             "cohort": entry.cohort,
@@ -485,30 +482,23 @@ def market_detail(
     request: HttpRequest, market_id: int, range_key: str, number: int
 ) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
-    forecasts = selectors.market_forecasts_page(market, number)
+    forecasts = visitor_reads.market_forecasts_page(market, number)
     prices = chart_reads.market_price_chart(market, range_key)
-    holders = selectors.market_holders(market, limit=selectors.HOLDERS_SHOWN + 1)
+    holders = selectors.market_holders(market, limit=visitor_reads.HOLDERS_SHOWN + 1)
     context = {
         "market": market,
         "prices": prices,
         "range": prices["range"],
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-market-prices", args=[market.pk]),
-        "holders": holders[: selectors.HOLDERS_SHOWN],
-        "more_holders": len(holders) > selectors.HOLDERS_SHOWN,
+        "holders": holders[: visitor_reads.HOLDERS_SHOWN],
+        "more_holders": len(holders) > visitor_reads.HOLDERS_SHOWN,
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
-        "last_prices": outcome_prices(market),
+        "last_prices": visitor_reads.outcome_prices(market),
         "description": strip_markdown(market.description),
     }
     return render(request, "arena/market_detail.html", context)
-
-
-def outcome_prices(market: Market) -> list[tuple[str, object]]:
-    """The latest prices in the market's own outcome order ("Yes · No", as everywhere)."""
-    prices = dict(market.last_prices or {})
-    order = [o for o in market.outcomes or [] if o in prices]
-    return [(o, prices[o]) for o in order + sorted(set(prices) - set(order))]
 
 
 @page(depends=("data",))

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.core.paginator import Page, Paginator
 from django.db.models import (
     Count,
     DecimalField,
-    Exists,
     F,
     IntegerField,
     Max,
@@ -32,7 +30,6 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from agents.models import Competitor
@@ -468,27 +465,6 @@ def market_forecasts(market: Market, limit: int = 200) -> list[Forecast]:
     return rows
 
 
-FORECASTS_PER_PAGE = 20
-HOLDERS_SHOWN = 25
-
-
-def market_forecasts_page(market: Market, number: int) -> Page:
-    """One page of the market's stated forecasts, newest first (a popular market has
-    thousands: the market page stays a page long). Http404 past the last page."""
-    qs = (
-        Forecast.objects.filter(market=market)
-        .select_related("entry__competitor", "entry__cohort")
-        .order_by("-created_at", "-id")
-    )
-    paginator = Paginator(qs, FORECASTS_PER_PAGE)
-    if number > paginator.num_pages:
-        raise Http404(f"there are {paginator.num_pages} pages of forecasts")
-    page = paginator.page(number)
-    for f in page.object_list:
-        f.edge = None if f.market_price is None else f.probability - f.market_price
-    return page
-
-
 def market_resolution_trail(market: Market) -> list[ResolutionChange]:
     return list(
         market.resolution_changes.select_related("changed_by").order_by("-changed_at", "-id")
@@ -600,22 +576,3 @@ def decision_seal(decision: Decision) -> dict[str, Any] | None:
         ).order_by("seq")
     )
     return {"digest": digest, "roots": roots, "amended": digest.amendment}
-
-
-def rescoring_since(scope: str, run: ScoreRun | None) -> ResolutionChange | None:
-    """The latest staff correction of a market this scope's entries forecast or held, made
-    after the run's scores were started: until the next run lands, the page says the scores
-    are being recomputed instead of showing them as current."""
-    if run is None:
-        return None
-    # Few changes follow a run, so each is tested for a forecast or position in the scope.
-    forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
-    position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
-    return (
-        ResolutionChange.objects.filter(
-            source=Market.ResolvedBy.ADMIN, changed_at__gt=run.started_at
-        )
-        .filter(Exists(forecast) | Exists(position))
-        .order_by("-changed_at", "-pk")
-        .first()
-    )

@@ -76,7 +76,7 @@ def test_a_correction_of_a_market_nobody_here_touched_says_nothing(client, arena
 
 def test_market_forecasts_are_paged_with_their_cohort(client, arena_world):
     from cohorts.models import Forecast
-    from web.selectors import FORECASTS_PER_PAGE
+    from web.visitor_reads import FORECASTS_PER_PAGE
 
     market = arena_world.markets[1]
     decision = arena_world.decisions[0]
