@@ -4,6 +4,7 @@ small replay (the `site` data of test_browser_pages.py), with what a machine can
 - no number printed wider than 15 digits (an 80-digit "take" was);
 - the market page bounded in height even for the demo's most forecast market;
 - no page wider than a 390 px screen;
+- no two chart labels on top of each other (events at one instant share one label);
 - the admin index links the attention page, and the resolution-changes list shows from / to /
   reason without sideways scrolling at 1,400 px.
 
@@ -22,7 +23,7 @@ from django.test import Client
 from cohorts.models import Decision
 from markets.models import Market
 from tests.site.test_browser import Visitor
-from tests.site.test_browser_pages import _check_layout, site  # noqa: F401  (the fixture)
+from tests.site.test_browser_pages import _check_charts, _check_layout, site  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -101,6 +102,27 @@ def _staff_pages() -> dict[str, str]:
     }
 
 
+# Chart labels (cohort events, corrections) whose boxes overlap: a pile-up a reader cannot read.
+OVERLAPPING_LABELS = """() => {
+  let piled = 0;
+  document.querySelectorAll('.chart').forEach((chart) => {
+    const boxes = Array.from(chart.querySelectorAll('g.annotation'))
+      .map((a) => a.getBoundingClientRect()).filter((r) => r.width > 0);
+    boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => {
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 2 && h > 2) { piled += 1; }
+    }));
+  });
+  return piled;
+}"""
+
+
+def _check_labels(v: Visitor, name: str) -> None:
+    _check_charts(v, name)  # waits until every chart with data is drawn
+    assert v.page.evaluate(OVERLAPPING_LABELS) == 0, f"{name}: chart labels overlap"
+
+
 def _check_numbers(v: Visitor, name: str) -> None:
     digits, number = widest_number(v.page.evaluate(VISIBLE_TEXT))
     assert digits <= MAX_DIGITS, f"{name}: a number {digits} digits wide: {number[:40]}"
@@ -114,6 +136,7 @@ def test_walk_every_page_type(browser, live_server, site, staff_cookie, width): 
             v.go(path)
             _check_numbers(v, name)
             _check_layout(v, name, width)
+            _check_labels(v, name)
             if name.startswith("market-"):
                 height = v.page.evaluate("document.documentElement.scrollHeight")
                 assert height <= MARKET_PAGE_MAX_PX[width], f"{name} is {height}px tall"
