@@ -202,9 +202,7 @@ def respond(
         }
         return Answer(json.dumps(reply))
     last = messages[-1] if messages else {}
-    repair = last.get("role") == "user" and message_text(last.get("content")).startswith(
-        REPAIR_OPENING
-    )
+    repair = last.get("role") == "user" and message_text(last.get("content")).startswith(REPAIR_OPENING)
     rng = _seeded(character.model_id, salt, prompt.date, prompt.cash, repair)
     thinking = rng.randint(*character.thinking_tokens) if character.thinking_tokens[1] else 0
     decision = decide(character, prompt, world, salt)
