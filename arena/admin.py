@@ -23,6 +23,9 @@ class JobRunAdmin(admin.ModelAdmin):
         return False
 
 
+# The admin index opens with what needs a human and a link to it (arena_index.html).
+admin.site.index_template = "admin/arena_index.html"
+
 # What the attention page shows; staff without these permissions are refused (it was open to any
 # staff account, whatever its permissions).
 ATTENTION_PERMISSIONS = ("markets.view_market", "cohorts.view_decision", "core.view_jobrun")

@@ -40,3 +40,20 @@ def attention_items(now=None, limit: int = 200) -> dict:
 
 def attention_count(items: dict) -> int:
     return sum(len(v) for v in items.values())
+
+
+def attention_counts(now=None) -> dict[str, int]:
+    """How many of each kind of item wait on the attention page, counted in the database (the
+    admin index shows the total on every visit, so no rows are loaded and the ledger check,
+    which reads every entry, is left to the page itself)."""
+    now = now or clock.now()
+    return {
+        "failed decisions": Decision.objects.filter(status=Decision.Status.FAILED).count(),
+        "stuck markets": Market.objects.filter(
+            status=Market.Status.CLOSED, closed_time__lt=now - STUCK_AFTER
+        ).count(),
+        "flagged markets": Market.objects.filter(needs_attention=True).count(),
+        "failed jobs": JobRun.objects.filter(
+            status=JobRun.Status.FAILED, started_at__gte=now - timedelta(days=2)
+        ).count(),
+    }

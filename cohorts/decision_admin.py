@@ -4,11 +4,23 @@ the one staff action on it (run a failed or skipped decision again)."""
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
-from cohorts.models import Decision, Forecast, LLMCall
+from cohorts.correction_impact import SettlementImpact
+from cohorts.models import Cohort, Decision, Forecast, LLMCall
 from cohorts.services import mark_decisions_retryable
+from cohorts.tasks import enqueue_decisions
+from markets.admin import IMPACT
+
+# The market admin's correction pages tell staff what a correction reverses and pays.
+if not any(isinstance(reader, SettlementImpact) for reader in IMPACT):
+    IMPACT.append(SettlementImpact())
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -88,6 +100,8 @@ class DecisionAdmin(ReadOnlyAdmin):
     date_hierarchy = "claimed_at"
     inlines = (LLMCallInline, ForecastInline)
     actions = ("rerun",)
+    change_form_template = "admin/cohorts/decision/change_form_rerun.html"
+    RERUN_MESSAGE = "Re-run by staff"
     exclude = ("universe",)  # the content hash identifies it; the select box would load them all
 
     @admin.display(ordering="entry__competitor__display_name")
@@ -102,6 +116,63 @@ class DecisionAdmin(ReadOnlyAdmin):
         for decision in Decision.objects.filter(pk__in=ids, status=Decision.Status.RETRYABLE):
             self.log_change(request, decision, "Marked retryable: runs again on the next decide")
         self.message_user(request, f"{count} decisions marked retryable", messages.SUCCESS)
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:decision_id>/rerun/",
+                self.admin_site.admin_view(require_POST(self.rerun_view)),
+                name="cohorts_decision_rerun",
+            )
+        ]
+        return own + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        decision = Decision.objects.filter(pk=object_id).only("status").first()
+        extra["can_rerun"] = (
+            decision is not None
+            and decision.status in RERUNNABLE
+            and request.user.has_perm("cohorts.change_decision")
+        )
+        if extra["can_rerun"]:
+            extra["rerun_url"] = reverse("admin:cohorts_decision_rerun", args=[object_id])
+        return super().change_view(request, object_id, form_url, extra)
+
+    def rerun_view(self, request: HttpRequest, decision_id: int) -> HttpResponse:
+        """The one-step re-run: mark the failed (or skipped) decision retryable and send it to a
+        worker now, instead of waiting for the next `arena decide`. Its earlier calls stay in
+        the audit; the public page labels the new attempts as a staff re-run."""
+        if not request.user.has_perm("cohorts.change_decision"):
+            raise PermissionDenied("re-running a decision needs the change-decision permission")
+        decision = get_object_or_404(
+            Decision.objects.select_related("entry__cohort"), pk=decision_id
+        )
+        back = HttpResponseRedirect(reverse("admin:cohorts_decision_change", args=[decision.pk]))
+        with transaction.atomic():
+            if not mark_decisions_retryable(Decision.objects.filter(pk=decision.pk)):
+                self.message_user(
+                    request,
+                    f"Decision {decision.pk} is {decision.status}: only a failed or skipped "
+                    "decision can be re-run.",
+                    messages.WARNING,
+                )
+                return back
+            self.log_change(request, decision, self.RERUN_MESSAGE)
+            # A simulated cohort decides on its own clock: the re-run keeps the decision's time.
+            at = decision.claimed_at if decision.entry.cohort.kind != Cohort.Kind.LIVE else None
+            # enqueue_decisions sends the task once this transaction commits.
+            enqueue_decisions([decision.entry_id], decision.week, at)
+        self.message_user(
+            request,
+            f"Decision {decision.pk} sent to a worker to run again; reload this page to see the "
+            "new attempt.",
+            messages.SUCCESS,
+        )
+        return back
+
+
+RERUNNABLE = (Decision.Status.FAILED, Decision.Status.SKIPPED)
 
 
 @admin.register(LLMCall)

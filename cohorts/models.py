@@ -121,6 +121,10 @@ class Position(models.Model):
         ]
         indexes = [models.Index(fields=["status", "market"], name="position_status_market_idx")]
 
+    # Admin inlines and select boxes name rows by these, without a query per row.
+    def __str__(self) -> str:
+        return f"Position {self.pk}: entry {self.entry_id}, market {self.market_id} {self.outcome}"
+
 
 class Trade(models.Model):
     class Side(models.TextChoices):
@@ -142,6 +146,9 @@ class Trade(models.Model):
 
     class Meta:
         ordering = ["-executed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Trade {self.pk}: {self.side} ${self.amount} ({self.shares} shares at {self.price})"
 
 
 class Settlement(models.Model):
@@ -175,6 +182,10 @@ class Settlement(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        reversed_ = ", reversed" if self.reversed_at else ""
+        return f"Settlement {self.pk}: {self.kind} ${self.payout} on position {self.position_id}{reversed_}"
+
 
 class LedgerEntry(models.Model):
     """Every cash movement. Entry.cash == sum(amount) over the entry's rows, always."""
@@ -198,6 +209,9 @@ class LedgerEntry(models.Model):
     class Meta:
         indexes = [models.Index(fields=["entry", "created_at"], name="ledger_entry_idx")]
         verbose_name_plural = "ledger entries"
+
+    def __str__(self) -> str:
+        return f"Ledger {self.pk}: {self.kind} {self.amount:+} (entry {self.entry_id})"
 
 
 class Snapshot(models.Model):
@@ -379,6 +393,10 @@ class LLMCall(models.Model):
         ]
         ordering = ["decision", "attempt"]
 
+    def __str__(self) -> str:
+        status = self.error_kind or (f"HTTP {self.http_status}" if self.http_status else "no reply")
+        return f"Call {self.attempt} ({self.phase}) of decision {self.decision_id}: {status}"
+
 
 class Forecast(models.Model):
     """A stated probability for one outcome, with the market price the competitor saw."""
@@ -413,6 +431,9 @@ class Forecast(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["market", "created_at"], name="forecast_market_idx")]
+
+    def __str__(self) -> str:
+        return f"Forecast {self.pk}: market {self.market_id} {self.outcome} {self.probability:.3f}"
 
 
 # The append-only sealing records live in their own module (cohorts/seal_models.py).

@@ -10,19 +10,46 @@ would overwrite an edit anyway.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from markets.corrections import set_resolution
 from markets.models import Market, ResolutionChange
 
 REASON_HELP = "Why: shown in the market's audit trail (who, when, from, to, why)."
+
+
+class CorrectionImpact(Protocol):
+    """What a correction does to the books, told by the package that keeps them (cohorts
+    registers one in IMPACT; markets itself knows nothing of positions)."""
+
+    def preview(self, markets: list[Market]) -> dict[int, str]:
+        """Per market id, what a change of its resolution would reverse or pay."""
+        ...
+
+    def result(self, change: ResolutionChange) -> str:
+        """What the recorded change did, read back from the settlement rows."""
+        ...
+
+
+IMPACT: list[CorrectionImpact] = []
+
+# The correction flows a market's change page links to: (action name, button label).
+CORRECTIONS = (
+    ("resolve_to_outcome", "Resolve to an outcome…"),
+    ("void_markets", "Void (50-50)…"),
+    ("reopen_markets", "Reopen…"),
+)
 
 
 class ReasonForm(forms.Form):
@@ -99,6 +126,7 @@ class MarketAdmin(admin.ModelAdmin):
     ordering = ("-volume", "id")
     list_per_page = 50
     inlines = [ResolutionChangeInline]
+    change_form_template = "admin/markets/market/change_form_corrections.html"
     actions = ["resolve_to_outcome", "void_markets", "reopen_markets"]
     fieldsets = (
         (None, {"fields": ("question", "source", "external_id", "platform", "url", "description", "resolution_source")}),
@@ -120,6 +148,41 @@ class MarketAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # markets come from sync, replays and the demo generator
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Forecasts, positions and settlements protect every market that was ever used, and
+        # the next sync would bring an unused one back: a Delete button could only be refused.
+        return False
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:market_id>/correct/<str:action>/",
+                self.admin_site.admin_view(self.correct_view),
+                name="markets_market_correct",
+            )
+        ]
+        return own + super().get_urls()
+
+    def correct_view(self, request: HttpRequest, market_id: int, action: str) -> HttpResponse:
+        """One market's correction from its change page: the same confirmation page and
+        service as the changelist actions, for this market only."""
+        if action not in dict(CORRECTIONS) or not self.has_change_permission(request):
+            raise PermissionDenied("no such correction, or no permission to change markets")
+        queryset = Market.objects.filter(pk=get_object_or_404(Market, pk=market_id).pk)
+        response = getattr(self, action)(request, queryset)
+        if response is None:  # applied (or refused): back to the market, messages say which
+            return HttpResponseRedirect(reverse("admin:markets_market_change", args=[market_id]))
+        return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        if self.has_change_permission(request):
+            extra["corrections"] = [
+                (reverse("admin:markets_market_correct", args=[object_id, name]), label)
+                for name, label in CORRECTIONS
+            ]
+        return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="question", ordering="question")
     def short_question(self, obj: Market) -> str:
@@ -190,11 +253,18 @@ class MarketAdmin(admin.ModelAdmin):
                 request, queryset, change(form.cleaned_data), form.cleaned_data["reason"], done
             )
             return None
+        markets = list(queryset)
+        impacts: dict[int, list[str]] = {}
+        for reader in IMPACT:
+            for pk, text in reader.preview(markets).items():
+                impacts.setdefault(pk, []).append(text)
+        for market in markets:
+            market.impact = impacts.get(market.pk, [])  # type: ignore[attr-defined]
         context = {
             **self.admin_site.each_context(request),
             "title": title,
             "form": form,
-            "markets": queryset,
+            "markets": markets,
             "action": action,
             "opts": self.model._meta,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -205,16 +275,22 @@ class MarketAdmin(admin.ModelAdmin):
     def _apply(self, request: HttpRequest, queryset, change: dict, reason: str, done: str) -> None:
         # Each market's change is all or nothing (set_resolution): one that cannot be carried
         # out (its settlement cannot follow) is left as it was and listed with the reason.
-        changed, refused = 0, []
+        changed, refused, effects = 0, [], []
         for market in queryset:
             try:
-                set_resolution(market, user=request.user, reason=reason, **change)
+                recorded = set_resolution(market, user=request.user, reason=reason, **change)
             except ValidationError as exc:
                 refused.append(f"#{market.pk}: {' '.join(exc.messages)}")
                 continue
             changed += 1
+            said = [text for reader in IMPACT if (text := reader.result(recorded))]
+            effects.append(f"#{market.pk}: " + ("; ".join(said) or "no position held it"))
         if changed:
-            self.message_user(request, f"{done} {changed} market(s).", messages.SUCCESS)
+            self.message_user(
+                request,
+                f"{done} {changed} market(s). " + " · ".join(effects[:10]),
+                messages.SUCCESS,
+            )
         if refused:
             self.message_user(
                 request,
@@ -225,8 +301,9 @@ class MarketAdmin(admin.ModelAdmin):
 
 @admin.register(ResolutionChange)
 class ResolutionChangeAdmin(admin.ModelAdmin):
-    list_display = ("changed_at", "market", "source", "changed_by", "from_status", "from_outcome",
-                    "to_status", "to_outcome", "reason")  # fmt: skip
+    # Narrow columns (from and to in one, question and reason cut with the full text on
+    # hover) so the list reads without horizontal scrolling on a laptop screen.
+    list_display = ("changed_at", "short_market", "source", "changed_by", "change", "short_reason")
     list_select_related = ("market", "changed_by")
     list_filter = ("source", "to_status")
     search_fields = ("market__question", "market__condition_id", "reason")
@@ -240,3 +317,22 @@ class ResolutionChangeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="market", ordering="market__question")
+    def short_market(self, obj: ResolutionChange) -> str:
+        q = obj.market.question
+        return format_html(
+            '<span title="{}">#{} {}</span>', q, obj.market_id, q if len(q) <= 60 else q[:59] + "…"
+        )
+
+    @admin.display(description="from → to")
+    def change(self, obj: ResolutionChange) -> str:
+        def side(status: str, outcome: str) -> str:
+            return f"{status} {outcome}".strip() or "—"
+
+        return f"{side(obj.from_status, obj.from_outcome)} → {side(obj.to_status, obj.to_outcome)}"
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: ResolutionChange) -> str:
+        r = obj.reason
+        return format_html('<span title="{}">{}</span>', r, r if len(r) <= 80 else r[:79] + "…")

@@ -173,3 +173,14 @@ class ResolutionChange(models.Model):
 
     class Meta:
         ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        # Read in admin inlines and logs: what changed and when, without a query for the market.
+        def side(status: str, outcome: str) -> str:
+            return f"{status} {outcome}".strip() or "new"
+
+        when = self.changed_at.strftime("%Y-%m-%d %H:%M") if self.changed_at else "?"
+        return (
+            f"Market {self.market_id}: {side(self.from_status, self.from_outcome)} → "
+            f"{side(self.to_status, self.to_outcome)} ({self.source}, {when} UTC)"
+        )

@@ -276,8 +276,8 @@ def _create_markets(plan: DemoPlan, end: datetime) -> None:
                 description=m.description,
                 category=m.category,
                 tags=["demo", m.category.lower()],
-                kind=Market.Kind.BINARY,
-                outcomes=["Yes", "No"],
+                kind=Market.Kind.BINARY if m.paths is None else Market.Kind.MULTI,
+                outcomes=list(m.outcomes),
                 neg_risk=bool(m.group),
                 neg_risk_market_id=m.group,
                 event_slug=m.group,
@@ -288,7 +288,7 @@ def _create_markets(plan: DemoPlan, end: datetime) -> None:
                 volume=Decimal(str(round(m.volume, 2))),
                 liquidity=Decimal(str(round(m.volume / 20, 2))),
                 status=Market.Status.OPEN,
-                last_prices=_quote(m.price_at(m.open_at)),
+                last_prices=m.quote_at(m.open_at),
                 last_priced_at=m.open_at,
                 raw={"demo": plan.identity},
             )
@@ -303,17 +303,16 @@ def _create_markets(plan: DemoPlan, end: datetime) -> None:
         last = min(end, m.close_at)
         for k in range(0, int((last - m.open_at) / HOUR) + 1, PRICE_HISTORY_EVERY):
             at = m.open_at + HOUR * k
-            points.append({"market_id": pk, "outcome": "Yes", "ts": at, "price": m.price_at(at)})
+            # A binary market's history is its Yes price; a larger one's, every outcome's.
+            quote = m.quote_at(at) if m.paths is not None else {"Yes": m.price_at(at)}
+            points += [
+                {"market_id": pk, "outcome": name, "ts": at, "price": Decimal(price)}
+                for name, price in quote.items()
+            ]
     # Plain rows, not model instances: a demo's history is ~100k points, and building a model
     # instance per point cost more than writing it.
     with transaction.atomic():
         insert_rows(PricePoint, points, conflict="ON CONFLICT DO NOTHING")
-
-
-def _quote(yes: Decimal | None) -> dict[str, str]:
-    if yes is None:
-        return {}
-    return {"Yes": str(yes), "No": str(Decimal(1) - yes)}
 
 
 class _Sim:
@@ -339,7 +338,7 @@ class _Sim:
             reverse=True,
         )
         self.held: dict[int, str] | None = None  # pk -> key of open markets demo entries hold
-        self.quoted: dict[int, Decimal | None] = {}
+        self.quoted: dict[int, dict[str, str]] = {}
         self.running: list[int] | None = None
         self.pending: list[Snapshot] = []  # computed at their tick, not stored yet
 
@@ -381,7 +380,7 @@ class _Sim:
         """Leave every open market quoting its price at the end, as a live sync would."""
         still_open = Market.objects.filter(source=Market.Source.DEMO, status=Market.Status.OPEN)
         quotes = {
-            pk: self.by_key[key].price_at(end)
+            pk: self.by_key[key].quote_at(end)
             for pk, key in still_open.values_list("pk", "external_id")
         }
         _write_quotes(quotes, end)
@@ -414,7 +413,7 @@ class _Sim:
                 rescore=False,
                 market_fields={
                     "closed_time": plan.close_at,
-                    "last_prices": _quote(plan.price_at(plan.close_at)),
+                    "last_prices": plan.quote_at(plan.close_at),
                     "last_priced_at": plan.close_at,
                 },
             )
@@ -457,7 +456,7 @@ class _Sim:
                 close_time__gt=t,
             ).order_by("-volume", "id")[: settings.ARENA_MARKETS_PER_PROMPT]
         )
-        prices = {m.pk: _quote(self.by_key[m.external_id].price_at(t)) for m in markets}
+        prices = {m.pk: self.by_key[m.external_id].quote_at(t) for m in markets}
         return markets, prices
 
     def _held(self) -> dict[int, str]:
@@ -478,9 +477,9 @@ class _Sim:
         """Move the latest quote of markets demo positions hold (what snapshots read)."""
         changed = {}
         for pk, key in self._held().items():
-            price = self.by_key[key].price_at(t)
-            if self.quoted.get(pk) != price:
-                changed[pk] = self.quoted[pk] = price
+            quote = self.by_key[key].quote_at(t)
+            if self.quoted.get(pk) != quote:
+                changed[pk] = self.quoted[pk] = quote
         _write_quotes(changed, t)
 
     def _running(self, t: datetime) -> list[int]:
@@ -496,7 +495,7 @@ class _Sim:
         return self.running
 
 
-def _write_quotes(quotes: dict[int, Decimal | None], at: datetime) -> None:
+def _write_quotes(quotes: dict[int, dict[str, str]], at: datetime) -> None:
     """Set last_prices/last_priced_at of many markets in one executemany.
 
     bulk_update compiles a CASE expression per row, which cost more than the rest of a tick
@@ -514,8 +513,8 @@ def _write_quotes(quotes: dict[int, Decimal | None], at: datetime) -> None:
     )
     at_value = at_field.get_db_prep_value(at, connection)
     rows = [
-        (prices_field.get_db_prep_value(_quote(price), connection), at_value, pk)
-        for pk, price in quotes.items()
+        (prices_field.get_db_prep_value(quote, connection), at_value, pk)
+        for pk, quote in quotes.items()
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)

@@ -96,7 +96,7 @@ def _within(events: list[dict], xs: list[str]) -> list[dict]:
     return kept[-EVENT_LIMIT:]
 
 
-def _styled(lines: list[dict], replicated: bool) -> None:
+def _styled(lines: list[dict], replicated: bool, scope: str) -> None:
     # charts.py styles its lines from the competitor ids it already has; other payloads get
     # their ids here (one query).
     missing = [line for line in lines if "color" not in line]
@@ -105,7 +105,7 @@ def _styled(lines: list[dict], replicated: bool) -> None:
     ids = _competitor_ids(line["competitor"] for line in missing)
     for line in missing:
         replicate = (line.get("replicate") or 1) if replicated else 1
-        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate))
+        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate, scope=scope))
 
 
 def decorate_series(
@@ -115,7 +115,7 @@ def decorate_series(
     that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
     markets its entries held (`corrections`: selectors.staff_corrections of the whole cohort,
     when the caller has them)."""
-    _styled(payload.get("entries", []), replicated=True)
+    _styled(payload.get("entries", []), replicated=True, scope=cohort.kind)
     if payload.get("x"):
         held = corrections if entry_ids is None else None
         events = cohort_events(cohort) + correction_events([cohort], entry_ids, held)
@@ -126,7 +126,7 @@ def decorate_series(
 def decorate_overview(payload: dict, scope: str, cohorts: list[Cohort] | None = None) -> dict:
     """The home chart with colours, cohorts opening and staff corrections in the scope
     (`cohorts`: selectors.scope_cohorts, when the caller has them)."""
-    _styled(payload.get("series", []), replicated=False)
+    _styled(payload.get("series", []), replicated=False, scope=scope)
     if payload.get("x"):
         events = _scope_events(scope, cohorts)
         payload["annotations"] = _within(events, payload["x"])

@@ -3,9 +3,9 @@
 The browser draws them with static/arena/charts.js (Plotly). Data reaches the page only through
 `json_script` or the JSON API, never inside an inline script.
 
-Value series are read, never computed: cohorts/series.py keeps every entry's value (and every
-competitor's mean return per scope) on fixed grids of 10 minutes to a week as snapshots are
-written. A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
+Value series are read, never recomputed from snapshots: cohorts/series.py keeps every entry's
+value on fixed grids of 10 minutes to a week as snapshots are written (the home chart's
+chain-linked return is compounded from those grids, see scope_return_series). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
 overview in OVERVIEW_POINTS): its grid points from the start of the range (or of the data, if
 later) up to the latest snapshot, plus that latest snapshot itself when it falls between grid
 points. The value at a point is the last snapshot at or before it within the entry's life, so a
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from cohorts import series
-from cohorts.models import Cohort, Entry
+from cohorts.models import Cohort, Entry, SeriesHead
 from web import colours
 
 MAX_POINTS = 400  # per entry, per series response
@@ -66,6 +66,7 @@ class Window:
         start = series.epoch(first)
         if window is not None:
             start = max(start, end - int(window.total_seconds()))
+        self.start = start  # seconds: the range's first instant, before its first grid point
         self.step = series.step_for(end - start, max_points)
         self.k0 = -(-start // self.step)
         self.k1 = end // self.step
@@ -138,7 +139,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
                 "competitor_simulated": e.competitor.simulated,
                 "replicate": e.replicate,
                 "label": entry_label(e, replicated),
-                **colours.style_for(e.competitor_id, e.replicate),
+                **colours.style_for(e.competitor_id, e.replicate, scope=cohort.kind),
                 "y": _numbers(values, 2),
             }
         )
@@ -148,55 +149,112 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     return payload
 
 
+OVERVIEW_MEASURE = (
+    "chain-linked return (%): each step, the mean growth of the competitor's entries that were "
+    "alive over the whole step (an entry opened during the step grows from its starting "
+    "balance), compounded from the start of the range; an entry opening or ending moves nothing"
+)
+
+
 def scope_return_series(
     scope: str, max_points: int = OVERVIEW_POINTS, range_key: str = DEFAULT_RANGE
 ) -> dict[str, Any]:
-    """Each competitor's mean return (%) across its entries in a scope, over time.
+    """Each competitor's chain-linked return (%) across its entries in a scope, over time.
 
-    At each sample time, the mean over the competitor's entries alive then (first to latest
-    snapshot) of (value / initial balance - 1), each value the entry's last snapshot at or
-    before that time. Kept up to date by cohorts/series.py as snapshots are written.
+    A plain mean of the entries' returns drops whenever a cohort opens (a new entry at 0 %
+    joins entries that have run for weeks). Here the growth from one sample time to the next
+    is averaged over the entries alive at both (an entry born in between counts from its
+    starting balance), and the growths are compounded: the return of holding the competitor's
+    entries in equal parts, rebalanced at each sample time. Read from the entries' stored
+    series (cohorts/series.py): two indexed queries, plus one for the scope's entries.
     """
     range_key = range_or_default(range_key)
     payload: dict[str, Any] = {
         "scope": scope,
         "range": range_key,
         "ranges": list(RANGES),
+        "value": OVERVIEW_MEASURE,
         "step_seconds": series.FINEST,
         "x": [],
         "series": [],
         "annotations": [],
     }
-    head = series.scope_head(scope)
-    if head is None:
+    # Every entry of the scope with a snapshot, its competitor and its series head: one query
+    # (the scope's span is theirs).
+    entries = list(
+        SeriesHead.objects.filter(
+            entry__cohort__kind=scope, first_ts__isnull=False, last_ts__isnull=False
+        ).values_list(
+            "entry_id", "entry__competitor_id", "entry__competitor__slug",
+            "entry__competitor__display_name", "entry__initial_balance",
+            "first_ts", "last_ts", "last_total",
+        )
+    )  # fmt: skip
+    if not entries:
         return payload
-    win = Window(head[0], head[1], range_key, max_points)
-    grid, tail = series.scope_values(scope, win.step, win.k0, win.k1, at=win.tail)
+    first_ts = min(e[5] for e in entries)
+    last_ts = max(e[6] for e in entries)
+    win = Window(first_ts, last_ts, range_key, max_points)
+    heads = {e[0]: (e[5], e[6], e[7]) for e in entries}
+    times = np.array(win.times, dtype=np.int64)
+    lo, hi = (int(times[0]), int(times[-1])) if len(times) else (0, -1)
+    # Only entries whose life overlaps the range.
+    alive = [e[:5] for e in entries if series.epoch(e[5]) <= hi and series.epoch(e[6]) >= lo]
+    grid = series.entry_values([e[0] for e in alive], win.step, win.k0, win.k1)
     n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
-    owners = {o[0]: o for o in (*grid, *tail)}  # (competitor id, slug, name)
-    lines = []
-    for owner in sorted(owners.values(), key=lambda o: (o[2], o[1])):
-        values = grid.get(owner)
+    owners: dict[tuple, list[tuple[np.ndarray, float, int]]] = {}
+    for pk, competitor_id, slug, name, initial in alive:
+        first, last, total = heads[pk]
+        values = grid.get(pk)
         if values is None:
             values = np.full(n_grid, np.nan)
         if win.tail is not None:
-            values = np.append(values, tail.get(owner, np.nan))
-        if np.isnan(values).all():
+            values = np.append(values, float(total) if series.epoch(last) == win.tail else np.nan)
+        start = (float(initial or 0) or float("nan"), series.epoch(first))
+        owners.setdefault((competitor_id, slug, name), []).append((values, *start))
+    lines = []
+    for owner in sorted(owners, key=lambda o: (o[2], o[1])):
+        y = _chain_linked(owners[owner], times, win.start)
+        if np.isnan(y).all():
             continue
         pk, slug, name = owner
         lines.append(
-            {
-                "competitor": slug,
-                "label": name,
-                **colours.style_for(pk),
-                "y": _numbers(values, 3),
-            }
+            {"competitor": slug, "label": name, **colours.style_for(pk, scope=scope), "y": y}
         )
     if lines:
         payload["step_seconds"] = win.step
         payload["x"] = win.x()
-        payload["series"] = lines
+        payload["series"] = [{**line, "y": _numbers(line["y"], 3)} for line in lines]
     return payload
+
+
+def _chain_linked(
+    entries: list[tuple[np.ndarray, float, int]], times: np.ndarray, start: int
+) -> np.ndarray:
+    """The chain-linked return (%) at each time of one competitor's entries, each given as
+    (values at the times, NaN outside its life; starting balance; first snapshot, seconds),
+    compounded from `start` (seconds, at or before the first time)."""
+    values = np.vstack([v for v, _, _ in entries])
+    previous = np.full_like(values, np.nan)
+    previous[:, 1:] = values[:, :-1]
+    # An entry born since the previous sample time (or since the start of the range, for the
+    # first) grows from its starting balance.
+    since = np.concatenate(([start - 1], times[:-1]))
+    for i, (_, initial, born) in enumerate(entries):
+        born_in_step = (since < born) & (born <= times)
+        take = born_in_step & np.isnan(previous[i]) & ~np.isnan(values[i])
+        previous[i, take] = initial
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = values / previous
+    both = ~np.isnan(growth) & np.isfinite(growth)
+    counts = both.sum(axis=0)
+    mean_growth = np.where(
+        counts > 0, np.where(both, growth, 0.0).sum(axis=0) / np.maximum(counts, 1), 1.0
+    )
+    index = np.cumprod(mean_growth)
+    out = (index - 1.0) * 100.0
+    out[np.isnan(values).all(axis=0)] = np.nan  # no entry alive: no point
+    return out
 
 
 def price_history(

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
@@ -20,6 +20,7 @@ from markets.models import Market
 from scoring.metrics import provisional_threshold
 from scoring.stored import RowDetails
 from web import (
+    attempts,
     chart_reads,
     charts,
     colours,
@@ -31,8 +32,11 @@ from web import (
     rows,
     selectors,
     standings,
+    visitor_reads,
 )
 from web.cache import page
+from web.plain_text import strip_markdown
+from web.templatetags.arena import version
 
 # The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
 # constants (trading_rules), so the page cannot drift from the rules the game enforces.
@@ -79,39 +83,53 @@ def _htmx(request: HttpRequest) -> bool:
 
 @page(
     {"scope": SCOPE, "sort": params.choice(selectors.SORTABLE, "rank"),
-     "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE},
+     "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE,
+     "cohort": params.integer(1, MAX_PAGE)},
     htmx_target="leaderboard-table",
 )  # fmt: skip
 @require_safe
 def home(
-    request: HttpRequest, scope: str, sort: str, direction: str, range_key: str
+    request: HttpRequest,
+    scope: str,
+    sort: str,
+    direction: str,
+    range_key: str,
+    cohort: int | None = None,
 ) -> HttpResponse:
+    if cohort is not None:
+        # The leaderboard has no per-cohort view: a cohort's standings are on its own page.
+        if not Cohort.objects.filter(pk=cohort).exists():
+            raise params.BadParameter(f"cohort: there is no cohort {cohort}")
+        return redirect("cohort-detail", cohort_id=cohort)
     scope = selectors.scope_or_default(scope or None)
-    run = selectors.latest_run(scope)
-    descending = {"asc": False, "desc": True}.get(direction)
-    if descending is None:
-        descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
-    board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
-    context = {
-        "scope": scope,
-        "scopes": selectors.SCOPES,
-        "run": run,
-        "board": board,
-        "rows": board.scored,
-        "leader_rows": rows.leader_rows(board, scope, sort),
-        "sort": sort,
-        "descending": descending,
-        "columns": _leaderboard_columns(scope, sort, descending, board.headline),
-    }
-    if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
-        return render(request, "arena/home.html#leaderboard-table", context)
-    cohorts = selectors.scope_cohorts(scope)
-    context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
-    context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
-    context["range"] = range_key
-    context["ranges"] = list(charts.RANGES)
-    context["series_url"] = reverse("api-overview") + f"?scope={scope}"
-    return render(request, "arena/home.html", context)
+    with colours.in_scope(scope):  # swatches match the scope's chart lines
+        run = selectors.latest_run(scope)
+        descending = {"asc": False, "desc": True}.get(direction)
+        if descending is None:
+            descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
+        board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
+        context = {
+            "scope": scope,
+            "scopes": selectors.SCOPES,
+            "run": run,
+            "board": board,
+            "rows": board.scored,
+            "leader_rows": rows.leader_rows(board, scope, sort),
+            "sort": sort,
+            "descending": descending,
+            "columns": _leaderboard_columns(scope, sort, descending, board.headline),
+            "run_method": version(run.methodology_version) if run else "",
+        }
+        if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
+            return render(request, "arena/home.html#leaderboard-table", context)
+        cohorts = selectors.scope_cohorts(scope)
+        context["rescoring"] = visitor_reads.rescoring_since(scope, run)
+        context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
+        context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
+        context["range"] = range_key
+        context["ranges"] = list(charts.RANGES)
+        context["series_url"] = reverse("api-overview") + f"?scope={scope}"
+        return render(request, "arena/home.html", context)
 
 
 # (key, label, glossary term, class): "key" columns stay in view on a phone.
@@ -174,32 +192,36 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     cohort = selectors.get_cohort(cohort_id)
     if cohort is None:
         raise Http404(f"no cohort {cohort_id}")
-    entries = _entries_with_corrections(cohort)
-    decisions = selectors.recent_decisions(cohort)
-    universe_week, universe = selectors.cohort_universe(cohort)
-    scored = leaders.cohort_board(cohort)
-    context = {
-        "cohort": cohort,
-        "standing": scored[1] if scored else None,
-        "standing_rows": rows.leader_rows(scored[1], cohort.kind, "rank") if scored else [],
-        "entries": entries,
-        "entry_rows": rows.entry_rows(cohort.pk, entries),
-        "corrections": entries.corrections,
-        "series": chart_reads.cohort_chart(
-            cohort, range_key, entries, corrections=entries.corrections
-        ),
-        "range": range_key,
-        "ranges": list(charts.RANGES),
-        "series_url": reverse("api-cohort-series", args=[cohort.pk]),
-        "universe_week": universe_week,
-        "universe": rows.universe_rows(universe[:100]),
-        "universe_total": len(universe),
-        "decisions": rows.decision_rows(decisions),
-        "seals": selectors.cohort_seal_rows(cohort),
-        # Decisions are newest week first, so the first one is the latest decided week.
-        "latest_week": decisions[0]["week"] if decisions else None,
-    }
-    return render(request, "arena/cohort_detail.html", context)
+    with colours.in_scope(cohort.kind):
+        entries = _entries_with_corrections(cohort)
+        decisions = selectors.recent_decisions(cohort)
+        universe_week, universe = selectors.cohort_universe(cohort)
+        scored = leaders.cohort_board(cohort)
+        context = {
+            "cohort": cohort,
+            "standing": scored[1] if scored else None,
+            "standing_rows": rows.leader_rows(scored[1], cohort.kind, "rank") if scored else [],
+            "entries": entries,
+            "entry_rows": rows.entry_rows(cohort.pk, entries),
+            "corrections": entries.corrections,
+            "series": chart_reads.cohort_chart(
+                cohort, range_key, entries, corrections=entries.corrections
+            ),
+            "range": range_key,
+            "ranges": list(charts.RANGES),
+            "series_url": reverse("api-cohort-series", args=[cohort.pk]),
+            "universe_week": universe_week,
+            "universe": rows.universe_rows(universe[:100]),
+            "universe_total": len(universe),
+            "rescoring": visitor_reads.rescoring_since(
+                cohort.kind, selectors.latest_run(cohort.kind)
+            ),
+            "decisions": rows.decision_rows(decisions),
+            "seals": selectors.cohort_seal_rows(cohort),
+            # Decisions are newest week first, so the first one is the latest decided week.
+            "latest_week": decisions[0]["week"] if decisions else None,
+        }
+        return render(request, "arena/cohort_detail.html", context)
 
 
 class _EntryTable(list):
@@ -233,25 +255,28 @@ def entry_detail(
     request: HttpRequest, cohort_id: int, slug: str, replicate: int, range_key: str
 ) -> HttpResponse:
     entry = selectors.get_entry(cohort_id, slug, replicate)
-    open_positions, closed_positions = selectors.entry_positions(entry)
-    context = {
-        "entry": entry,
-        "cohort": entry.cohort,
-        "competitor": entry.competitor,
-        "replicates": selectors.entry_replicates(entry),
-        "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
-        "range": range_key,
-        "ranges": list(charts.RANGES),
-        "series_url": reverse("api-cohort-series", args=[entry.cohort_id]) + f"?entry={entry.pk}",
-        "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
-        "decisions": selectors.entry_decisions(entry),
-        "corrections": selectors.staff_corrections(entry.cohort, entry),
-        "open_positions": open_positions,
-        "closed_positions": closed_positions,
-        "trades": selectors.entry_trades(entry),
-        "forecasts": selectors.entry_forecasts(entry),
-    }
-    return render(request, "arena/entry_detail.html", context)
+    with colours.in_scope(entry.cohort.kind):
+        open_positions, closed_positions = selectors.entry_positions(entry)
+        visitor_reads.with_value(entry, open_positions)  # the header's value and return
+        context = {
+            "entry": entry,
+            "cohort": entry.cohort,
+            "competitor": entry.competitor,
+            "replicates": selectors.entry_replicates(entry),
+            "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
+            "range": range_key,
+            "ranges": list(charts.RANGES),
+            "series_url": reverse("api-cohort-series", args=[entry.cohort_id])
+            + f"?entry={entry.pk}",
+            "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
+            "decisions": selectors.entry_decisions(entry),
+            "corrections": selectors.staff_corrections(entry.cohort, entry),
+            "open_positions": open_positions,
+            "closed_positions": closed_positions,
+            "trades": selectors.entry_trades(entry),
+            "forecasts": selectors.entry_forecasts(entry),
+        }
+        return render(request, "arena/entry_detail.html", context)
 
 
 @page(depends=("data",))
@@ -345,22 +370,27 @@ def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpR
     return render(request, "arena/market_list.html", context)
 
 
-@page({"range": RANGE}, depends=("data",))
+@page({"range": RANGE, "page": params.integer(1, MAX_PAGE, 1, arg="number")}, depends=("data",))
 @require_safe
-def market_detail(request: HttpRequest, market_id: int, range_key: str) -> HttpResponse:
+def market_detail(
+    request: HttpRequest, market_id: int, range_key: str, number: int
+) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
-    forecasts = selectors.market_forecasts(market)
+    forecasts = visitor_reads.market_forecasts_page(market, number)
     prices = chart_reads.market_price_chart(market, range_key)
+    holders = selectors.market_holders(market, limit=visitor_reads.HOLDERS_SHOWN + 1)
     context = {
         "market": market,
         "prices": prices,
         "range": prices["range"],
         "ranges": list(charts.RANGES),
         "series_url": reverse("api-market-prices", args=[market.pk]),
-        "holders": selectors.market_holders(market),
+        "holders": holders[: visitor_reads.HOLDERS_SHOWN],
+        "more_holders": len(holders) > visitor_reads.HOLDERS_SHOWN,
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
-        "last_prices": sorted((market.last_prices or {}).items()),
+        "last_prices": visitor_reads.outcome_prices(market),
+        "description": strip_markdown(market.description),
     }
     return render(request, "arena/market_detail.html", context)
 
@@ -374,6 +404,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
     model_called = bool(decision.llm_calls.all()) and decision.entry.competitor.kind != "baseline"
     context = {
         "decision": decision,
+        "calls": attempts.call_views(decision, list(decision.llm_calls.all())),
         "model_called": model_called,
         "seal": selectors.decision_seal(decision),
     }

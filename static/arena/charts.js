@@ -55,16 +55,32 @@
 
   function addEvents(layout, events, el) {
     var small = narrow(el);
-    (events || []).forEach(function (ev, i) {
-      var colour = EVENT_COLOURS[ev.kind] || EVENT_COLOURS.cohort;
-      layout.shapes.push({ type: "line", xref: "x", yref: "paper", x0: ev.x, x1: ev.x, y0: 0, y1: 1,
-                           line: { color: colour, width: ev.kind === "cohort" ? 1 : 2, dash: "dot" } });
+    events = events || [];
+    // Events at the same instant and of the same kind share one line and one label ("+N"),
+    // with every detail on hover: several corrections at one tick no longer print on top of
+    // each other.
+    var groups = [];
+    var byKey = {};
+    events.forEach(function (ev) {
+      var key = ev.x + "|" + ev.kind;
+      if (!byKey[key]) { byKey[key] = { x: ev.x, kind: ev.kind, items: [] }; groups.push(byKey[key]); }
+      byKey[key].items.push(ev);
+    });
+    var labelled = 0;
+    groups.forEach(function (g) {
+      var colour = EVENT_COLOURS[g.kind] || EVENT_COLOURS.cohort;
+      layout.shapes.push({ type: "line", xref: "x", yref: "paper", x0: g.x, x1: g.x, y0: 0, y1: 1,
+                           line: { color: colour, width: g.kind === "cohort" ? 1 : 2, dash: "dot" } });
       // Corrections are always labelled; cohort events only where there is room.
-      if (ev.kind === "cohort" && (small || events.length > 8)) { return; }
-      layout.annotations.push({ x: ev.x, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
-                                text: esc(ev.label), showarrow: false, textangle: 0,
+      if (g.kind === "cohort" && (small || groups.length > 8)) { return; }
+      var first = g.items[0];
+      var text = esc(first.label) + (g.items.length > 1 ? " +" + (g.items.length - 1) : "");
+      var hover = g.items.map(function (ev) { return esc(ev.label + (ev.detail ? ": " + ev.detail : "")); });
+      layout.annotations.push({ x: g.x, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+                                text: text, showarrow: false, textangle: 0,
                                 font: { size: 10, color: colour },
-                                hovertext: esc(ev.detail || ev.label), yshift: (i % 2) * 11 });
+                                hovertext: hover.join("<br>"), yshift: (labelled % 2) * 11 });
+      labelled += 1;
     });
   }
 
@@ -82,10 +98,11 @@
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
-    // Home page: {x: [...], series: [{label, color, y: [...]}], annotations} with y in percent
+    // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
+    // return in percent (web/charts.py scope_return_series)
     overview: function (data, el) {
       var traces = (data.series || []).map(function (s) { return line(s, data.x, s.y); });
-      var layout = baseLayout(el, "Average return (%)", traces.length);
+      var layout = baseLayout(el, "Chain-linked return (%)", traces.length);
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
@@ -95,7 +112,9 @@
         var few = (l.x || []).length <= 40;
         return line(l, l.x, l.y, { mode: few ? "lines+markers" : "lines", line: { shape: "hv", width: 2 } });
       });
-      var layout = baseLayout(el, el.dataset.yTitle || "", traces.length);
+      // Always a legend here, even for one line: it names the outcome the line prices.
+      var layout = baseLayout(el, el.dataset.yTitle || "", Math.max(traces.length, 2));
+      layout.showlegend = traces.length > 0;
       layout.yaxis.range = [0, 1.02];
       var xs = [];
       traces.forEach(function (t) { xs = xs.concat(t.x || []); });

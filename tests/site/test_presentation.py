@@ -163,10 +163,12 @@ def test_baseline_decision_says_no_model_was_called(client, world):
     assert "Latency" not in body and "$0.000000" not in body and ">vv" not in body
 
 
-def test_colours_are_fixed_by_id_and_distinct_within_the_palette():
-    styles = {(colours.style_for(i)["color"], colours.style_for(i)["dash"]) for i in range(1, 49)}
-    assert len(styles) == 48
-    assert colours.colour_for(7) == colours.colour_for(7 + len(colours.PALETTE))
+def test_styles_are_handed_out_in_order_and_distinct_within_the_palette():
+    # Issue 27: styles by id modulo the palette repeated for new competitors; by rank they are
+    # distinct for as many competitors as there are (colour, dash) pairs.
+    n = len(colours.PALETTE) * len(colours.DASHES)
+    styles = {tuple(colours.style_at(i).values()) for i in range(n)}
+    assert len(styles) == n
 
 
 @pytest.mark.django_db

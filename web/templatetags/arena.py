@@ -227,9 +227,14 @@ def colour(competitor) -> str:
 
 @register.simple_tag
 def swatch(competitor) -> str:
+    # The chart line's colour and dash in small, so a name in a table matches its line.
+    style = colours.style_for(competitor)
     return format_html(
-        '<span class="swatch" style="--c: {}" aria-hidden="true"></span>',
-        colours.colour_for(competitor),
+        '<svg class="swatch" width="16" height="8" viewBox="0 0 16 8" aria-hidden="true">'
+        '<line x1="0" y1="4" x2="16" y2="4" stroke="{}" stroke-width="3" stroke-dasharray="{}"/>'
+        "</svg>",
+        style["color"],
+        colours.SVG_DASH.get(style["dash"], ""),
     )
 
 

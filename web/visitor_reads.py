@@ -1,0 +1,73 @@
+"""Reads behind what the pages say around the numbers: a page of a market's forecasts, its
+prices in outcome order, an entry's current value for its header, and whether a staff
+correction is waiting for new scores."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Exists, OuterRef
+from django.http import Http404
+
+from cohorts import series
+from cohorts.models import Entry, Forecast, Position
+from markets.models import Market, ResolutionChange
+from scoring.models import ScoreRun
+from web import selectors
+
+FORECASTS_PER_PAGE = 20
+HOLDERS_SHOWN = 25
+
+
+def market_forecasts_page(market: Market, number: int) -> Page:
+    """One page of the market's stated forecasts, newest first (a popular market has
+    thousands: the market page stays a page long). Http404 past the last page."""
+    qs = (
+        Forecast.objects.filter(market=market)
+        .select_related("entry__competitor", "entry__cohort")
+        .order_by("-created_at", "-id")
+    )
+    paginator = Paginator(qs, FORECASTS_PER_PAGE)
+    if number > paginator.num_pages:
+        raise Http404(f"there are {paginator.num_pages} pages of forecasts")
+    page = paginator.page(number)
+    for f in page.object_list:
+        f.edge = None if f.market_price is None else f.probability - f.market_price
+    return page
+
+
+def outcome_prices(market: Market) -> list[tuple[str, object]]:
+    """The latest prices in the market's own outcome order ("Yes · No", as everywhere)."""
+    prices = dict(market.last_prices or {})
+    order = [o for o in market.outcomes or [] if o in prices]
+    return [(o, prices[o]) for o in order + sorted(set(prices) - set(order))]
+
+
+def with_value(entry: Entry, open_positions: list[Position]) -> Entry:
+    """The entry with the value and return its row on the cohort page shows (its series head,
+    or cash plus open positions at cost before the first snapshot)."""
+    head = series.entry_heads([entry.pk]).get(entry.pk)
+    entry.snap_total = head[2] if head else None
+    entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
+    selectors.decorate_entry(entry)
+    return entry
+
+
+def rescoring_since(scope: str, run: ScoreRun | None) -> ResolutionChange | None:
+    """The latest staff correction of a market this scope's entries forecast or held, made
+    after the run's scores were started: until the next run lands, the page says the scores
+    are being recomputed instead of showing them as current."""
+    if run is None:
+        return None
+    # Few changes follow a run, so each is tested for a forecast or position in the scope.
+    forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    return (
+        ResolutionChange.objects.filter(
+            source=Market.ResolvedBy.ADMIN, changed_at__gt=run.started_at
+        )
+        .filter(Exists(forecast) | Exists(position))
+        .order_by("-changed_at", "-pk")
+        .first()
+    )
