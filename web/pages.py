@@ -32,7 +32,7 @@ from web import (
     selectors,
     standings,
 )
-from web.cache import page
+from web.cache import is_partial, page
 
 # The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
 # constants (trading_rules), so the page cannot drift from the rules the game enforces.
@@ -73,10 +73,6 @@ RANGE = params.choice(charts.RANGES, charts.DEFAULT_RANGE, fold_case=True, arg="
 REPLICATE = params.integer(1, MAX_REPLICATE, 1)
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return bool(getattr(request, "htmx", False))
-
-
 @page(
     {"scope": SCOPE, "sort": params.choice(selectors.SORTABLE, "rank"),
      "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE},
@@ -103,7 +99,7 @@ def home(
         "descending": descending,
         "columns": _leaderboard_columns(scope, sort, descending, board.headline),
     }
-    if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
+    if is_partial(request):
         return render(request, "arena/home.html#leaderboard-table", context)
     cohorts = selectors.scope_cohorts(scope)
     context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
@@ -446,7 +442,7 @@ def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpR
         "status": status,
         "statuses": Market.Status.choices,
     }
-    if _htmx(request) and request.headers.get("HX-Target") == "market-results":
+    if is_partial(request):
         return render(request, "arena/market_list.html#market-results", context)
     return render(request, "arena/market_list.html", context)
 
