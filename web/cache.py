@@ -260,8 +260,13 @@ class PublicPageCacheMiddleware:
         stored = found.get(key)
         if stored is not None and stored[0] == current:
             return _for_browser(_respond(stored[1], "hit"), partial)
-        if stored is not None and not cache.add(
-            render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
+        lock = render_lock(current, page_id)
+        # "Not added" is also what a cache that cannot write says (a full disk): the previous
+        # version is served only while another request really holds the lock.
+        if (
+            stored is not None
+            and not cache.add(lock, 1, RENDER_LOCK_SECONDS)
+            and cache.has_key(lock)
         ):
             return _for_browser(_respond(stored[1], "stale"), partial)
         response = self.get_response(request)
