@@ -98,10 +98,10 @@ class CohortForm(forms.ModelForm):
 
     class Meta:
         model = Cohort
-        fields = "__all__"
+        fields = ["status", "decision_weeks", "label", "notes"]  # the rest is read-only
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = super().clean() or self.cleaned_data
         cohort = self.instance  # still the stored values: the form has not been applied yet
         weeks = cleaned.get("decision_weeks")
         if weeks is not None and not 1 <= weeks <= MAX_DECISION_WEEKS:
