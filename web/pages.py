@@ -425,7 +425,7 @@ def _signed(value: float | None, sign: int) -> float | None:
 
 
 @page(
-    {"q": params.text(), "status": params.choice(Market.Status.values),
+    {"q": params.search(), "status": params.choice(Market.Status.values),
      "page": params.integer(1, MAX_PAGE, 1, arg="number")},
     depends=("data",),
     htmx_target="market-results",
