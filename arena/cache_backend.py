@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import threading
 import time
@@ -140,28 +141,51 @@ class ResilientRedisCache(RedisCache):
 UNREADABLE = (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError)
 
 
+class _DiskState:
+    """Whether one cache directory refuses writes, shared by every thread's cache object (Django
+    makes one per thread) so the process logs a streak once, not once per thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failing = False
+        self.logged = False
+        self.quiet_until = 0.0
+
+
+_DISKS: dict[str, _DiskState] = {}
+_DISKS_LOCK = threading.Lock()
+
+
 class ResilientFileBasedCache(FileBasedCache):
     def __init__(self, dir, params):
-        self._failing = False
-        self._logged = False
-        self._quiet_until = 0.0
+        with _DISKS_LOCK:
+            self._disk = _DISKS.setdefault(os.path.abspath(dir), _DiskState())
         super().__init__(dir, params)
+
+    @property
+    def _failing(self) -> bool:
+        return self._disk.failing
 
     def _failed(self, action: str, exc: BaseException) -> None:
         # Once per streak, and once a minute at most: a nearly full disk flaps (each failed
         # write frees the file it replaced, so the next small one fits).
-        now = time.monotonic()
-        if not self._failing and now >= self._quiet_until:
-            log.warning("file cache cannot %s, serving uncached: %s", action, exc)
-            self._quiet_until = now + FILE_LOG_SECONDS
-            self._logged = True
-        self._failing = True
+        disk = self._disk
+        with disk.lock:
+            now = time.monotonic()
+            if not disk.failing and now >= disk.quiet_until:
+                log.warning("file cache cannot %s, serving uncached: %s", action, exc)
+                disk.quiet_until = now + FILE_LOG_SECONDS
+                disk.logged = True
+            disk.failing = True
 
     def _worked(self) -> None:
-        if self._failing:
-            self._failing = False
-            if self._logged and time.monotonic() >= self._quiet_until:
-                self._logged = False
+        disk = self._disk
+        if not disk.failing:
+            return
+        with disk.lock:
+            disk.failing = False
+            if disk.logged and time.monotonic() >= disk.quiet_until:
+                disk.logged = False
                 log.warning("file cache writable again")
 
     def _createdir(self):
