@@ -101,6 +101,7 @@ def case_search_flood(kit) -> None:
     base, web = kit.gunicorn(
         {"REDIS_CACHE_URL": f"redis://127.0.0.1:{port}/0"}, log="gunicorn-flood"
     )
+    case_partial_poisoning(kit, base, "Redis")
     spellings = [_spelling("question", i) for i in range(800)]
     codes = [kit.get(base + "/markets/?" + urllib.parse.urlencode({"q": q}))[0] for q in spellings]
     pages = [k for k in client.scan_iter("*arena:page:*") if b"q=" in k]
