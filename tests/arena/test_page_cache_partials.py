@@ -73,9 +73,7 @@ def test_the_key_and_the_view_agree_on_every_header_combination(client, path, ta
 
 
 @pytest.mark.parametrize(("path", "target"), PARTIALS)
-def test_page_and_partial_vary_on_the_htmx_headers_and_partials_are_not_kept(
-    client, path, target
-):
+def test_page_and_partial_vary_on_the_htmx_headers_and_partials_are_not_kept(client, path, target):
     for _ in range(2):  # the miss and the hit
         full = client.get(path)
         partial = client.get(path, headers={"HX-Request": "true", "HX-Target": target})

@@ -126,7 +126,9 @@ def test_defused_text_is_kept_and_json_keeps_it_as_is(client, hostile_world):
 )
 def test_number_text_is_positional_and_exact(value, text):
     assert number_text(value) == text
-    assert Decimal(number_text(value)) == Decimal(repr(value) if isinstance(value, float) else value)
+    assert Decimal(number_text(value)) == Decimal(
+        repr(value) if isinstance(value, float) else value
+    )
 
 
 @pytest.mark.parametrize(
