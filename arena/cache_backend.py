@@ -1,4 +1,4 @@
-"""The shared cache on Redis, degrading to "no cache" while Redis is unreachable.
+"""The shared cache, on Redis or in files, degrading to "no cache" while it cannot be used.
 
 Everything the site keeps in the cache can be recomputed (rendered pages, version tokens), so
 an unreachable Redis must cost speed, never a 500: while it is down every read is a miss, every
@@ -9,18 +9,30 @@ dead or hung server costs each request at most one socket timeout instead of one
 Writes that happened while Redis was away could not replace the version tokens
 (core/versions.py), so pages cached before the outage would come back stale. The first process
 that reaches Redis again after seeing it fail replaces every token before anything else.
+
+The file cache (one machine, no Redis) fails the same way when var/ is full or unwritable: a write
+that raises OSError (ENOSPC, EACCES, EROFS, ...) is skipped and logged once per streak, a file that
+cannot be read is a miss, and the page is served uncached. A write that fails removes the key's
+old file (that works on a full disk), so a version token that could not be replaced is gone
+rather than still naming the pages of before the write: the next read renders uncached. On a
+read-only disk even that fails, and PAGE_TTL (web/cache.py) bounds what is served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import pickle
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
+from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.exceptions import RedisError
 
@@ -29,6 +41,7 @@ from core.versions import KEYS
 log = logging.getLogger(__name__)
 
 BREAKER_SECONDS = 5.0
+FILE_LOG_SECONDS = 60.0
 
 
 class ReusingRedisCacheClient(RedisCacheClient):
@@ -121,3 +134,116 @@ class ResilientRedisCache(RedisCache):
 
     def clear(self):
         return self._call("clear", lambda: False)
+
+
+# What reading a cache file can raise besides "no such file": a disk error, or a file cut short
+# (a crash between write and rename cannot leave one, a bad sector or a manual copy can).
+UNREADABLE = (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError)
+
+
+class _DiskState:
+    """Whether one cache directory refuses writes, shared by every thread's cache object (Django
+    makes one per thread) so the process logs a streak once, not once per thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failing = False
+        self.logged = False
+        self.quiet_until = 0.0
+
+
+_DISKS: dict[str, _DiskState] = {}
+_DISKS_LOCK = threading.Lock()
+
+
+class ResilientFileBasedCache(FileBasedCache):
+    def __init__(self, dir, params):
+        with _DISKS_LOCK:
+            self._disk = _DISKS.setdefault(os.path.abspath(dir), _DiskState())
+        super().__init__(dir, params)
+
+    @property
+    def _failing(self) -> bool:
+        return self._disk.failing
+
+    def _failed(self, action: str, exc: BaseException) -> None:
+        # Once per streak, and once a minute at most: a nearly full disk flaps (each failed
+        # write frees the file it replaced, so the next small one fits).
+        disk = self._disk
+        with disk.lock:
+            now = time.monotonic()
+            if not disk.failing and now >= disk.quiet_until:
+                log.warning("file cache cannot %s, serving uncached: %s", action, exc)
+                disk.quiet_until = now + FILE_LOG_SECONDS
+                disk.logged = True
+            disk.failing = True
+
+    def _worked(self) -> None:
+        disk = self._disk
+        if not disk.failing:
+            return
+        with disk.lock:
+            disk.failing = False
+            if disk.logged and time.monotonic() >= disk.quiet_until:
+                disk.logged = False
+                log.warning("file cache writable again")
+
+    def _createdir(self):
+        try:
+            super()._createdir()
+        except OSError as exc:  # at start-up too: a full or read-only var/ must not stop the site
+            self._failed("create its directory", exc)
+
+    def get(self, key, default=None, version=None):
+        try:
+            return super().get(key, default, version)
+        except UNREADABLE as exc:
+            self._failed("read", exc)
+            return default
+
+    def has_key(self, key, version=None):
+        try:
+            return super().has_key(key, version)
+        except UNREADABLE as exc:
+            self._failed("read", exc)
+            return False
+
+    def set(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        try:
+            super().set(key, value, timeout, version)
+        except OSError as exc:
+            self._failed("write", exc)
+            # The old value must not outlive a write that replaced it (a version token would
+            # keep naming pages the write made stale); removing a file works on a full disk.
+            with contextlib.suppress(OSError):
+                super().delete(key, version)
+        else:
+            self._worked()
+
+    def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        # Not atomic across processes in Django's file cache either; "not added" when the disk
+        # refuses the write, so no caller believes it holds a lock it never stored.
+        if self.has_key(key, version):
+            return False
+        self.set(key, value, timeout, version)
+        return not self._failing
+
+    def touch(self, key, timeout=DEFAULT_TIMEOUT, version=None):
+        try:
+            return super().touch(key, timeout, version)
+        except UNREADABLE as exc:
+            self._failed("write", exc)
+            return False
+
+    def delete(self, key, version=None):
+        try:
+            return super().delete(key, version)
+        except OSError as exc:
+            self._failed("delete", exc)
+            return False
+
+    def clear(self):
+        try:
+            super().clear()
+        except OSError as exc:
+            self._failed("clear", exc)

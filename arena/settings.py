@@ -183,7 +183,8 @@ if REDIS_CACHE_URL:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            # A full or read-only var/ = pages served uncached, never a 500.
+            "BACKEND": "arena.cache_backend.ResilientFileBasedCache",
             "LOCATION": str(VAR_DIR / "cache"),
         }
     }

@@ -186,7 +186,8 @@ def seed() -> dict:
     now = timezone.now()
     Decision.objects.bulk_create(
         Decision(entry=entries[0], week=100 + i, status="done", user_prompt=prompt,
-                 system_prompt="You trade.", claimed_at=now - timedelta(minutes=i))
+                 system_prompt="You trade.", claimed_at=now - timedelta(minutes=i),
+                 decided_at=now - timedelta(minutes=i))
         for i in range(200)
     )  # fmt: skip
     user = get_user_model()
@@ -529,6 +530,10 @@ def main() -> int:
         case_login(base)
         case_endpoint_exfiltration()
         case_slow_sockets(base)
+        # Issue 26, the web side, and issue 25's export numbers (bench/attack_web.py).
+        import attack_web
+
+        attack_web.run(sys.modules[__name__], base, ids)
         stop(web)
         case_redis_down()
         case_debug_secrets()

@@ -1,11 +1,14 @@
 """Staff views of the competition engine. Money and audit rows are read-only: they change only
 through the services (execution, settlement), never by hand-editing a balance."""
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
 from cohorts import decision_admin  # noqa: F401  (registers the decision audit)
 from cohorts.models import (
     Cohort,
+    Decision,
     Entry,
     LedgerEntry,
     Position,
@@ -15,6 +18,7 @@ from cohorts.models import (
     Universe,
 )
 from cohorts.seal_models import DecisionDigest, EventLogEntry, SealPublication, WeekSeal
+from core import clock
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -63,8 +67,62 @@ class PositionInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+def cohort_started(cohort: Cohort) -> bool:
+    """Whether the cohort is running: a live one from its first Sunday, any kind from its first
+    frozen universe or claimed decision (replay and demo run on their own simulated clock)."""
+    if cohort.kind == Cohort.Kind.LIVE and cohort.week_start <= clock.now():
+        return True
+    return (
+        Universe.objects.filter(cohort=cohort).exists()
+        or Decision.objects.filter(entry__cohort=cohort).exists()
+    )
+
+
+MAX_DECISION_WEEKS = 520  # ten years of Sundays: past that a number is a typo
+
+STATUS_REFUSED = (
+    "The status of a running cohort follows its calendar and is set by the snapshot job: "
+    "deciding weekly for its decision weeks, then tracking until every position settles, then "
+    "completed. Changed by hand it would stop its decisions or its snapshots (or restart them "
+    "after the sealed weeks), so it cannot be edited here."
+)
+WEEKS_REFUSED = (
+    "The number of decision weeks cannot change once the cohort has started (week 1 began "
+    "{start:%Y-%m-%d}): its models were told in their prompts how many weeks there are, and "
+    "its sealed weeks and scores count on it."
+)
+
+
+class CohortForm(forms.ModelForm):
+    """Refuses, as form errors, the edits that would break a running cohort."""
+
+    class Meta:
+        model = Cohort
+        fields = ["status", "decision_weeks", "label", "notes"]  # the rest is read-only
+
+    def clean(self):
+        cleaned = super().clean() or self.cleaned_data
+        cohort = self.instance  # still the stored values: the form has not been applied yet
+        weeks = cleaned.get("decision_weeks")
+        if weeks is not None and not 1 <= weeks <= MAX_DECISION_WEEKS:
+            self.add_error(
+                "decision_weeks", f"A cohort decides for 1 to {MAX_DECISION_WEEKS} weeks."
+            )
+        if cohort.pk is None or not {"status", "decision_weeks"} & set(self.changed_data):
+            return cleaned
+        if not cohort_started(cohort):
+            return cleaned
+        if "status" in self.changed_data:
+            self.add_error("status", ValidationError(STATUS_REFUSED, code="running"))
+        if "decision_weeks" in self.changed_data:
+            message = WEEKS_REFUSED.format(start=cohort.week_start)
+            self.add_error("decision_weeks", ValidationError(message, code="running"))
+        return cleaned
+
+
 @admin.register(Cohort)
 class CohortAdmin(admin.ModelAdmin):
+    form = CohortForm
     list_display = [
         "__str__",
         "kind",
@@ -84,6 +142,21 @@ class CohortAdmin(admin.ModelAdmin):
         "completed_at",
     ]
     inlines = [EntryInline]
+
+    def has_add_permission(self, request, obj=None):
+        return False  # cohorts are opened by open_cohort, with their entries and deposits
+
+    def get_actions(self, request):
+        # The bulk delete would skip the per-cohort check below.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a running cohort would take its sealed weeks and ledger with it.
+        if obj is not None and cohort_started(obj):
+            return False
+        return super().has_delete_permission(request, obj)
 
 
 @admin.register(Entry)

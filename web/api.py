@@ -286,7 +286,7 @@ def _is_number(v: Any) -> bool:
 
 
 @page(
-    {"status": params.choice(Market.Status.values), "q": params.text(), "limit": LIMIT,
+    {"status": params.choice(Market.Status.values), "q": params.search(), "limit": LIMIT,
      "offset": OFFSET},
     depends=("data",),
 )  # fmt: skip

@@ -6,7 +6,9 @@ static files, staff sessions or responses that set a cookie).
 
 The key is built only from what the page reads: its path, the query parameters it declares
 (normalised: `?range=1w` and `?range=1W` are one page) and, for pages with an htmx partial,
-whether the request asks for it. The view itself only sees the declared parameters, so the key
+whether the request asks for it, decided once (`wants_partial`) for the key and the view alike.
+Both answers carry `Vary` on the htmx headers, and a partial is sent `no-store`, so no browser
+or proxy serves one for the other. The view itself only sees the declared parameters, so the key
 cannot miss one it reads, and anything else (`?utm_source=...`, cache busters) neither makes a
 new entry nor forces a render.
 
@@ -47,16 +49,28 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
+from django.utils.cache import patch_cache_control, patch_vary_headers
+from django_htmx.middleware import HtmxDetails
 
 from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, scores_changed, versions
 from web.params import BadParameter, Param, bad_request
 
-__all__ = ["DATA_KEY", "PublicPageCacheMiddleware", "page", "render_lock"]
+__all__ = [
+    "DATA_KEY",
+    "PublicPageCacheMiddleware",
+    "is_partial",
+    "page",
+    "render_lock",
+    "wants_partial",
+]
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
+# The request headers that choose between a page and its htmx partial: a browser or proxy
+# cache must keep the two apart (Back after an hx-push-url must never show the bare partial).
+PARTIAL_VARY = ("HX-Request", "HX-Target", "HX-History-Restore-Request")
 
 Values = Mapping[str, Any]  # a page's parsed parameters, by parameter name
 Depends = tuple[str, ...] | Callable[[Values], tuple[str, ...]]
@@ -106,12 +120,33 @@ def page(
         def parsed(request, *args, **kwargs):
             held = getattr(request, "page_values", None)
             values = held[1] if held is not None and held[0] is spec else spec.read(request)
-            return view(request, *args, **kwargs, **spec.arguments(values))
+            request.page_partial = wants_partial(request, spec.htmx_target)
+            response = view(request, *args, **kwargs, **spec.arguments(values))
+            if spec.htmx_target is not None:
+                patch_vary_headers(response, PARTIAL_VARY)
+            return response
 
         parsed.page_spec = spec  # type: ignore[attr-defined]
         return parsed
 
     return mark
+
+
+def wants_partial(request, target: str | None) -> bool:
+    """Whether this request asks for the page's htmx partial (the element `target`): the one
+    answer both the cache key and the view use. Headers are read as django-htmx reads them
+    (URL-decoded under `HX-Request-URI-AutoEncoded: true`), so `HX-Request: %74rue` is a
+    partial request for both, never a partial stored under the full page's key. A history
+    restore (htmx re-fetching a page it has no snapshot of) needs the whole page."""
+    if target is None:
+        return False
+    htmx = HtmxDetails(request)
+    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
+
+
+def is_partial(request) -> bool:
+    """For a view under `@page`: render the htmx partial rather than the whole page."""
+    return bool(getattr(request, "page_partial", False))
 
 
 def _spec(request) -> PageSpec | None:
@@ -135,7 +170,7 @@ def _only_declared(request, spec: PageSpec) -> None:
         request.GET = kept
 
 
-def _page_id(request, spec: PageSpec, values: Values) -> str:
+def _page_id(request, spec: PageSpec, values: Values, partial: bool) -> str:
     """The canonical id of the page asked for: its path, each declared parameter that is not
     at its default (as parsed: `?range=1w` and `?range=1W` are one page) and whether the htmx
     partial was asked for."""
@@ -144,15 +179,8 @@ def _page_id(request, spec: PageSpec, values: Values) -> str:
         text = param.key(values[name])
         if text is not None:
             parts.append(f"{name}={quote(text, safe='')}")
-    partial = ""
-    htmx = request.headers.get("HX-Request") == "true"
-    if (
-        htmx
-        and spec.htmx_target is not None
-        and request.headers.get("HX-Target") == spec.htmx_target
-    ):
-        partial = ":partial"
-    return f"{request.method}:{request.path}?{'&'.join(parts)}{partial}"
+    kind = ":partial" if partial else ""
+    return f"{request.method}:{request.path}?{'&'.join(parts)}{kind}"
 
 
 def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
@@ -177,6 +205,14 @@ def _cacheable_response(response) -> bool:
         return False
     control = response.get("Cache-Control", "")
     return "no-store" not in control and "private" not in control
+
+
+def _for_browser(response, partial: bool):
+    # A fragment is never worth keeping in a browser: Chromium's Back reuses a cached response
+    # whatever its max-age, and a bare partial there is a page without header or CSS.
+    if partial:
+        patch_cache_control(response, no_store=True)
+    return response
 
 
 def _respond(stored, state: str) -> HttpResponse:
@@ -209,27 +245,33 @@ class PublicPageCacheMiddleware:
         except BadParameter as exc:
             return bad_request(request, str(exc))
         request.page_values = (spec, values)  # handed to the view by @page, not parsed again
-        page_id = _page_id(request, spec, values)
+        partial = wants_partial(request, spec.htmx_target)
+        page_id = _page_id(request, spec, values, partial)
         _only_declared(request, spec)
         if not settings.ARENA_PAGE_CACHE or not _anonymous(request):
-            return self.get_response(request)
+            return _for_browser(self.get_response(request), partial)
         key = f"arena:page:{page_id}"
         found = cache.get_many([*KEYS, key])
         tokens = versions(found)
         # Read before rendering: the page is stored under tokens at least as old as its rows.
         current = tuple(tokens[k] for k in spec.version_keys(values))
         if None in current:  # the cache is unreachable: render, uncached
-            return self.get_response(request)
+            return _for_browser(self.get_response(request), partial)
         stored = found.get(key)
         if stored is not None and stored[0] == current:
-            return _respond(stored[1], "hit")
-        if stored is not None and not cache.add(
-            render_lock(current, page_id), 1, RENDER_LOCK_SECONDS
+            return _for_browser(_respond(stored[1], "hit"), partial)
+        lock = render_lock(current, page_id)
+        # "Not added" is also what a cache that cannot write says (a full disk): the previous
+        # version is served only while another request really holds the lock.
+        if (
+            stored is not None
+            and not cache.add(lock, 1, RENDER_LOCK_SECONDS)
+            and cache.has_key(lock)
         ):
-            return _respond(stored[1], "stale")
+            return _for_browser(_respond(stored[1], "stale"), partial)
         response = self.get_response(request)
         if _cacheable_response(response):
             content = (response.status_code, list(response.items()), response.content)
             cache.set(key, (current, content), PAGE_TTL)
         response["X-Cache"] = "miss"
-        return response
+        return _for_browser(response, partial)

@@ -18,7 +18,9 @@ a date that is unreadable or outside FIRST_DAY..LAST_DAY answers 400, never a si
 
 Every row carries its cohort's kind, so replay and demo rows can never pass for live ones, and
 whether its competitor is simulated (the built-in simulated model endpoint, not a real model).
-Money columns are strings with two decimals, as in the JSON API. Every row also carries a seal
+Money columns are strings with two decimals, as in the JSON API. Every number is written
+positionally and every CSV cell that a spreadsheet would run as a formula is defused
+(web/export_text.py). Every row also carries a seal
 hash (docs/verification.md): `record_hash` (+ `week_root`) of a decision, `decision_hash` of the
 decision a trade or forecast came from, `cohort_root` for snapshots and scores. `seals.json` is the
 full sealed record that `arena verify --export` checks (whole cohorts, JSON only).
@@ -49,6 +51,7 @@ from cohorts.seal_models import DecisionDigest, WeekSeal
 from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
 from web import params
+from web.export_text import csv_cell, json_row, number_text
 
 DEFAULT_DAYS = 90
 DEFAULT_LIMIT = 10_000
@@ -418,8 +421,8 @@ def empty_note(what: str, b: Bounds) -> str | None:
 
 def _plain(v: Any) -> Any:
     if isinstance(v, Decimal):
-        # Money fields have two places; shares and prices keep theirs.
-        return str(v)
+        # Money fields have two places; shares and prices keep theirs; never "0E-10".
+        return number_text(v)
     if isinstance(v, datetime):
         return v.isoformat()
     return v
@@ -465,9 +468,7 @@ def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
         [c for c, _ in spec.columns] + (["cohort_root"] if spec.cohort_root else [])
     )
     for row in source:
-        yield writer.writerow(
-            [json.dumps(v) if isinstance(v, dict | list) else v for v in row.values()]
-        )
+        yield writer.writerow([csv_cell(v) for v in row.values()])
 
 
 def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Iterator[str]:
@@ -487,7 +488,7 @@ def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Ite
     yield json.dumps(head)[:-1] + ', "rows": ['
     n = 0
     for row in source:
-        yield ("\n" if n == 0 else ",\n") + json.dumps(row, separators=(",", ":"))
+        yield ("\n" if n == 0 else ",\n") + json_row(row)
         n += 1
     # Known only at the end: whether the cap cut the export short.
     yield f'\n], "row_cap_reached": {json.dumps(n >= b.limit)}}}\n'

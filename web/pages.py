@@ -34,7 +34,7 @@ from web import (
     standings,
     visitor_reads,
 )
-from web.cache import page
+from web.cache import is_partial, page
 from web.plain_text import strip_markdown
 from web.templatetags.arena import version
 
@@ -77,10 +77,6 @@ RANGE = params.choice(charts.RANGES, charts.DEFAULT_RANGE, fold_case=True, arg="
 REPLICATE = params.integer(1, MAX_REPLICATE, 1)
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return bool(getattr(request, "htmx", False))
-
-
 @page(
     {"scope": SCOPE, "sort": params.choice(selectors.SORTABLE, "rank"),
      "dir": params.choice(("asc", "desc"), arg="direction"), "range": RANGE,
@@ -120,7 +116,7 @@ def home(
             "columns": _leaderboard_columns(scope, sort, descending, board.headline),
             "run_method": version(run.methodology_version) if run else "",
         }
-        if _htmx(request) and request.headers.get("HX-Target") == "leaderboard-table":
+        if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
         cohorts = selectors.scope_cohorts(scope)
         context["rescoring"] = visitor_reads.rescoring_since(scope, run)
@@ -348,7 +344,7 @@ def _coloured(payload: dict | None, competitor: Competitor) -> dict | None:
 
 
 @page(
-    {"q": params.text(), "status": params.choice(Market.Status.values),
+    {"q": params.search(), "status": params.choice(Market.Status.values),
      "page": params.integer(1, MAX_PAGE, 1, arg="number")},
     depends=("data",),
     htmx_target="market-results",
@@ -365,7 +361,7 @@ def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpR
         "status": status,
         "statuses": Market.Status.choices,
     }
-    if _htmx(request) and request.headers.get("HX-Target") == "market-results":
+    if is_partial(request):
         return render(request, "arena/market_list.html#market-results", context)
     return render(request, "arena/market_list.html", context)
 

@@ -110,6 +110,23 @@ def text(max_length: int = MAX_TEXT, *, arg: str | None = None) -> Param:
     return Param(lambda name, raw: parse_text(name, raw, max_length), "", arg)
 
 
+# Upper-case ASCII letters to lower case, nothing else: both engines match ASCII letters without
+# regard to case (SQLite's LIKE only those, PostgreSQL's UPPER() every script).
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def parse_search(name: str, raw: str | None, max_length: int = MAX_TEXT) -> str:
+    """A search as it matches: runs of whitespace are one space (none at the ends) and ASCII
+    letters lower case, so every spelling of one search is one cached page, not one each."""
+    return " ".join(parse_text(name, raw, max_length).split()).translate(ASCII_LOWER)
+
+
+def search(max_length: int = MAX_TEXT, *, arg: str | None = None) -> Param:
+    """A case-insensitive search over stored text, normalised as it matches (parse_search):
+    the page shows the normalised form back."""
+    return Param(lambda name, raw: parse_search(name, raw, max_length), "", arg)
+
+
 def bad_request(request: HttpRequest, message: str) -> HttpResponse:
     line = " ".join(message.split())
     if request.path.startswith(API_PREFIX):
