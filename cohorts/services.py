@@ -73,6 +73,20 @@ def _as_week_start(week_start: date | datetime) -> datetime:
     return value
 
 
+class NoCompetitors(ValueError):
+    """Opening a cohort would give it no entry."""
+
+
+def entrants_waiting(cohort: Cohort):
+    """Active competitors without an entry in `cohort`: added (or activated) after it opened,
+    they take part from the next cohort on."""
+    return (
+        Competitor.objects.filter(active=True)
+        .exclude(pk__in=cohort.entries.values("competitor_id"))
+        .order_by("slug")
+    )
+
+
 def open_cohort(
     week_start: date | datetime | None = None,
     *,
@@ -80,6 +94,7 @@ def open_cohort(
     label: str = "",
     competitors=None,
     at: datetime | None = None,
+    refuse_empty: bool = False,
 ) -> tuple[Cohort, bool]:
     """Open the cohort of `kind` for the week (default: the week containing `at`).
 
@@ -87,8 +102,22 @@ def open_cohort(
     on (kind, week_start) decides the race; the loser gets the winner's cohort. Each active
     competitor (or each of `competitors`) gets `replicates` entries, each funded by a DEPOSIT
     ledger row, all in the cohort's transaction.
+
+    With `refuse_empty` (the operator's verb and the beat), a cohort that would have no entry
+    is not created: NoCompetitors says why. Entries are fixed when a cohort opens, so an empty
+    week opened by mistake would stay empty, and competitors added later join the next one.
     """
     start = _as_week_start(week_start) if week_start is not None else week_start_for(_now(at))
+    if refuse_empty and competitors is None:
+        existing = Cohort.objects.filter(kind=kind, week_start=start).first()
+        if existing is not None:
+            return existing, False
+        if not Competitor.objects.filter(active=True).exists():
+            raise NoCompetitors(
+                f"no active competitor: not opening the {start:%Y-%m-%d} cohort with 0 entries "
+                "(`manage.py migrate` seeds the default lineup on a new database; "
+                "add or activate competitors in the admin)"
+            )
     with transaction.atomic():
         try:
             # The savepoint keeps the outer transaction usable after an IntegrityError.

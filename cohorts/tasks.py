@@ -40,7 +40,7 @@ def open_cohort(week_start: str | None = None) -> int:
     (YYYY-MM-DD). Returns the cohort id."""
     with job_run("open_cohort") as summary:
         week = None if week_start is None else date.fromisoformat(week_start)
-        cohort, created = services.open_cohort(week)
+        cohort, created = services.open_cohort(week, refuse_empty=True)
         summary.update(cohort=cohort.pk, created=created)
     return cohort.pk
 
