@@ -31,26 +31,40 @@ def decide(cmd, options) -> None:
     if week is not None and cohort_id is None:
         raise CommandError("--week needs --cohort (weeks are counted per cohort)")
     started = clock.now()
+    refused: list[dict] = []
     count = decisions.decide(
-        cohort=cohort_id, week=week, sync=options.get("sync", False), enqueue=enqueue_decisions
+        cohort=cohort_id,
+        week=week,
+        sync=options.get("sync", False),
+        enqueue=enqueue_decisions,
+        refused=refused,
     )
+    failed = 0
     if count == 0:
-        cmd.stdout.write("no entries to decide (no decision-eligible cohort this week)")
-        return
-    if not options.get("sync"):
+        if not refused:
+            cmd.stdout.write("no entries to decide (no decision-eligible cohort this week)")
+    elif not options.get("sync"):
         cmd.stdout.write(f"queued {count} decisions for the Celery workers")
-        return
-    ran = list(
-        Decision.objects.filter(claimed_at__gte=started)
-        .select_related("entry__competitor", "entry__cohort")
-        .order_by("entry__cohort_id", "week", "entry__competitor__slug", "entry_id")
-    )
-    cmd.stdout.write(f"decided {count} entries: {_status_summary(ran)}")
-    for line in _not_done_lines(ran):
-        cmd.stdout.write(line)
-    failed = sum(d.status == Decision.Status.FAILED for d in ran)
+    else:
+        ran = list(
+            Decision.objects.filter(claimed_at__gte=started)
+            .select_related("entry__competitor", "entry__cohort")
+            .order_by("entry__cohort_id", "week", "entry__competitor__slug", "entry_id")
+        )
+        cmd.stdout.write(f"decided {count} entries: {_status_summary(ran)}")
+        for line in _not_done_lines(ran):
+            cmd.stdout.write(line)
+        failed = sum(d.status == Decision.Status.FAILED for d in ran)
+    for r in refused:
+        cmd.stdout.write(f"refused: cohort={r['cohort']} week={r['week']} reason={r['reason']}")
+    problems = []
     if failed:
-        raise CommandError(f"{failed} decision{'s' if failed != 1 else ''} failed (listed above)")
+        problems.append(f"{failed} decision{'s' if failed != 1 else ''} failed")
+    if refused:
+        n = len(refused)
+        problems.append(f"{n} cohort week{'s' if n != 1 else ''} refused")
+    if problems:
+        raise CommandError(f"{' and '.join(problems)} (listed above)")
 
 
 def _status_summary(ran: list[Decision]) -> str:

@@ -250,6 +250,10 @@ class _Book:
     cash: Decimal
     markets: dict[int, Market]
     positions: dict[int, Position]
+    # A late decision (see cohorts/decisions.UNIVERSE_PRICE_WINDOW) trades only at market quotes
+    # marked at or after `fresh_after`, and records the price its prompt showed (`shown`).
+    fresh_after: datetime | None = None
+    shown: PriceBook | None = None
 
 
 def _decimal(value) -> Decimal | None:
@@ -261,11 +265,16 @@ def _decimal(value) -> Decimal | None:
 
 
 def _order_price(
-    prices: PriceBook | None, market: Market, outcome: str
+    prices: PriceBook | None, market: Market, outcome: str, fresh_after: datetime | None = None
 ) -> tuple[Decimal | None, str]:
-    """The decision's quote when it has one, else the market's latest quote."""
+    """The decision's quote when it has one, else the market's latest quote (none when it was
+    marked before `fresh_after`: a late decision never trades at a stale price)."""
     if prices and (market.pk, outcome) in prices:
         return _decimal(prices[(market.pk, outcome)]), "decision"
+    if fresh_after is not None and (
+        market.last_priced_at is None or market.last_priced_at < fresh_after
+    ):
+        return None, "stale"
     return outcome_price(market, None, outcome), "market"
 
 
@@ -288,7 +297,9 @@ def _valid(value: object) -> Decimal:
     return number
 
 
-def _price_problem(price: Decimal | None, where: str) -> str | None:
+def _price_problem(price: Decimal | None, source: str, where: str) -> str | None:
+    if price is None and source == "stale":
+        return f"{where}: no price marked recently enough to trade at (the market's is stale)"
     if price is None:
         return f"{where}: no price"
     if not (Decimal(0) < price < Decimal(1)):
@@ -320,7 +331,7 @@ def _validate(
         if bet.outcome not in (market.outcomes or []):
             reasons.append(f"{where}: unknown outcome (choose from {', '.join(market.outcomes)})")
             continue
-        problem = _price_problem(_order_price(prices, market, bet.outcome)[0], where)
+        problem = _price_problem(*_order_price(prices, market, bet.outcome, book.fresh_after), where)
         if problem:
             reasons.append(problem)
 
@@ -352,7 +363,9 @@ def _validate(
         if problem or market is None:
             reasons.append(f"{where}: {problem}")
             continue
-        problem = _price_problem(_order_price(prices, market, position.outcome)[0], where)
+        problem = _price_problem(
+            *_order_price(prices, market, position.outcome, book.fresh_after), where
+        )
         if problem:
             reasons.append(problem)
             continue
@@ -391,13 +404,20 @@ def _load_book(entry_id: int, bets, sells, *, lock: bool) -> _Book:
 
 
 def check_orders(
-    entry: Entry, bets: list[BetOrder], sells: list[SellOrder], prices: PriceBook | None
+    entry: Entry,
+    bets: list[BetOrder],
+    sells: list[SellOrder],
+    prices: PriceBook | None,
+    *,
+    fresh_after: datetime | None = None,
 ) -> list[str]:
     """Every rule, without writing: an empty list means execute_orders would accept the orders.
 
     Reads the entry's current cash from the database (not the possibly stale `entry.cash`).
     """
-    return _validate(_load_book(entry.pk, bets, sells, lock=False), list(bets), list(sells), prices)
+    book = _load_book(entry.pk, bets, sells, lock=False)
+    book.fresh_after = fresh_after
+    return _validate(book, list(bets), list(sells), prices)
 
 
 def _shares_to_sell(position: Position, pct: Decimal) -> Decimal:
@@ -414,18 +434,23 @@ def execute_orders(
     *,
     decision=None,
     at: datetime | None = None,
+    fresh_after: datetime | None = None,
+    shown: PriceBook | None = None,
 ) -> list[Trade]:
     """Apply a decision's SELLs then BETs in one transaction, or nothing at all.
 
     Raises ExecutionError(reasons) when any item breaks a rule (checked again under the
     locks, so a decision validated earlier cannot overspend after a concurrent change).
     Prices come from `prices` (the quotes the decision saw) and, for items it lacks, from
-    the market's latest quote. Sells run first; the 25% limit is on the cash before them.
+    the market's latest quote, which must be marked at or after `fresh_after` when that is
+    given; the price `shown` to the decision is then kept in the trade's quote beside the one
+    it executed at. Sells run first; the 25% limit is on the cash before them.
     """
     at = _now(at)
     bets, sells = list(bets), list(sells)
     with transaction.atomic():
         book = _load_book(entry.pk, bets, sells, lock=True)
+        book.fresh_after, book.shown = fresh_after, shown
         reasons = _validate(book, bets, sells, prices)
         if reasons:
             raise ExecutionError(reasons)
@@ -443,17 +468,25 @@ def execute_orders(
     return trades
 
 
-def _quote(prices: PriceBook | None, market: Market, outcome: str) -> tuple[Decimal, dict]:
-    price, source = _order_price(prices, market, outcome)
+def _quote(
+    prices: PriceBook | None, market: Market, outcome: str, book: _Book
+) -> tuple[Decimal, dict]:
+    price, source = _order_price(prices, market, outcome, book.fresh_after)
     if price is None:  # _validate refuses an order without a price; this is its guard
         raise ExecutionError([f"market {market.pk}: no price for {outcome!r}"])
-    return price, {"price": str(price), "source": source, "last_prices": market.last_prices}
+    quote = {"price": str(price), "source": source, "last_prices": market.last_prices}
+    shown = (book.shown or {}).get((market.pk, outcome))
+    if book.fresh_after is not None:
+        # Re-priced at execution: both prices, and when the executed one was marked.
+        quote["shown_price"] = str(shown) if shown is not None else None
+        quote["priced_at"] = market.last_priced_at.isoformat() if market.last_priced_at else None
+    return price, quote
 
 
 def _buy(entry: Entry, book: _Book, bet: BetOrder, prices, decision, at: datetime) -> Trade:
     market = book.markets[bet.market_id]
     amount = _valid(bet.amount)
-    price, quote = _quote(prices, market, bet.outcome)
+    price, quote = _quote(prices, market, bet.outcome, book)
     shares = (amount / price).quantize(SHARE_PLACES, rounding=ROUND_DOWN)
     position = next(
         (
@@ -504,7 +537,7 @@ def _sell(entry: Entry, book: _Book, sell: SellOrder, prices, decision, at: date
     position = book.positions[sell.position_id]
     market = book.markets[position.market_id]
     pct = _valid(sell.percentage)
-    price, quote = _quote(prices, market, position.outcome)
+    price, quote = _quote(prices, market, position.outcome, book)
     shares = _shares_to_sell(position, pct)
     proceeds = (shares * price).quantize(CENT, rounding=ROUND_DOWN)
     if shares == position.shares:

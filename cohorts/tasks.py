@@ -98,8 +98,13 @@ def backfill_held_markets() -> dict:
 def decide(cohort_id: int | None = None, week: int | None = None) -> int:
     """Enqueue this week's decisions for every decision-eligible live cohort."""
     with job_run("decide") as summary:
-        count = decisions.decide(cohort=cohort_id, week=week, enqueue=enqueue_decisions)
+        refused: list[dict] = []
+        count = decisions.decide(
+            cohort=cohort_id, week=week, enqueue=enqueue_decisions, refused=refused
+        )
         summary["entries"] = count
+        if refused:
+            summary["refused"] = refused
     return count
 
 
