@@ -48,7 +48,9 @@ def open_cohort(cmd, options) -> None:
     line = f"{verb} {cohort} (id {cohort.pk}) with {cohort.entries.count()} entries"
     waiting = list(services.entrants_waiting(cohort).values_list("slug", flat=True))
     if waiting:
-        shown = ", ".join(waiting[:10]) + (f" and {len(waiting) - 10} more" if len(waiting) > 10 else "")
+        shown = ", ".join(waiting[:10]) + (
+            f" and {len(waiting) - 10} more" if len(waiting) > 10 else ""
+        )
         line += (
             f"; {len(waiting)} active competitor{'s' if len(waiting) != 1 else ''} without an "
             f"entry ({shown}) join the next week's cohort: entries are fixed when a cohort opens"

@@ -97,7 +97,7 @@ def decide(
     their own universe first (freeze_universe with explicit markets/prices) and then call this
     with sync=True; the existing universe is reused.
 
-    A week whose universe is empty (the sync failing, no fresh market) is refused: no entry
+    A live week whose universe is empty (the sync failing, no fresh market) is refused: no entry
     runs, so nothing is claimed and nothing is sealed on nothing. Each refusal is logged and,
     when `refused` is given, appended to it as {"cohort", "week", "reason"}.
     """
@@ -115,7 +115,7 @@ def decide(
         except EmptyUniverse as exc:
             _refuse(c, w, str(exc), refused)
             continue
-        if not universe.markets:
+        if not universe.markets and c.kind == Cohort.Kind.LIVE:
             _refuse(c, w, "its frozen universe holds no market", refused)
             continue
         entry_ids = _pending_entry_ids(c, w)

@@ -3,10 +3,10 @@
 from django.db.models.signals import post_delete, post_migrate
 from django.dispatch import receiver
 
-from cohorts import first_run, series, settlement
+from cohorts import first_run, series, settlement, snapshots
 from cohorts.models import Entry
 from markets.models import Market
-from markets.signals import market_resolved
+from markets.signals import market_resolved, scope_time
 
 
 @receiver(market_resolved, sender=Market, dispatch_uid="cohorts.after_resolution")
@@ -23,3 +23,8 @@ def forget_entry_series(sender, instance, **kwargs):
 def seed_lineup(sender, using="default", stdout=None, verbosity=1, **kwargs):
     if sender.name == "cohorts":  # sent once per app; answer once
         first_run.seed_lineup_after_migrate(using, stdout if verbosity else None)
+
+
+@receiver(scope_time, sender=Market, dispatch_uid="cohorts.scope_time")
+def market_scope_time(sender, market, **kwargs):
+    return snapshots.scope_time_of(market)

@@ -331,7 +331,9 @@ def _validate(
         if bet.outcome not in (market.outcomes or []):
             reasons.append(f"{where}: unknown outcome (choose from {', '.join(market.outcomes)})")
             continue
-        problem = _price_problem(*_order_price(prices, market, bet.outcome, book.fresh_after), where)
+        problem = _price_problem(
+            *_order_price(prices, market, bet.outcome, book.fresh_after), where
+        )
         if problem:
             reasons.append(problem)
 

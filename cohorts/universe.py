@@ -68,11 +68,12 @@ def freeze_universe(
     if existing is not None:
         return existing
     at = at or clock.now()
-    chosen_here = markets is None
+    # Live only: replay and demo bring their own markets on their own clock.
+    refuse_empty = markets is None and cohort.kind == Cohort.Kind.LIVE
     if markets is None:
         markets = _candidate_markets(cohort, at)
     items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)
-    if chosen_here and not items:
+    if refuse_empty and not items:
         # Nothing is frozen, so a later run (once the sync is back) freezes a real universe.
         raise EmptyUniverse(universe_problem(cohort, week, at) or "no market with a price")
     sample = forecast_sample_ids(items, cohort, week, size=sample_size)

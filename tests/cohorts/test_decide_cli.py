@@ -47,7 +47,9 @@ def test_decide_names_each_failure_and_skip_and_fails_when_one_failed(server):
         call_command("arena", "decide", "--cohort", str(cohort.pk), "--week", "1", "--sync",
                      stdout=out)  # fmt: skip
 
-    by_slug = {d.entry.competitor.slug: d for d in Decision.objects.select_related("entry__competitor")}
+    by_slug = {
+        d.entry.competitor.slug: d for d in Decision.objects.select_related("entry__competitor")
+    }
     lines = out.getvalue().splitlines()
     assert lines[0] == "decided 3 entries: 1 done, 1 failed, 1 skipped"
     failed, skipped = by_slug["typo"], by_slug["no-key"]

@@ -95,7 +95,11 @@ def test_competitors_added_after_the_week_opened_are_told_they_join_the_next_one
     make_competitor(slug="later")
     out = StringIO()
     call_command("arena", "open-cohort", "--week", "2026-11-15", stdout=out)
-    assert out.getvalue().strip().endswith(
-        "with 1 entries; 2 active competitors without an entry (late, later) join the next "
-        "week's cohort: entries are fixed when a cohort opens"
+    assert (
+        out.getvalue()
+        .strip()
+        .endswith(
+            "with 1 entries; 2 active competitors without an entry (late, later) join the next "
+            "week's cohort: entries are fixed when a cohort opens"
+        )
     )
