@@ -31,5 +31,11 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=25, hour=4),
     },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
+    # Worker liveness for /healthz; expires so a backlog after an outage is not a burst of them.
+    "heartbeat": {
+        "task": "arena.tasks.heartbeat",
+        "schedule": 60.0,
+        "options": {"expires": 55},
+    },
 }
 app.conf.beat_schedule = BEAT_SCHEDULE

@@ -83,6 +83,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz first: a local probe must not meet the host check or the HTTPS redirect.
+    "arena.health.HealthzMiddleware",
     "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
