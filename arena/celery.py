@@ -5,12 +5,28 @@ safe to run twice at once because the services claim their work with unique cons
 conditional UPDATEs.
 """
 
+import logging
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+
+
+@signals.setup_logging.connect
+def _one_log_format(loglevel=None, **kwargs) -> None:
+    """Celery would install its own handlers and format on the worker's and beat's root logger;
+    answering this signal keeps Django's LOGGING (arena/logfmt.py) in charge, so the worker and
+    beat write the same key=value lines as the web. `--loglevel` still sets the level."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
+
 
 app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")

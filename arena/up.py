@@ -1,7 +1,10 @@
 """`arena up`: migrate, seed the default lineup, then run web + Celery worker + beat.
 
-The three processes run in the foreground as children; Ctrl-C (or SIGTERM) stops all of them
-and waits for them to exit, so nothing is left running.
+The three processes run in the foreground as children, each in its own session so that the
+terminal's Ctrl-C reaches only `up`: it then stops them in order with SIGTERM (gunicorn and
+Celery's graceful stop) and waits, so nothing is left running and nothing is killed mid-way
+(a Ctrl-C delivered to every process at once made gunicorn SIGKILL its workers and log "Perhaps
+out of memory?"). Each child logs in the one key=value format with its role (web, worker, beat).
 """
 
 import os
@@ -46,6 +49,8 @@ def _commands(options) -> list[tuple[str, list[str]]]:
                 "-",
                 "--graceful-timeout",
                 "5",
+                "--config",
+                str(settings.BASE_DIR / "gunicorn.conf.py"),
             ],
         )
     ]
@@ -125,7 +130,9 @@ def up(cmd, options) -> None:
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
     children: list[tuple[str, subprocess.Popen]] = []
     for name, argv in _commands(options):
-        children.append((name, subprocess.Popen(argv, env=env)))
+        # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
+        child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name}, start_new_session=True)
+        children.append((name, child))
     try:
         _wait_until_listening(children, host, port)
     except BaseException:
@@ -145,6 +152,7 @@ def up(cmd, options) -> None:
         stopping = True
 
     signal.signal(signal.SIGTERM, _stop)
+    why = "stopping on SIGTERM"
     try:
         while not stopping:
             for name, proc in children:
@@ -154,11 +162,18 @@ def up(cmd, options) -> None:
                     break
             time.sleep(0.5)
     except KeyboardInterrupt:
-        pass
+        why = "stopping on Ctrl-C"
     finally:
-        _shutdown(children)
+        if not failed:
+            cmd.stdout.write(f"{why}: {', '.join(n for n, _ in children)}")
+            cmd.stdout.flush()
+        codes = _shutdown(children)
     if failed:
         raise CommandError(failed)
+    unclean = [f"{name} exited with {code}" for name, code in codes if code != 0]
+    if unclean:
+        raise CommandError(f"stopped, but {'; '.join(unclean)}")
+    cmd.stdout.write("stopped cleanly: every process exited with 0")
 
 
 def _wait_until_listening(children, host: str, port: int) -> None:
@@ -175,7 +190,8 @@ def _wait_until_listening(children, host: str, port: int) -> None:
         time.sleep(0.2)
 
 
-def _shutdown(children) -> None:
+def _shutdown(children) -> list[tuple[str, int]]:
+    """SIGTERM every child still running, wait (SIGKILL after 15 s); their exit codes."""
     for _, proc in children:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -187,3 +203,4 @@ def _shutdown(children) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    return [(name, proc.returncode) for name, proc in children]

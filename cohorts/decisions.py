@@ -57,7 +57,7 @@ from cohorts.services import (
     execute_orders,
 )
 from cohorts.universe import EmptyUniverse, freeze_universe, position_views, price_book
-from core import clock
+from core import clock, logcontext
 from core.versions import data_changed
 
 log = logging.getLogger(__name__)
@@ -129,9 +129,7 @@ def decide(
 
 
 def _refuse(cohort: Cohort, week: int, reason: str, refused: list[dict] | None) -> None:
-    log.warning(
-        "decisions refused cohort=%s week=%s reason=%s", cohort.pk, week, reason
-    )  # fmt: skip
+    log.warning("decisions refused", extra={"cohort": cohort.pk, "week": week, "reason": reason})
     if refused is not None:
         refused.append({"cohort": cohort.pk, "week": week, "reason": reason})
 
@@ -205,23 +203,34 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     """
     at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
-    decision = claim_decision(entry_id, week)
-    if decision is None:
-        return Decision.objects.get(entry_id=entry_id, week=week)
+    # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
+    with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
+        decision = claim_decision(entry_id, week)
+        if decision is None:
+            return Decision.objects.get(entry_id=entry_id, week=week)
+        with logcontext.bound(decision=decision.pk):
+            _run_claimed(decision, entry, week, at)
+            decision.refresh_from_db()
+            log.info(
+                "decision finished",
+                extra={"status": decision.status, "reason": decision.error or decision.hold_reason},
+            )
+            seals.after_decision(decision)  # seals the week once its last decision is final
+    return decision
+
+
+def _run_claimed(decision: Decision, entry: Entry, week: int, at: datetime) -> None:
     run = _Run(decision, entry, week, at)
     try:
         run.execute()
     except ClaimLost:
-        log.warning("decision %s: claim lost to another runner; results dropped", decision.pk)
+        log.warning("claim lost to another runner; results dropped")
     except TRANSIENT_DB_ERRORS:
         _finish(decision, Decision.Status.RETRYABLE, error="transient database error; will retry")
         raise
     except Exception as exc:
-        log.exception("decision %s failed", decision.pk)
+        log.exception("decision failed")
         _finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
-    decision.refresh_from_db()
-    seals.after_decision(decision)  # seals the week once its last decision is final
-    return decision
 
 
 def _finish(decision: Decision, status: str, **fields: object) -> bool:
