@@ -19,6 +19,8 @@ import redis
 from celery.beat import PersistentScheduler
 from django.conf import settings
 
+from core import clock
+
 log = logging.getLogger(__name__)
 
 LOCK_KEY = "arena:beat-lock"
@@ -148,7 +150,9 @@ class SingleBeatScheduler(PersistentScheduler):
         if not held:
             # Someone else took over (we stalled past the TTL): stop rather than double-schedule.
             raise SystemExit("beat lost its schedule lock; exiting so only one beat schedules")
-        interval = super().tick(*args, **kwargs)
+        # The schedule runs on the arena's clock (arena/celery.py): an interval until the next
+        # due entry is in arena seconds, which pass `rate` times faster than the wall's.
+        interval = super().tick(*args, **kwargs) / clock.rate()
         # Wake up often enough to refresh the lock well before it expires.
         return min(interval, LOCK_TTL_SECONDS / 3)
 

@@ -9,7 +9,9 @@ import logging
 import os
 
 from celery import Celery, signals
-from celery.schedules import crontab
+from celery.schedules import crontab as _crontab
+
+from core import clock
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
 
@@ -32,6 +34,14 @@ app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+
+def crontab(**fields) -> _crontab:
+    """A crontab read on the arena's clock (core.clock: accelerated in a rehearsal, the wall
+    clock live), so beat sends Sunday's decisions when the arena's Sunday comes. Only the
+    schedule uses it: countdowns and expiries stay on the wall clock the workers compare with."""
+    return _crontab(nowfun=clock.now, **fields)
+
+
 BEAT_SCHEDULE = {
     "sync-markets": {"task": "markets.tasks.sync_markets", "schedule": crontab(minute="*/15")},
     "resolve-markets": {"task": "markets.tasks.resolve_markets", "schedule": crontab(minute=7)},
@@ -47,7 +57,8 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=25, hour=4),
     },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
-    # Worker liveness for /healthz; expires so a backlog after an outage is not a burst of them.
+    # Worker liveness for /healthz, on the wall clock (it measures processes, not the arena);
+    # expires so a backlog after an outage is not a burst of them.
     "heartbeat": {
         "task": "arena.tasks.heartbeat",
         "schedule": 60.0,

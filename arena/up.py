@@ -18,6 +18,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from core import clock
+
 LISTEN_TIMEOUT = 60  # seconds the web server may take to start listening
 
 
@@ -128,6 +130,9 @@ def up(cmd, options) -> None:
 
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+    if env.get("ARENA_CLOCK_RATE") or env.get("ARENA_CLOCK_START"):
+        # One anchor for web, worker and beat, so the three agree on the accelerated time.
+        env.setdefault("ARENA_CLOCK_ANCHOR", clock.wall().isoformat())
     children: list[tuple[str, subprocess.Popen]] = []
     for name, argv in _commands(options):
         # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
