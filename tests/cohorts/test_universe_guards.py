@@ -16,6 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from cohorts import seals
 from cohorts.decisions import UNIVERSE_PRICE_WINDOW, decide, run_decision
 from cohorts.models import Decision, Trade, Universe
 from cohorts.seal_models import WeekSeal
@@ -78,6 +79,8 @@ def test_decide_refuses_a_week_without_any_market():
                            "(has the market sync run?)")  # fmt: skip
     assert error == "1 cohort week refused (listed above)"
     _nothing_happened(cohort)
+    seals.upkeep(AT + timedelta(days=2))  # the snapshot tick's sealing, well past the deadline
+    _nothing_happened(cohort)  # nothing sealed on nothing
 
 
 def test_decide_refuses_markets_the_sync_has_not_refreshed_then_runs_once_it_has():
