@@ -8,7 +8,7 @@ from datetime import date
 from django.core.management.base import CommandError
 
 from cohorts import doctor as doctor_checks
-from cohorts import seals, series, services, settlement, snapshots
+from cohorts import lineup, seals, series, services, settlement, snapshots
 from cohorts.models import Cohort
 from core import clock
 
@@ -42,11 +42,11 @@ def open_cohort(cmd, options) -> None:
             label=options.get("label") or "",
             refuse_empty=True,
         )
-    except services.NoCompetitors as exc:
+    except lineup.NoCompetitors as exc:
         raise CommandError(str(exc)) from exc
     verb = "opened" if created else "already open:"
     line = f"{verb} {cohort} (id {cohort.pk}) with {cohort.entries.count()} entries"
-    waiting = list(services.entrants_waiting(cohort).values_list("slug", flat=True))
+    waiting = list(lineup.entrants_waiting(cohort).values_list("slug", flat=True))
     if waiting:
         shown = ", ".join(waiting[:10]) + (
             f" and {len(waiting) - 10} more" if len(waiting) > 10 else ""

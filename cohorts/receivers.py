@@ -3,7 +3,7 @@
 from django.db.models.signals import post_delete, post_migrate
 from django.dispatch import receiver
 
-from cohorts import first_run, series, settlement, snapshots
+from cohorts import lineup, series, settlement, snapshots
 from cohorts.models import Entry
 from markets.models import Market
 from markets.signals import market_resolved, scope_time
@@ -22,7 +22,7 @@ def forget_entry_series(sender, instance, **kwargs):
 @receiver(post_migrate, dispatch_uid="cohorts.seed_lineup_after_migrate")
 def seed_lineup(sender, using="default", stdout=None, verbosity=1, **kwargs):
     if sender.name == "cohorts":  # sent once per app; answer once
-        first_run.seed_lineup_after_migrate(using, stdout if verbosity else None)
+        lineup.seed_lineup_after_migrate(using, stdout if verbosity else None)
 
 
 @receiver(scope_time, sender=Market, dispatch_uid="cohorts.scope_time")

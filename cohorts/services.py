@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
+from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
 from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
@@ -71,20 +72,6 @@ def _as_week_start(week_start: date | datetime) -> datetime:
             f"week_start must be a Sunday 00:00 UTC, got {value:%Y-%m-%d %H:%M} ({value:%A})"
         )
     return value
-
-
-class NoCompetitors(ValueError):
-    """Opening a cohort would give it no entry."""
-
-
-def entrants_waiting(cohort: Cohort):
-    """Active competitors without an entry in `cohort`: added (or activated) after it opened,
-    they take part from the next cohort on."""
-    return (
-        Competitor.objects.filter(active=True)
-        .exclude(pk__in=cohort.entries.values("competitor_id"))
-        .order_by("slug")
-    )
 
 
 def open_cohort(

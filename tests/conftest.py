@@ -5,7 +5,7 @@ import os
 import pytest
 from django.db import connection
 
-# `migrate` seeds the default lineup on a new database (cohorts/first_run.py); the tests' databases
+# `migrate` seeds the default lineup on a new database (cohorts/lineup.py); the tests' databases
 # start empty, as their builders expect. Tests of the seeding set it back for their own migrate.
 os.environ["ARENA_LINEUP_ON_MIGRATE"] = "0"
 

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from agents.models import Competitor
 from agents.services import DEFAULT_LINEUP
-from cohorts.first_run import seed_lineup_after_migrate
+from cohorts.lineup import seed_lineup_after_migrate
 from cohorts.models import Cohort
 from cohorts.services import open_cohort
 from tests.factories import make_competitor

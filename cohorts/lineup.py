@@ -1,4 +1,5 @@
-"""The default lineup on a new database, seeded by `manage.py migrate` itself.
+"""Who takes part: the default lineup on a new database, seeded by `manage.py migrate` itself,
+the refusal of a week without a competitor, the competitors waiting for the next week.
 
 The documented deploy (and compose's `migrate` service) runs only `migrate`; before this, only
 `arena up`, `demo` and `replay` created competitors, so a production arena opened its first
@@ -31,3 +32,17 @@ def seed_lineup_after_migrate(using: str = DEFAULT_DB_ALIAS, stdout=None) -> int
     if created and stdout is not None:
         stdout.write(f"  Created the default lineup ({created} competitors)\n")
     return created
+
+
+class NoCompetitors(ValueError):
+    """Opening a cohort would give it no entry."""
+
+
+def entrants_waiting(cohort: Cohort):
+    """Active competitors without an entry in `cohort`: added (or activated) after it opened,
+    they take part from the next cohort on."""
+    return (
+        Competitor.objects.filter(active=True)
+        .exclude(pk__in=cohort.entries.values("competitor_id"))
+        .order_by("slug")
+    )
