@@ -35,7 +35,23 @@ def attention_items(now=None, limit: int = 200) -> dict:
             ).order_by("-started_at")[:limit]
         ),
         "ledger_violations": check_invariants()[:limit],
+        "refused_weeks": refused_decision_weeks(now)[:limit],
     }
+
+
+def refused_decision_weeks(now) -> list[dict]:
+    """Live weeks that `decide` refuses right now, with the reason (an empty universe, markets
+    not synced within the bound): the week's decisions wait until a human fixes the sync."""
+    from cohorts.services import cohort_week, decision_eligible_cohorts
+    from cohorts.universe import universe_problem
+
+    weeks = []
+    for cohort in decision_eligible_cohorts(now):
+        week = cohort_week(cohort, now)
+        reason = universe_problem(cohort, week, now)
+        if reason:
+            weeks.append({"cohort": cohort, "week": week, "reason": reason})
+    return weeks
 
 
 def attention_count(items: dict) -> int:

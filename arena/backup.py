@@ -2,9 +2,11 @@
 
 SQLite: the sqlite3 online-backup API (a consistent copy while the app keeps running; WAL safe).
 PostgreSQL: pg_dump in custom format, restored with pg_restore --clean --if-exists. Both refuse to
-overwrite an existing backup file and restore only after an explicit --yes.
+overwrite an existing backup file and restore only after an explicit --yes. A backup file is
+created readable by its owner only (0600).
 """
 
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -30,8 +32,6 @@ def restore_sqlite(backup: Path, target: Path) -> None:
 
 
 def _pg_env_and_args(db: dict) -> tuple[dict, list[str]]:
-    import os
-
     env = dict(os.environ)
     if db.get("PASSWORD"):
         env["PGPASSWORD"] = db["PASSWORD"]  # never on the command line, where ps shows it
@@ -64,17 +64,34 @@ def restore_postgres(db: dict, backup: Path) -> None:
     )
 
 
+def _create_private(dest: Path) -> None:
+    """Create `dest` empty, readable by its owner only (a backup holds password hashes and
+    session keys), refusing a name that exists: the exclusive create closes the window between
+    a check and the write."""
+    try:
+        fd = os.open(dest, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError as exc:
+        raise CommandError(f"{dest} exists; choose a new file name") from exc
+    except OSError as exc:
+        raise CommandError(f"cannot create {dest}: {exc.strerror}") from exc
+    os.close(fd)
+
+
 def backup(cmd, options) -> None:
     dest = Path(options["path"])
-    if dest.exists():
-        raise CommandError(f"{dest} exists; choose a new file name")
     db = _db()
-    if db["ENGINE"].endswith("sqlite3"):
-        backup_sqlite(Path(db["NAME"]), dest)
-    elif db["ENGINE"].endswith("postgresql"):
-        backup_postgres(db, dest)
-    else:
+    if not db["ENGINE"].endswith(("sqlite3", "postgresql")):
         raise CommandError(f"backups are not supported for {db['ENGINE']}")
+    _create_private(dest)
+    try:
+        # Both writers keep the file's mode: sqlite fills the empty file, pg_dump truncates it.
+        if db["ENGINE"].endswith("sqlite3"):
+            backup_sqlite(Path(db["NAME"]), dest)
+        else:
+            backup_postgres(db, dest)
+    except BaseException:
+        dest.unlink(missing_ok=True)  # no half-written backup left under a name that looks good
+        raise
     cmd.stdout.write(f"backup written to {dest} ({dest.stat().st_size:,} bytes)")
 
 

@@ -10,6 +10,7 @@ exclusive flock on a file under var/. A second beat waits as a standby until the
 import fcntl
 import logging
 import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import redis
 from celery.beat import PersistentScheduler
 from django.conf import settings
+
+from core import clock
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,12 @@ def make_lock():
     return FileLock(Path(settings.VAR_DIR) / "beat.lock")
 
 
+def _stop_standing_by(signum, frame) -> None:
+    log.info("standby beat stopped by %s (it held no lock and scheduled nothing)",
+             signal.Signals(signum).name)  # fmt: skip
+    raise SystemExit(0)
+
+
 class SingleBeatScheduler(PersistentScheduler):
     def __init__(self, *args, lazy: bool = False, **kwargs):
         # `celery beat` first builds a lazy instance just to print its banner, then the one that
@@ -103,12 +112,23 @@ class SingleBeatScheduler(PersistentScheduler):
         super().__init__(*args, lazy=lazy, **kwargs)
 
     def _wait_for_lock(self) -> None:
-        waited = False
-        while not self._try_acquire():
-            if not waited:
-                log.warning("another beat holds the schedule lock; standing by")
-                waited = True
-            time.sleep(STANDBY_POLL_SECONDS)
+        if self._try_acquire():
+            log.info("beat schedule lock acquired")
+            return
+        log.warning("another beat holds the schedule lock; standing by")
+        # Celery's own SIGTERM/SIGINT handler saves the schedule through the service's scheduler,
+        # which is this one, still being built: asking for it builds another that stands by in
+        # turn, so the signal was answered with a new "standing by" and never stopped the
+        # process. While standing by there is nothing to save, so a signal just ends the process.
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            signal.signal(sig, _stop_standing_by)
+        try:
+            while not self._try_acquire():
+                time.sleep(STANDBY_POLL_SECONDS)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         log.info("beat schedule lock acquired")
 
     def _try_acquire(self) -> bool:
@@ -130,7 +150,9 @@ class SingleBeatScheduler(PersistentScheduler):
         if not held:
             # Someone else took over (we stalled past the TTL): stop rather than double-schedule.
             raise SystemExit("beat lost its schedule lock; exiting so only one beat schedules")
-        interval = super().tick(*args, **kwargs)
+        # The schedule runs on the arena's clock (arena/celery.py): an interval until the next
+        # due entry is in arena seconds, which pass `rate` times faster than the wall's.
+        interval = super().tick(*args, **kwargs) / clock.rate()
         # Wake up often enough to refresh the lock well before it expires.
         return min(interval, LOCK_TTL_SECONDS / 3)
 

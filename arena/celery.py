@@ -5,16 +5,42 @@ safe to run twice at once because the services claim their work with unique cons
 conditional UPDATEs.
 """
 
+import logging
 import os
 
-from celery import Celery
-from celery.schedules import crontab
+from celery import Celery, signals
+from celery.schedules import crontab as _crontab
+
+from core import clock
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+
+
+@signals.setup_logging.connect
+def _one_log_format(loglevel=None, **kwargs) -> None:
+    """Celery would install its own handlers and format on the worker's and beat's root logger;
+    answering this signal keeps Django's LOGGING (arena/logfmt.py) in charge, so the worker and
+    beat write the same key=value lines as the web. `--loglevel` still sets the level."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
+
 
 app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def crontab(**fields) -> _crontab:
+    """A crontab read on the arena's clock (core.clock: accelerated in a rehearsal, the wall
+    clock live), so beat sends Sunday's decisions when the arena's Sunday comes. Only the
+    schedule uses it: countdowns and expiries stay on the wall clock the workers compare with."""
+    return _crontab(nowfun=clock.now, **fields)
+
 
 BEAT_SCHEDULE = {
     "sync-markets": {"task": "markets.tasks.sync_markets", "schedule": crontab(minute="*/15")},
@@ -31,5 +57,12 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=25, hour=4),
     },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
+    # Worker liveness for /healthz, on the wall clock (it measures processes, not the arena);
+    # expires so a backlog after an outage is not a burst of them.
+    "heartbeat": {
+        "task": "arena.tasks.heartbeat",
+        "schedule": 60.0,
+        "options": {"expires": 55},
+    },
 }
 app.conf.beat_schedule = BEAT_SCHEDULE

@@ -31,15 +31,27 @@ def export_arguments(parser) -> None:
     )
 
 
+def export_validate(options) -> None:
+    """The options alone, before the database is looked at: a bad date is the first thing said."""
+    try:
+        _bounds(options)
+    except exports.ExportError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _bounds(options) -> exports.Bounds:
+    return exports.bounds(
+        options.get("since"),
+        options.get("until"),
+        options.get("limit"),
+        options.get("cohort"),
+        scope=options.get("scope"),
+    )
+
+
 def export(cmd, options) -> None:
     try:
-        b = exports.bounds(
-            options.get("since"),
-            options.get("until"),
-            options.get("limit"),
-            options.get("cohort"),
-            scope=options.get("scope"),
-        )
+        b = _bounds(options)
         what = options["what"]
         note = None if what == exports.SEALS else exports.empty_note(what, b)
         for chunk in exports.stream(options["what"], options["format"], b, note):

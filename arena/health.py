@@ -1,6 +1,19 @@
-"""/healthz: can we reach the database and the broker, and when did each periodic job last succeed?
+"""/healthz: can we reach the database and the broker, is a worker alive, is there disk left,
+and when did each periodic job last succeed? One overall `status`: "ok", "degraded" (a job
+late, the disk low: look soon) or "error" (database, broker or worker down, the disk full: the
+arena cannot run), the last answered with 503 so a probe or orchestrator sees it.
 
 Redacted on purpose: no hostnames, credentials or error text from drivers, only states and times.
+
+Worker liveness is a heartbeat: beat sends `arena.tasks.heartbeat` every minute and a worker
+records its wall-clock time (one row, updated in place). No heartbeat for WORKER_LATE means no
+worker consumes the queue (or beat is down, which stops everything just the same). A fresh
+install has none yet: until it is WORKER_LATE old (its first migration) that reads "starting",
+not "down", and a job that never ran is not "late" before its own period has passed.
+
+Served before Django's host check and HTTPS redirect (HealthzMiddleware, first in the chain),
+so a local probe (`curl http://127.0.0.1:8000/healthz` on a DEBUG=0 deploy whose ALLOWED_HOSTS
+names only the public host) gets the report rather than a 301 or a 400.
 
 Answered from cached checks: the checks run in a background thread of each web process, at most
 once per FRESH_SECONDS, and a request waits for a running check at most WAIT_SECONDS. A broker
@@ -9,17 +22,28 @@ exactly when it mattered; now it answers at once with the last result and its ag
 "unknown" only before the first check of a fresh process has finished.
 """
 
+import shutil
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Min
 from django.http import JsonResponse
 
+from arena.security import CSP
 from core import clock
 from core.models import JobRun
+from core.reaper import owner_token
+
+HEARTBEAT_JOB = "heartbeat"
+# The heartbeat comes every minute; three missed ones mean no worker is consuming the queue.
+WORKER_LATE = timedelta(minutes=3)
+# Free space under var/ (the SQLite database, the file cache, the embedded broker): below
+# DISK_FULL_BYTES writes fail, below DISK_LOW_BYTES they soon will.
+DISK_FULL_BYTES = 100 * 2**20
+DISK_LOW_BYTES = 1 * 2**30
 
 # A job counts as late when its last success is older than this (twice its beat period, roughly).
 STALE_AFTER = {
@@ -59,30 +83,91 @@ def _broker_ok() -> bool:
         return False
 
 
+def record_heartbeat() -> datetime:
+    """A worker is alive: store the wall-clock time. Safe to run twice at once: an UPDATE of
+    the heartbeat row; a race on the very first one leaves two rows, both kept current, and
+    the report reads the newest."""
+    at = clock.wall()
+    fields = {"status": JobRun.Status.OK, "started_at": at, "finished_at": at}
+    if not JobRun.objects.filter(job=HEARTBEAT_JOB).update(owner=owner_token(), **fields):
+        JobRun.objects.create(job=HEARTBEAT_JOB, owner=owner_token(), **fields)
+    return at
+
+
+def _installed_at() -> datetime | None:
+    """When this database was first migrated: the age of the install."""
+    from django.db.migrations.recorder import MigrationRecorder
+
+    return MigrationRecorder.Migration.objects.aggregate(first=Min("applied"))["first"]
+
+
+def _worker(last_beat: datetime | None, installed: datetime | None, wall: datetime) -> dict:
+    if last_beat is not None:
+        late = wall - last_beat > WORKER_LATE
+        state = "down" if late else "ok"
+    else:
+        young = installed is not None and wall - installed <= WORKER_LATE
+        state = "starting" if young else "down"
+    return {
+        "status": state,
+        "last_heartbeat": last_beat.isoformat() if last_beat else None,
+    }
+
+
+def disk_report() -> dict:
+    free = shutil.disk_usage(settings.VAR_DIR).free
+    full = getattr(settings, "ARENA_DISK_FULL_BYTES", DISK_FULL_BYTES)
+    low = getattr(settings, "ARENA_DISK_LOW_BYTES", DISK_LOW_BYTES)
+    state = "full" if free < full else "low" if free < low else "ok"
+    return {"status": state, "free_bytes": free}
+
+
 def health_report(now=None, broker: tuple[bool | None, float | None] | None = None) -> dict:
     """The report; `broker` is a cached (result, age) from CachedCheck, else checked now."""
     now = now or clock.now()
+    wall = clock.wall()
     broker_ok, broker_age = broker if broker is not None else (_broker_ok(), 0.0)
     db_ok = _database_ok()
     jobs = {}
+    worker = {"status": "unknown", "last_heartbeat": None}
     if db_ok:
-        last_ok = dict(
-            JobRun.objects.filter(status=JobRun.Status.OK)
-            .values_list("job")
-            .annotate(last=Max("finished_at"))
-        )
+        try:
+            last_ok = dict(
+                JobRun.objects.filter(status=JobRun.Status.OK)
+                .values_list("job")
+                .annotate(last=Max("finished_at"))
+            )
+            installed = _installed_at()
+        except Exception:  # reachable but not the arena's (unmigrated, wrong DATABASE_URL)
+            db_ok = False
+    if db_ok:
         for job, stale_after in STALE_AFTER.items():
             last = last_ok.get(job)
-            jobs[job] = {
-                "last_success": last.isoformat() if last else None,
-                "late": last is None or now - last > stale_after,
-            }
+            if last is None:
+                # Never ran: late only once the install is older than the job's period.
+                late = installed is None or wall - installed > stale_after
+            else:
+                late = now - last > stale_after
+            jobs[job] = {"last_success": last.isoformat() if last else None, "late": late}
+        worker = _worker(last_ok.get(HEARTBEAT_JOB), installed, wall)
+    disk = disk_report()
+    down = (
+        not db_ok
+        or broker_ok is False
+        or worker["status"] in ("down", "unknown")
+        or disk["status"] == "full"
+    )
+    late_jobs = any(j["late"] for j in jobs.values())
+    degraded = late_jobs or disk["status"] == "low" or broker_ok is None
     return {
+        "status": "error" if down else "degraded" if degraded else "ok",
         "database": "ok" if db_ok else "error",
         "broker": {True: "ok", False: "error", None: "unknown"}[broker_ok],
         # The broker is checked in the background (a down broker took 2-4 s to say so).
         "broker_checked_seconds_ago": None if broker_age is None else round(broker_age, 1),
         "broker_kind": settings.CELERY_BROKER_URL.split(":", 1)[0],
+        "worker": worker,
+        "disk": disk,
         "jobs": jobs,
         "time": now.isoformat(),
     }
@@ -132,7 +217,21 @@ broker_check = CachedCheck(lambda: _broker_ok())
 def healthz(request):
     report = health_report(broker=broker_check.get())
     # "unknown" (a fresh process whose first broker check is still running) is not a failure.
-    healthy = report["database"] == "ok" and report["broker"] != "error"
-    response = JsonResponse(report, status=200 if healthy else 503)
+    response = JsonResponse(report, status=503 if report["status"] == "error" else 200)
     response["Cache-Control"] = "no-store"
+    response["Content-Security-Policy"] = CSP
     return response
+
+
+class HealthzMiddleware:
+    """Answers GET /healthz ahead of every other middleware: no host check, no HTTPS redirect
+    (a probe on the machine speaks plain HTTP to 127.0.0.1), no session or cache. The report
+    holds no secret and builds no URL from the Host header, so neither check protects it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path_info == "/healthz" and request.method in ("GET", "HEAD"):
+            return healthz(request)
+        return self.get_response(request)

@@ -11,6 +11,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from arena.logfmt import logging_dict
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ARENA_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -83,6 +85,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz first: a local probe must not meet the host check or the HTTPS redirect.
+    "arena.health.HealthzMiddleware",
     "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -269,16 +273,8 @@ ARENA_SEAL_PUBLISH_TOKEN = os.environ.get("ARENA_SEAL_PUBLISH_TOKEN", "")
 ARENA_SEAL_PUBLISH_TIMEOUT = float(os.environ.get("ARENA_SEAL_PUBLISH_TIMEOUT", "10"))
 ARENA_SEAL_PUBLISH_RETRIES = env_int("ARENA_SEAL_PUBLISH_RETRIES", 3)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# One key=value line per record in every process (web, worker, beat, CLI): arena/logfmt.py.
+LOGGING = logging_dict(os.environ.get("LOG_LEVEL", "INFO"))
 
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)

@@ -14,3 +14,11 @@ def retention() -> int:
         summary["deleted"] = rollup_snapshots()
         summary["score_runs_deleted"] = prune_runs()
         return summary["deleted"]
+
+
+@shared_task(name="arena.tasks.heartbeat", ignore_result=True)
+def heartbeat() -> None:
+    """Every minute from beat: proves to /healthz that a worker consumes the queue."""
+    from arena.health import record_heartbeat
+
+    record_heartbeat()

@@ -1,7 +1,10 @@
 """`arena up`: migrate, seed the default lineup, then run web + Celery worker + beat.
 
-The three processes run in the foreground as children; Ctrl-C (or SIGTERM) stops all of them
-and waits for them to exit, so nothing is left running.
+The three processes run in the foreground as children, each in its own session so that the
+terminal's Ctrl-C reaches only `up`: it then stops them in order with SIGTERM (gunicorn and
+Celery's graceful stop) and waits, so nothing is left running and nothing is killed mid-way
+(a Ctrl-C delivered to every process at once made gunicorn SIGKILL its workers and log "Perhaps
+out of memory?"). Each child logs in the one key=value format with its role (web, worker, beat).
 """
 
 import os
@@ -14,6 +17,8 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
+
+from core import clock
 
 LISTEN_TIMEOUT = 60  # seconds the web server may take to start listening
 
@@ -46,6 +51,8 @@ def _commands(options) -> list[tuple[str, list[str]]]:
                 "-",
                 "--graceful-timeout",
                 "5",
+                "--config",
+                str(settings.BASE_DIR / "gunicorn.conf.py"),
             ],
         )
     ]
@@ -123,9 +130,14 @@ def up(cmd, options) -> None:
 
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+    if env.get("ARENA_CLOCK_RATE") or env.get("ARENA_CLOCK_START"):
+        # One anchor for web, worker and beat, so the three agree on the accelerated time.
+        env.setdefault("ARENA_CLOCK_ANCHOR", clock.wall().isoformat())
     children: list[tuple[str, subprocess.Popen]] = []
     for name, argv in _commands(options):
-        children.append((name, subprocess.Popen(argv, env=env)))
+        # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
+        child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name}, start_new_session=True)
+        children.append((name, child))
     try:
         _wait_until_listening(children, host, port)
     except BaseException:
@@ -145,6 +157,7 @@ def up(cmd, options) -> None:
         stopping = True
 
     signal.signal(signal.SIGTERM, _stop)
+    why = "stopping on SIGTERM"
     try:
         while not stopping:
             for name, proc in children:
@@ -154,11 +167,18 @@ def up(cmd, options) -> None:
                     break
             time.sleep(0.5)
     except KeyboardInterrupt:
-        pass
+        why = "stopping on Ctrl-C"
     finally:
-        _shutdown(children)
+        if not failed:
+            cmd.stdout.write(f"{why}: {', '.join(n for n, _ in children)}")
+            cmd.stdout.flush()
+        codes = _shutdown(children)
     if failed:
         raise CommandError(failed)
+    unclean = [f"{name} exited with {code}" for name, code in codes if code != 0]
+    if unclean:
+        raise CommandError(f"stopped, but {'; '.join(unclean)}")
+    cmd.stdout.write("stopped cleanly: every process exited with 0")
 
 
 def _wait_until_listening(children, host: str, port: int) -> None:
@@ -175,7 +195,8 @@ def _wait_until_listening(children, host: str, port: int) -> None:
         time.sleep(0.2)
 
 
-def _shutdown(children) -> None:
+def _shutdown(children) -> list[tuple[str, int]]:
+    """SIGTERM every child still running, wait (SIGKILL after 15 s); their exit codes."""
     for _, proc in children:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -187,3 +208,4 @@ def _shutdown(children) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    return [(name, proc.returncode) for name, proc in children]

@@ -8,7 +8,7 @@ from datetime import date
 from django.core.management.base import CommandError
 
 from cohorts import doctor as doctor_checks
-from cohorts import seals, series, services, settlement, snapshots
+from cohorts import lineup, seals, series, services, settlement, snapshots
 from cohorts.models import Cohort
 from core import clock
 
@@ -35,11 +35,27 @@ def _parse_week(raw: str | None) -> date | None:
 
 def open_cohort(cmd, options) -> None:
     week = _parse_week(options.get("week"))
-    cohort, created = services.open_cohort(
-        week, kind=options.get("kind") or Cohort.Kind.LIVE, label=options.get("label") or ""
-    )
+    try:
+        cohort, created = services.open_cohort(
+            week,
+            kind=options.get("kind") or Cohort.Kind.LIVE,
+            label=options.get("label") or "",
+            refuse_empty=True,
+        )
+    except lineup.NoCompetitors as exc:
+        raise CommandError(str(exc)) from exc
     verb = "opened" if created else "already open:"
-    cmd.stdout.write(f"{verb} {cohort} (id {cohort.pk}) with {cohort.entries.count()} entries")
+    line = f"{verb} {cohort} (id {cohort.pk}) with {cohort.entries.count()} entries"
+    waiting = list(lineup.entrants_waiting(cohort).values_list("slug", flat=True))
+    if waiting:
+        shown = ", ".join(waiting[:10]) + (
+            f" and {len(waiting) - 10} more" if len(waiting) > 10 else ""
+        )
+        line += (
+            f"; {len(waiting)} active competitor{'s' if len(waiting) != 1 else ''} without an "
+            f"entry ({shown}) join the next week's cohort: entries are fixed when a cohort opens"
+        )
+    cmd.stdout.write(line)
 
 
 def snapshot(cmd, options) -> None:

@@ -31,19 +31,57 @@ def decide(cmd, options) -> None:
     if week is not None and cohort_id is None:
         raise CommandError("--week needs --cohort (weeks are counted per cohort)")
     started = clock.now()
+    refused: list[dict] = []
     count = decisions.decide(
-        cohort=cohort_id, week=week, sync=options.get("sync", False), enqueue=enqueue_decisions
+        cohort=cohort_id,
+        week=week,
+        sync=options.get("sync", False),
+        enqueue=enqueue_decisions,
+        refused=refused,
     )
+    failed = 0
     if count == 0:
-        cmd.stdout.write("no entries to decide (no decision-eligible cohort this week)")
-    elif options.get("sync"):
-        cmd.stdout.write(f"decided {count} entries: {_status_summary(started)}")
-    else:
+        if not refused:
+            cmd.stdout.write("no entries to decide (no decision-eligible cohort this week)")
+    elif not options.get("sync"):
         cmd.stdout.write(f"queued {count} decisions for the Celery workers")
+    else:
+        ran = list(
+            Decision.objects.filter(claimed_at__gte=started)
+            .select_related("entry__competitor", "entry__cohort")
+            .order_by("entry__cohort_id", "week", "entry__competitor__slug", "entry_id")
+        )
+        cmd.stdout.write(f"decided {count} entries: {_status_summary(ran)}")
+        for line in _not_done_lines(ran):
+            cmd.stdout.write(line)
+        failed = sum(d.status == Decision.Status.FAILED for d in ran)
+    for r in refused:
+        cmd.stdout.write(f"refused: cohort={r['cohort']} week={r['week']} reason={r['reason']}")
+    problems = []
+    if failed:
+        problems.append(f"{failed} decision{'s' if failed != 1 else ''} failed")
+    if refused:
+        n = len(refused)
+        problems.append(f"{n} cohort week{'s' if n != 1 else ''} refused")
+    if problems:
+        raise CommandError(f"{' and '.join(problems)} (listed above)")
 
 
-def _status_summary(started) -> str:
+def _status_summary(ran: list[Decision]) -> str:
     # Decisions claimed by this run (entries decided earlier keep their old claim time).
-    qs = Decision.objects.filter(claimed_at__gte=started)
-    counts = Counter(qs.values_list("status", flat=True))
+    counts = Counter(d.status for d in ran)
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "none"
+
+
+def _not_done_lines(ran: list[Decision]) -> list[str]:
+    """One line per decision that did not end as done: who, where, and why, so an operator sees
+    a 404 for an unknown model id or a missing key without opening the admin."""
+    lines = []
+    not_done = [d for d in ran if d.status != Decision.Status.DONE]
+    for d in sorted(not_done, key=lambda d: d.status != Decision.Status.FAILED):  # failures first
+        reason = " ".join((d.error or d.hold_reason or "no reason recorded").split())[:300]
+        lines.append(
+            f"{d.status}: cohort={d.entry.cohort_id} week={d.week} "
+            f"competitor={d.entry.competitor.slug} decision={d.pk} reason={reason}"
+        )
+    return lines

@@ -56,13 +56,19 @@ from cohorts.services import (
     decision_eligible_cohorts,
     execute_orders,
 )
-from cohorts.universe import freeze_universe, position_views, price_book
-from core import clock
+from cohorts.universe import EmptyUniverse, freeze_universe, position_views, price_book
+from core import clock, logcontext
 from core.versions import data_changed
 
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
+# A live decision trades at the prices its universe froze only this soon after the freeze. A
+# later run (a staff re-run, the 15-minute catch-up of skipped decisions) would otherwise get a
+# free look at the future; it trades at each market's current marked price instead, and only
+# when that price was itself marked within this window, keeping the frozen price beside it.
+UNIVERSE_PRICE_WINDOW = timedelta(minutes=30)
 
 
 class ClaimLost(Exception):
@@ -79,6 +85,7 @@ def decide(
     *,
     sync: bool = False,
     enqueue: Callable[[list[int], int, datetime | None], None] | None = None,
+    refused: list[dict] | None = None,
 ) -> int:
     """Run (sync=True) or enqueue one decision per entry; returns the number of entries.
 
@@ -89,6 +96,10 @@ def decide(
     frozen here, once, before any entry runs, so all entries share it. Replay and demo freeze
     their own universe first (freeze_universe with explicit markets/prices) and then call this
     with sync=True; the existing universe is reused.
+
+    A live week whose universe is empty (the sync failing, no fresh market) is refused: no entry
+    runs, so nothing is claimed and nothing is sealed on nothing. Each refusal is logged and,
+    when `refused` is given, appended to it as {"cohort", "week", "reason"}.
     """
     if not sync and enqueue is None:
         raise ValueError("decide(sync=False) needs an enqueue function")
@@ -99,7 +110,14 @@ def decide(
         w = week if week is not None else cohort_week(c, at)
         if w < 1:
             continue
-        freeze_universe(c, w, at)
+        try:
+            universe = freeze_universe(c, w, at)
+        except EmptyUniverse as exc:
+            _refuse(c, w, str(exc), refused)
+            continue
+        if not universe.markets and c.kind == Cohort.Kind.LIVE:
+            _refuse(c, w, "its frozen universe holds no market", refused)
+            continue
         entry_ids = _pending_entry_ids(c, w)
         count += len(entry_ids)
         if sync:
@@ -108,6 +126,12 @@ def decide(
         elif enqueue is not None:
             enqueue(entry_ids, w, explicit_at)
     return count
+
+
+def _refuse(cohort: Cohort, week: int, reason: str, refused: list[dict] | None) -> None:
+    log.warning("decisions refused", extra={"cohort": cohort.pk, "week": week, "reason": reason})
+    if refused is not None:
+        refused.append({"cohort": cohort.pk, "week": week, "reason": reason})
 
 
 def _pending_entry_ids(cohort: Cohort, week: int) -> list[int]:
@@ -179,23 +203,34 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     """
     at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
-    decision = claim_decision(entry_id, week)
-    if decision is None:
-        return Decision.objects.get(entry_id=entry_id, week=week)
+    # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
+    with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
+        decision = claim_decision(entry_id, week)
+        if decision is None:
+            return Decision.objects.get(entry_id=entry_id, week=week)
+        with logcontext.bound(decision=decision.pk):
+            _run_claimed(decision, entry, week, at)
+            decision.refresh_from_db()
+            log.info(
+                "decision finished",
+                extra={"status": decision.status, "reason": decision.error or decision.hold_reason},
+            )
+            seals.after_decision(decision)  # seals the week once its last decision is final
+    return decision
+
+
+def _run_claimed(decision: Decision, entry: Entry, week: int, at: datetime) -> None:
     run = _Run(decision, entry, week, at)
     try:
         run.execute()
     except ClaimLost:
-        log.warning("decision %s: claim lost to another runner; results dropped", decision.pk)
+        log.warning("claim lost to another runner; results dropped")
     except TRANSIENT_DB_ERRORS:
         _finish(decision, Decision.Status.RETRYABLE, error="transient database error; will retry")
         raise
     except Exception as exc:
-        log.exception("decision %s failed", decision.pk)
+        log.exception("decision failed")
         _finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
-    decision.refresh_from_db()
-    seals.after_decision(decision)  # seals the week once its last decision is final
-    return decision
 
 
 def _finish(decision: Decision, status: str, **fields: object) -> bool:
@@ -232,6 +267,8 @@ class _Run:
     positions: list[PositionView] = field(init=False)
     ctx: DecisionContext = field(init=False)
     prices: PriceBook = field(init=False)
+    shown: PriceBook = field(init=False)
+    fresh_after: datetime | None = field(init=False, default=None)
     system: str = field(init=False, default="")
     user: str = field(init=False, default="")
     client: LLMClient | None = field(init=False, default=None)
@@ -241,7 +278,11 @@ class _Run:
         self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
         self.positions = position_views(self.entry, self.universe)
         self.ctx = decision_context(self.universe, self.positions)
-        self.prices = price_book(self.universe)
+        self.shown = price_book(self.universe)
+        self.prices = self.shown
+        late = self.at - self.universe.frozen_at > UNIVERSE_PRICE_WINDOW
+        if late and self.entry.cohort.kind == Cohort.Kind.LIVE:
+            self.prices, self.fresh_after = {}, self.at - UNIVERSE_PRICE_WINDOW
         self._record_prompt()
         if competitor.is_llm:
             self.client, skip_reason = client_for(competitor)
@@ -362,7 +403,9 @@ class _Run:
         except DecisionValidationError as exc:
             return None, exc.problems
         bets, sells = _orders(parsed)
-        return parsed, check_orders(self.entry, bets, sells, self.prices)
+        return parsed, check_orders(
+            self.entry, bets, sells, self.prices, fresh_after=self.fresh_after
+        )
 
     def _usage(self) -> dict:
         costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
@@ -420,7 +463,14 @@ class _Run:
             if trading is not None:
                 bets, sells = _orders(trading)
                 execute_orders(
-                    self.entry, bets, sells, self.prices, decision=self.decision, at=self.at
+                    self.entry,
+                    bets,
+                    sells,
+                    self.prices,
+                    decision=self.decision,
+                    at=self.at,
+                    fresh_after=self.fresh_after,
+                    shown=self.shown,
                 )
 
     def _forecasts(self, parsed: ParsedDecision) -> list[Forecast]:
@@ -434,7 +484,7 @@ class _Run:
                 source = Forecast.Source.SAMPLE
             else:
                 source = Forecast.Source.OTHER
-            shown = self.prices.get((int(f.market_id), f.outcome))
+            shown = self.shown.get((int(f.market_id), f.outcome))
             rows.append(
                 Forecast(
                     decision=self.decision,

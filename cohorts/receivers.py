@@ -1,12 +1,12 @@
 """Reactions of the competition engine to what lower packages announce. Dispatch only."""
 
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, post_migrate
 from django.dispatch import receiver
 
-from cohorts import series, settlement
+from cohorts import lineup, series, settlement, snapshots
 from cohorts.models import Entry
 from markets.models import Market
-from markets.signals import market_resolved
+from markets.signals import market_resolved, scope_time
 
 
 @receiver(market_resolved, sender=Market, dispatch_uid="cohorts.after_resolution")
@@ -17,3 +17,14 @@ def after_resolution(sender, market, **kwargs):
 @receiver(post_delete, sender=Entry, dispatch_uid="cohorts.series_on_entry_delete")
 def forget_entry_series(sender, instance, **kwargs):
     series.entry_deleted(instance.competitor_id)
+
+
+@receiver(post_migrate, dispatch_uid="cohorts.seed_lineup_after_migrate")
+def seed_lineup(sender, using="default", stdout=None, verbosity=1, **kwargs):
+    if sender.name == "cohorts":  # sent once per app; answer once
+        lineup.seed_lineup_after_migrate(using, stdout if verbosity else None)
+
+
+@receiver(scope_time, sender=Market, dispatch_uid="cohorts.scope_time")
+def market_scope_time(sender, market, **kwargs):
+    return snapshots.scope_time_of(market)

@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
+from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
 from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
@@ -80,6 +81,7 @@ def open_cohort(
     label: str = "",
     competitors=None,
     at: datetime | None = None,
+    refuse_empty: bool = False,
 ) -> tuple[Cohort, bool]:
     """Open the cohort of `kind` for the week (default: the week containing `at`).
 
@@ -87,8 +89,22 @@ def open_cohort(
     on (kind, week_start) decides the race; the loser gets the winner's cohort. Each active
     competitor (or each of `competitors`) gets `replicates` entries, each funded by a DEPOSIT
     ledger row, all in the cohort's transaction.
+
+    With `refuse_empty` (the operator's verb and the beat), a cohort that would have no entry
+    is not created: NoCompetitors says why. Entries are fixed when a cohort opens, so an empty
+    week opened by mistake would stay empty, and competitors added later join the next one.
     """
     start = _as_week_start(week_start) if week_start is not None else week_start_for(_now(at))
+    if refuse_empty and competitors is None:
+        existing = Cohort.objects.filter(kind=kind, week_start=start).first()
+        if existing is not None:
+            return existing, False
+        if not Competitor.objects.filter(active=True).exists():
+            raise NoCompetitors(
+                f"no active competitor: not opening the {start:%Y-%m-%d} cohort with 0 entries "
+                "(`manage.py migrate` seeds the default lineup on a new database; "
+                "add or activate competitors in the admin)"
+            )
     with transaction.atomic():
         try:
             # The savepoint keeps the outer transaction usable after an IntegrityError.
@@ -221,6 +237,10 @@ class _Book:
     cash: Decimal
     markets: dict[int, Market]
     positions: dict[int, Position]
+    # A late decision (see cohorts/decisions.UNIVERSE_PRICE_WINDOW) trades only at market quotes
+    # marked at or after `fresh_after`, and records the price its prompt showed (`shown`).
+    fresh_after: datetime | None = None
+    shown: PriceBook | None = None
 
 
 def _decimal(value) -> Decimal | None:
@@ -232,11 +252,16 @@ def _decimal(value) -> Decimal | None:
 
 
 def _order_price(
-    prices: PriceBook | None, market: Market, outcome: str
+    prices: PriceBook | None, market: Market, outcome: str, fresh_after: datetime | None = None
 ) -> tuple[Decimal | None, str]:
-    """The decision's quote when it has one, else the market's latest quote."""
+    """The decision's quote when it has one, else the market's latest quote (none when it was
+    marked before `fresh_after`: a late decision never trades at a stale price)."""
     if prices and (market.pk, outcome) in prices:
         return _decimal(prices[(market.pk, outcome)]), "decision"
+    if fresh_after is not None and (
+        market.last_priced_at is None or market.last_priced_at < fresh_after
+    ):
+        return None, "stale"
     return outcome_price(market, None, outcome), "market"
 
 
@@ -259,7 +284,9 @@ def _valid(value: object) -> Decimal:
     return number
 
 
-def _price_problem(price: Decimal | None, where: str) -> str | None:
+def _price_problem(price: Decimal | None, source: str, where: str) -> str | None:
+    if price is None and source == "stale":
+        return f"{where}: no price marked recently enough to trade at (the market's is stale)"
     if price is None:
         return f"{where}: no price"
     if not (Decimal(0) < price < Decimal(1)):
@@ -291,7 +318,9 @@ def _validate(
         if bet.outcome not in (market.outcomes or []):
             reasons.append(f"{where}: unknown outcome (choose from {', '.join(market.outcomes)})")
             continue
-        problem = _price_problem(_order_price(prices, market, bet.outcome)[0], where)
+        problem = _price_problem(
+            *_order_price(prices, market, bet.outcome, book.fresh_after), where
+        )
         if problem:
             reasons.append(problem)
 
@@ -323,7 +352,9 @@ def _validate(
         if problem or market is None:
             reasons.append(f"{where}: {problem}")
             continue
-        problem = _price_problem(_order_price(prices, market, position.outcome)[0], where)
+        problem = _price_problem(
+            *_order_price(prices, market, position.outcome, book.fresh_after), where
+        )
         if problem:
             reasons.append(problem)
             continue
@@ -362,13 +393,20 @@ def _load_book(entry_id: int, bets, sells, *, lock: bool) -> _Book:
 
 
 def check_orders(
-    entry: Entry, bets: list[BetOrder], sells: list[SellOrder], prices: PriceBook | None
+    entry: Entry,
+    bets: list[BetOrder],
+    sells: list[SellOrder],
+    prices: PriceBook | None,
+    *,
+    fresh_after: datetime | None = None,
 ) -> list[str]:
     """Every rule, without writing: an empty list means execute_orders would accept the orders.
 
     Reads the entry's current cash from the database (not the possibly stale `entry.cash`).
     """
-    return _validate(_load_book(entry.pk, bets, sells, lock=False), list(bets), list(sells), prices)
+    book = _load_book(entry.pk, bets, sells, lock=False)
+    book.fresh_after = fresh_after
+    return _validate(book, list(bets), list(sells), prices)
 
 
 def _shares_to_sell(position: Position, pct: Decimal) -> Decimal:
@@ -385,18 +423,23 @@ def execute_orders(
     *,
     decision=None,
     at: datetime | None = None,
+    fresh_after: datetime | None = None,
+    shown: PriceBook | None = None,
 ) -> list[Trade]:
     """Apply a decision's SELLs then BETs in one transaction, or nothing at all.
 
     Raises ExecutionError(reasons) when any item breaks a rule (checked again under the
     locks, so a decision validated earlier cannot overspend after a concurrent change).
     Prices come from `prices` (the quotes the decision saw) and, for items it lacks, from
-    the market's latest quote. Sells run first; the 25% limit is on the cash before them.
+    the market's latest quote, which must be marked at or after `fresh_after` when that is
+    given; the price `shown` to the decision is then kept in the trade's quote beside the one
+    it executed at. Sells run first; the 25% limit is on the cash before them.
     """
     at = _now(at)
     bets, sells = list(bets), list(sells)
     with transaction.atomic():
         book = _load_book(entry.pk, bets, sells, lock=True)
+        book.fresh_after, book.shown = fresh_after, shown
         reasons = _validate(book, bets, sells, prices)
         if reasons:
             raise ExecutionError(reasons)
@@ -414,17 +457,25 @@ def execute_orders(
     return trades
 
 
-def _quote(prices: PriceBook | None, market: Market, outcome: str) -> tuple[Decimal, dict]:
-    price, source = _order_price(prices, market, outcome)
+def _quote(
+    prices: PriceBook | None, market: Market, outcome: str, book: _Book
+) -> tuple[Decimal, dict]:
+    price, source = _order_price(prices, market, outcome, book.fresh_after)
     if price is None:  # _validate refuses an order without a price; this is its guard
         raise ExecutionError([f"market {market.pk}: no price for {outcome!r}"])
-    return price, {"price": str(price), "source": source, "last_prices": market.last_prices}
+    quote = {"price": str(price), "source": source, "last_prices": market.last_prices}
+    shown = (book.shown or {}).get((market.pk, outcome))
+    if book.fresh_after is not None:
+        # Re-priced at execution: both prices, and when the executed one was marked.
+        quote["shown_price"] = str(shown) if shown is not None else None
+        quote["priced_at"] = market.last_priced_at.isoformat() if market.last_priced_at else None
+    return price, quote
 
 
 def _buy(entry: Entry, book: _Book, bet: BetOrder, prices, decision, at: datetime) -> Trade:
     market = book.markets[bet.market_id]
     amount = _valid(bet.amount)
-    price, quote = _quote(prices, market, bet.outcome)
+    price, quote = _quote(prices, market, bet.outcome, book)
     shares = (amount / price).quantize(SHARE_PLACES, rounding=ROUND_DOWN)
     position = next(
         (
@@ -475,7 +526,7 @@ def _sell(entry: Entry, book: _Book, sell: SellOrder, prices, decision, at: date
     position = book.positions[sell.position_id]
     market = book.markets[position.market_id]
     pct = _valid(sell.percentage)
-    price, quote = _quote(prices, market, position.outcome)
+    price, quote = _quote(prices, market, position.outcome, book)
     shares = _shares_to_sell(position, pct)
     proceeds = (shares * price).quantize(CENT, rounding=ROUND_DOWN)
     if shares == position.shares:

@@ -196,3 +196,25 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
         if at < ts:
             series.rebuild_entries(ids, since=at)
     return written
+
+
+_SCOPE_OF_SOURCE: dict[str, str] = {
+    Market.Source.DEMO: Cohort.Kind.DEMO,
+    Market.Source.FORECASTBENCH: Cohort.Kind.REPLAY,
+}
+
+
+def scope_time_of(market: Market) -> datetime | None:
+    """The clock of a simulated market's scope: the latest snapshot of its cohorts (the instant
+    the scope is scored as of; never after now), or None for a live market or a scope that
+    has not ticked yet (then the wall clock is its clock too)."""
+    kind = _SCOPE_OF_SOURCE.get(market.source)
+    if kind is None:
+        return None
+    latest = (
+        Snapshot.objects.filter(entry__cohort__kind=kind)
+        .order_by("-ts")
+        .values_list("ts", flat=True)
+        .first()
+    )
+    return None if latest is None else min(latest, clock.now())

@@ -40,7 +40,7 @@ def open_cohort(week_start: str | None = None) -> int:
     (YYYY-MM-DD). Returns the cohort id."""
     with job_run("open_cohort") as summary:
         week = None if week_start is None else date.fromisoformat(week_start)
-        cohort, created = services.open_cohort(week)
+        cohort, created = services.open_cohort(week, refuse_empty=True)
         summary.update(cohort=cohort.pk, created=created)
     return cohort.pk
 
@@ -98,8 +98,13 @@ def backfill_held_markets() -> dict:
 def decide(cohort_id: int | None = None, week: int | None = None) -> int:
     """Enqueue this week's decisions for every decision-eligible live cohort."""
     with job_run("decide") as summary:
-        count = decisions.decide(cohort=cohort_id, week=week, enqueue=enqueue_decisions)
+        refused: list[dict] = []
+        count = decisions.decide(
+            cohort=cohort_id, week=week, enqueue=enqueue_decisions, refused=refused
+        )
         summary["entries"] = count
+        if refused:
+            summary["refused"] = refused
     return count
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import random
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -28,6 +28,16 @@ RULES_CHARS = 300
 # Markets each entry must state a probability for (scored even where nobody bets).
 FORECAST_SAMPLE_SIZE = 20
 PRICE_PLACES = Decimal("0.000001")
+
+# A live universe is built only from markets the sync refreshed this recently (the sync runs
+# every 15 minutes): with the sync failing, the week is refused rather than decided on nothing
+# or on last week's prices. A market never synced (entered by hand) is taken as it is.
+MARKET_SYNC_BOUND = timedelta(hours=1)
+
+
+class EmptyUniverse(Exception):
+    """No market could be shown: the week must not be decided (nor sealed) on nothing."""
+
 
 _SOURCE_FOR_KIND: dict[str, str] = {
     Cohort.Kind.LIVE: Market.Source.POLYMARKET,
@@ -58,9 +68,14 @@ def freeze_universe(
     if existing is not None:
         return existing
     at = at or clock.now()
+    # Live only: replay and demo bring their own markets on their own clock.
+    refuse_empty = markets is None and cohort.kind == Cohort.Kind.LIVE
     if markets is None:
         markets = _candidate_markets(cohort, at)
     items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)
+    if refuse_empty and not items:
+        # Nothing is frozen, so a later run (once the sync is back) freezes a real universe.
+        raise EmptyUniverse(universe_problem(cohort, week, at) or "no market with a price")
     sample = forecast_sample_ids(items, cohort, week, size=sample_size)
     try:
         with transaction.atomic():
@@ -76,16 +91,40 @@ def freeze_universe(
         return Universe.objects.get(cohort=cohort, week=week)
 
 
-def _candidate_markets(cohort: Cohort, at: datetime) -> Iterable[Market]:
+def _open_candidates(cohort: Cohort, at: datetime):
     source = _SOURCE_FOR_KIND.get(cohort.kind, Market.Source.POLYMARKET)
     # A market past its close time may still say "open" until the next sync: not tradable.
-    qs = (
-        Market.objects.open()
-        .filter(source=source)
-        .exclude(close_time__lte=at)
-        .order_by("-volume", "id")
-    )
-    return qs.iterator(chunk_size=500)
+    return Market.objects.open().filter(source=source).exclude(close_time__lte=at)
+
+
+def _synced_since(cohort: Cohort, at: datetime) -> datetime | None:
+    return at - MARKET_SYNC_BOUND if cohort.kind == Cohort.Kind.LIVE else None
+
+
+def _candidate_markets(cohort: Cohort, at: datetime) -> Iterable[Market]:
+    qs = _open_candidates(cohort, at)
+    since = _synced_since(cohort, at)
+    if since is not None:
+        qs = qs.exclude(last_synced_at__lt=since)
+    return qs.order_by("-volume", "id").iterator(chunk_size=500)
+
+
+def universe_problem(cohort: Cohort, week: int, at: datetime) -> str | None:
+    """Why the (cohort, week) universe is empty or cannot be frozen at `at`, or None."""
+    existing = Universe.objects.filter(cohort=cohort, week=week).first()
+    if existing is not None:
+        return None if existing.markets else "its frozen universe holds no market"
+    candidates = _open_candidates(cohort, at)
+    if not candidates.exists():
+        return "no open market to show (has the market sync run?)"
+    since = _synced_since(cohort, at)
+    if since is not None and not candidates.exclude(last_synced_at__lt=since).exists():
+        latest = candidates.order_by("-last_synced_at").values_list("last_synced_at", flat=True)[0]
+        return (
+            f"no open market synced since {since:%Y-%m-%d %H:%M} UTC (the sync bound is "
+            f"{MARKET_SYNC_BOUND}; the latest sync of one was {latest:%Y-%m-%d %H:%M} UTC)"
+        )
+    return None
 
 
 def build_items(

@@ -9,10 +9,14 @@ the reason, and the books and the market never disagree.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
+from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from core import clock
+from markets import signals
 from markets.models import Market, ResolutionChange
 from markets.resolution import RESOLVED, record_resolution
 
@@ -38,8 +42,10 @@ def set_resolution(
     reason = (reason or "").strip()
     outcome = (outcome or "").strip()
     _validate(market, status, outcome, reason)
+    scope_at = scope_time(market)
+    on_scope_clock = clock.running_on(lambda: scope_at) if scope_at is not None else nullcontext()
     try:
-        with transaction.atomic():
+        with on_scope_clock, transaction.atomic():
             current = Market.objects.select_for_update().get(pk=market.pk)
             if current.status == status and current.resolved_outcome == outcome:
                 raise ValidationError(
@@ -70,11 +76,27 @@ def set_resolution(
     assert recorded is not None  # unconditional: only `only_unresolved` records skip
     change = recorded.change
     log.info(
-        "staff changed market %s from %s to %s%s (%s)",
-        market.pk, change.from_status, status, f" {outcome}" if outcome else "", reason,
+        "staff changed market=%s from %s to %s reason=%s%s",
+        market.pk, _state(change.from_status, change.from_outcome), _state(status, outcome),
+        reason, f" scope_time={scope_at.isoformat()}" if scope_at is not None else "",
     )  # fmt: skip
     market.refresh_from_db()
     return change
+
+
+def scope_time(market: Market) -> datetime | None:
+    """The clock of the market's scope (a replay's or the demo's latest simulated instant), or
+    None for a live market, whose corrections take the wall clock."""
+    responses: list[tuple[object, object]] = list(
+        signals.scope_time.send(sender=Market, market=market)
+    )
+    answers = [answer for _, answer in responses if isinstance(answer, datetime)]
+    return max(answers) if answers else None
+
+
+def _state(status: str, outcome: str) -> str:
+    """'resolved No', 'void', 'open': a resolution as the log shows it."""
+    return f"{status} {outcome}" if outcome else status
 
 
 def _validate(market: Market, status: str, outcome: str, reason: str) -> None:

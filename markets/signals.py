@@ -20,3 +20,10 @@ market_resolved = Signal()
 # before and never after a rollback: anything computed from outcomes (scores) is stale. Sent
 # robustly: a receiver's failure is logged, never raised.
 resolutions_changed = Signal()
+
+# Sent by markets.corrections before a staff correction, to ask what time it is in the market's
+# scope. kwargs: market. A receiver answers with the scope's clock (a replay or the demo: the
+# latest simulated instant its cohorts reached) or None (live: the wall clock). A correction in
+# a simulated scope must be timed on that clock: stamped with the wall clock it would lie after
+# the scope's as_of, and scoring would treat the corrected market as not resolved yet.
+scope_time = Signal()

@@ -5,6 +5,10 @@ import os
 import pytest
 from django.db import connection
 
+# `migrate` seeds the default lineup on a new database (cohorts/lineup.py); the tests' databases
+# start empty, as their builders expect. Tests of the seeding set it back for their own migrate.
+os.environ["ARENA_LINEUP_ON_MIGRATE"] = "0"
+
 
 def pytest_collection_modifyitems(config, items):
     # Tests that need PostgreSQL or Redis run when those are configured (.ci/run sets both);

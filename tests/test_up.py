@@ -67,6 +67,15 @@ def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
             raise AssertionError("arena up did not stop within 30 s of Ctrl-C") from None
     text = out.decode(errors="replace")
     assert "arena is up" in text
+    # A clean Ctrl-C says so: the children get one SIGTERM each from `up`, none is SIGKILLed.
+    assert "stopping on Ctrl-C: web, worker, beat" in text, text[-3000:]
+    assert "stopped cleanly: every process exited with 0" in text, text[-3000:]
+    assert "SIGKILL" not in text and "Perhaps out of memory" not in text, text[-3000:]
+    # One log format for all three (arena/logfmt.py), each line naming its process.
+    for role in ("web", "worker", "beat"):
+        assert f" role={role} " in text, (role, text[-3000:])
+    access = [line for line in text.splitlines() if "logger=gunicorn.access" in line]
+    assert access and access[0].startswith("ts=") and "status=200" in access[0], text[-3000:]
     # Everything it started is gone: the port is free again.
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, text[-2000:]

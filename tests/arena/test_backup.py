@@ -47,6 +47,8 @@ def test_sqlite_backup_and_restore_round_trip(tmp_path):
     backup = tmp_path / "arena.bak"
     _arena(env, "backup", str(backup))
     assert backup.stat().st_size > 0
+    # It holds password hashes: readable by its owner only, whatever the umask.
+    assert backup.stat().st_mode & 0o777 == 0o600
     # A second backup to the same name is refused rather than overwritten.
     assert _arena(env, "backup", str(backup), check=False).returncode != 0
 
@@ -91,6 +93,7 @@ def test_postgres_backup_and_restore_round_trip(tmp_path):
         )
         backup = tmp_path / "arena.dump"
         _arena(env, "backup", str(backup))
+        assert backup.stat().st_mode & 0o777 == 0o600
         _sql(env, "DELETE FROM arena_jobrun RETURNING 1")
         _arena(env, "restore", str(backup), "--yes")
         assert _sql(env, "SELECT COUNT(*) FROM arena_jobrun WHERE job = 'sync'") == "1"

@@ -68,3 +68,33 @@ def test_up_on_a_taken_port_fails_in_one_line_before_announcing(run_arena):
         f"arena up: cannot serve on 127.0.0.1:{port}: Address already in use "
         "(stop what uses it, or pass --port N)"
     )
+
+
+@pytest.mark.parametrize("verb", ["verify", "doctor", "decide", "snapshot", "backup"])
+def test_a_verb_without_its_database_says_so_in_one_line_and_creates_nothing(
+    run_arena, tmp_path, verb
+):
+    args = [verb, str(tmp_path / "copy.bak")] if verb == "backup" else [verb]
+    result = run_arena(*args)
+    database = tmp_path / "arena.sqlite3"
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"arena {verb}: no database at {database} (set DATABASE_URL to the arena's database, "
+        "or create one with `manage.py migrate`)"
+    )
+    assert not database.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in {".sqlite3", ".bak"}) == []
+
+
+def test_a_verb_on_an_unmigrated_database_names_it_instead_of_no_such_table(run_arena, tmp_path):
+    import sqlite3
+
+    empty = tmp_path / "arena.sqlite3"
+    sqlite3.connect(empty).close()  # a database file with no tables (the wrong environment)
+    result = run_arena("verify")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"arena verify: the database {empty} has no arena tables (wrong DATABASE_URL? "
+        "`manage.py migrate` creates them)"
+    )
+    assert "no such table" not in result.stderr

@@ -190,7 +190,10 @@ def test_healthz_reports_database_broker_and_jobs(client, db):
     data = client.get("/healthz").json()
     assert data["database"] == "ok" and data["broker"] == "ok"
     assert data["jobs"]["sync"]["late"] is False
-    assert data["jobs"]["snapshot"]["late"] is True
+    # Never ran, on a database migrated minutes ago: not late yet (issue 24: on a fresh install
+    # every job used to read late). tests/arena/test_healthz_status.py ages the install.
+    assert data["jobs"]["snapshot"]["late"] is False
+    assert data["jobs"]["snapshot"]["last_success"] is None
     assert "password" not in str(data).lower()
 
 

@@ -1,7 +1,9 @@
 """The `arena` command: one verb per operation, each implemented next to the app it concerns.
 
 A verb lives in a module as a function `<name>(cmd, options)` with an optional
-`<name>_arguments(parser)`. Failures end with a one-line reason (`arena <verb>: ...`) and a
+`<name>_arguments(parser)` and `<name>_validate(options)` (checks of the options alone, run
+before the database is looked at). A verb that needs the database finds it there and migrated,
+or stops in one line before anything connects. Failures end with a one-line reason (`arena <verb>: ...`) and a
 non-zero exit; pass --traceback to see the stack. A warning logged many times during one verb
 (the same message template) is shown once, then counted in one line at the end.
 """
@@ -14,6 +16,8 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError, handle_default_options
 from django.db import connections
+
+from arena.cli import MAKES_ITS_DATABASE, database_problem
 
 PROG = "arena"
 
@@ -164,9 +168,19 @@ class Command(BaseCommand):
             root.setLevel(logging.WARNING)
         module_name, func_name, _ = VERBS[verb]
         try:
-            func = getattr(importlib.import_module(module_name), func_name)
+            module = importlib.import_module(module_name)
+            func = getattr(module, func_name)
         except (ImportError, AttributeError) as exc:
             raise CommandError(f"verb {verb!r} is not available: {exc}") from exc
+        validate = getattr(module, f"{func_name}_validate", None)
+        if validate is not None:
+            validate(options)
+        if verb not in MAKES_ITS_DATABASE:
+            # Before anything connects: SQLite would leave an empty database file behind, and an
+            # unmigrated one fails deep inside the verb with "no such table".
+            problem = database_problem()
+            if problem:
+                raise CommandError(problem)
         repeats = _Repeats()
         if verb != "up":  # `up` streams its children's logs, which are not repeats to fold
             for handler in root.handlers:

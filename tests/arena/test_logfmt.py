@@ -1,0 +1,78 @@
+"""One log format: each record is one key=value line naming what it concerns (cohort, week,
+competitor, decision) and why, whichever code logged it inside the work."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from arena.logfmt import KeyValueFormatter, quote
+from cohorts.decisions import run_decision
+from core import logcontext
+from tests.agents.helpers import AT, llm_competitor, make_cohort, make_markets
+
+
+class Lines(logging.Handler):
+    """Formats as the console handler does, at the moment of logging (the context is live)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(KeyValueFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def lines():
+    handler = Lines()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield handler.lines
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def test_a_line_carries_the_bound_work_and_stays_one_line(lines):
+    log = logging.getLogger("arena.test")
+    with logcontext.bound(cohort=3, week=2, competitor="gpt-5"):
+        with logcontext.bound(decision=41):
+            log.warning('model said "no"\nthen = nothing', extra={"reason": "HTTP 404: gone"})
+        log.info("after")
+    log.info("outside")
+
+    first, after, outside = lines
+    assert first.startswith("ts=") and "\n" not in first
+    assert " level=WARNING role=" in first and " logger=arena.test " in first
+    assert ' cohort=3 week=2 competitor=gpt-5 decision=41 reason="HTTP 404: gone" ' in first
+    assert first.endswith(' msg="model said \\"no\\"\\nthen = nothing"')
+    assert " cohort=3 week=2 competitor=gpt-5 msg=after" in after and "decision=" not in after
+    assert "cohort=" not in outside
+
+
+def test_quoting():
+    assert quote("plain") == "plain"
+    assert quote("") == '""'
+    assert quote("a b") == '"a b"'
+    assert quote("k=v") == '"k=v"'
+    assert quote('x"\\\ny') == '"x\\"\\\\\\ny"'
+
+
+@pytest.mark.django_db
+def test_a_skipped_decision_logs_who_and_why(lines, settings):
+    settings.ARENA_LLM_API_KEY = ""  # the default endpoint without a key: skipped
+    make_markets(3)
+    cohort = make_cohort([llm_competitor(None, slug="keyless")])
+    entry = cohort.entries.get()
+
+    decision = run_decision(entry.pk, 1, AT)
+
+    (finished,) = [line for line in lines if 'msg="decision finished"' in line]
+    assert (
+        f" cohort={cohort.pk} week=1 competitor=keyless decision={decision.pk} status=skipped "
+        'reason="no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)" '
+    ) in finished
