@@ -58,6 +58,7 @@ from cohorts.services import (
 )
 from cohorts.universe import EmptyUniverse, freeze_universe, position_views, price_book
 from core import clock, logcontext
+from core.methodology import CONSTANTS
 from core.versions import data_changed
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 # later run (a staff re-run, the 15-minute catch-up of skipped decisions) would otherwise get a
 # free look at the future; it trades at each market's current marked price instead, and only
 # when that price was itself marked within this window, keeping the frozen price beside it.
-UNIVERSE_PRICE_WINDOW = timedelta(minutes=30)
+# A sealed methodology constant: the rule is part of how a week is played.
+UNIVERSE_PRICE_WINDOW = timedelta(minutes=CONSTANTS.universe_price_window_minutes)
 
 
 class ClaimLost(Exception):

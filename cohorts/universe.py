@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from agents.prompts import PositionView
 from cohorts.models import Cohort, Entry, Position, Universe
 from core import clock
+from core.methodology import CONSTANTS
 from markets.models import Market
 from markets.pricing import outcome_price
 
@@ -32,7 +33,8 @@ PRICE_PLACES = Decimal("0.000001")
 # A live universe is built only from markets the sync refreshed this recently (the sync runs
 # every 15 minutes): with the sync failing, the week is refused rather than decided on nothing
 # or on last week's prices. A market never synced (entered by hand) is taken as it is.
-MARKET_SYNC_BOUND = timedelta(hours=1)
+# A sealed methodology constant, like the other rules of the game.
+MARKET_SYNC_BOUND = timedelta(minutes=CONSTANTS.market_sync_bound_minutes)
 
 
 class EmptyUniverse(Exception):

@@ -77,6 +77,8 @@ class Constants:
     kelly_fraction: float
     min_bet: str
     max_bet_fraction: float
+    universe_price_window_minutes: int
+    market_sync_bound_minutes: int
     provisional_brier_delta: float
     provisional_power: float
     provisional_alpha: float

@@ -49,6 +49,9 @@ TRADING_RULES = [
     "At most one open position per entry, market and outcome (further bets average in). "
     "SELL closes 1-100% of a position at the current price.",
     "Only open markets with prices strictly between 0 and 1 can be traded.",
+    "A live week is decided only on markets synced within the last {sync_bound} minutes; a "
+    "decision run more than {price_window} minutes after its universe froze (a re-run) trades at "
+    "the current marked price, never the frozen one, and records both.",
     "Resolved markets pay $1 per winning share; void markets refund the remaining cost basis; a staff "
     "correction reverses the earlier settlement through the ledger and is shown in the market's "
     "audit trail.",
@@ -64,6 +67,8 @@ def trading_rules() -> list[str]:
     amounts = {
         "min_bet": CONSTANTS.min_bet,
         "max_bet_fraction": f"{CONSTANTS.max_bet_fraction:.0%}",
+        "sync_bound": CONSTANTS.market_sync_bound_minutes,
+        "price_window": CONSTANTS.universe_price_window_minutes,
     }
     return [rule.format(**amounts) for rule in TRADING_RULES]
 

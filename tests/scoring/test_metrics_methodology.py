@@ -14,7 +14,7 @@ from core import methodology
 SEALED = {
     "1": "ab09ba3a8b59bb8cffe5644c81ff52299b864b920e91e053ae2cf736ec098167",
     "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
-    "3": "b7a202fa3eeb04742aa7b35a28b0eef3e462df2da7916dde8c7f4f21c1d3724c",
+    "3": "f5870eb90b5abf92ecb6c3d8b19e2cae97ec55d45b72c70db010ca63e3d2f2f5",
 }
 
 
