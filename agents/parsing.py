@@ -24,8 +24,9 @@ Rules (the prompt builder shows the same; every broken rule is reported, not jus
 - `probability`: a finite number in [0, 1] (the probability of the named outcome).
 - `percentage`: the share of the position to sell, in (0, 100].
 - `outcome`: matched case-insensitively to the market's outcome names, so "YES"/"no" name the
-  two sides of a Yes/No market. In forecasts it may be omitted for a two-outcome market: it then
-  means "Yes" (or the first listed outcome when neither is called Yes).
+  two sides of a Yes/No market; the « » marks the prompt puts around names may be kept. In
+  forecasts it may be omitted for a two-outcome market: it then means "Yes" (or the first
+  listed outcome when neither is called Yes).
 - Two bets on the same market and outcome, two sells of the same position, or two forecasts of
   the same market and outcome are refused (combine them): silently merging would hide which
   probability the model meant.
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from typing import Any
 
-from core.text import clean
+from core.text import clean, flat
 
 ACTIONS = ("BET", "SELL", "HOLD")
 MAX_REASONING_CHARS = 4000
@@ -456,14 +457,20 @@ def _outcome(
         problems.append(f"{where}: outcome is missing (market {market_id}: {_listed(outcomes)})")
         return None
     if isinstance(raw, str):
-        wanted = raw.strip().casefold()
+        wanted = _outcome_key(raw)
         for name in outcomes:
-            if name.strip().casefold() == wanted:
+            if _outcome_key(name) == wanted:
                 return name
     problems.append(
         f"{where}: market {market_id} has no outcome {_show(raw)} (outcomes: {_listed(outcomes)})"
     )
     return None
+
+
+def _outcome_key(name: str) -> str:
+    """An outcome name as compared: the prompt shows names on one line between « » marks, and
+    a model may copy the marks or not."""
+    return flat(name.replace("«", " ").replace("»", " ")).casefold()
 
 
 def _yes_outcome(outcomes: list[str]) -> str:
