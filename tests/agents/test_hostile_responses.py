@@ -169,3 +169,18 @@ def test_retried_clamped_costs_still_fit_the_decision_total(server, setup, setti
     decision.refresh_from_db()
     assert len(_calls(decision)) == 3
     assert decision.cost_usd == Decimal(20_000) + Decimal("0.00384")
+
+
+def test_the_audit_page_shows_bidi_controls_instead_of_obeying_them(server, setup, client):
+    entry, universe = setup
+    text = answer(universe, reasoning="\u202eseY")
+    body = json.dumps(success_body(text), ensure_ascii=False).replace("seY", "\u202eseY")
+    server.enqueue(FakeResponse(200, body.encode()))
+    decision = run_decision(entry.pk, 1, AT)
+
+    response = client.get(f"/decisions/{decision.pk}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "\u202e" not in html
+    assert "&lt;U+202E&gt;seY" in html  # in the raw response as received
