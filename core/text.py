@@ -18,6 +18,7 @@ visible code points instead of applying them.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -69,11 +70,25 @@ def storable_json(value: Any) -> Any:
     return _walk(value, storable)
 
 
+# In ASCII-only JSON every character `clean` removes is written as an escape: \b, \f or \uXXXX.
+# Finding none in the encoded value (one C-speed pass) proves there is nothing to clean; a
+# literal backslash sequence in the text can only cause a needless walk, never a missed one.
+_ESCAPED_UNSAFE = re.compile(
+    r"\\(?:[bf]|u(?:00[01][0-9a-f]|007f|00[89][0-9a-f]|061c|200[ef]|202[a-e]|206[6-9]"
+    r"|d[89a-f][0-9a-f]{2}))"
+)
+
+
 def _walk(value: Any, fix: Any) -> Any:
     if isinstance(value, str):
         return fix(value)
     if not isinstance(value, dict | list):
         return value
+    try:
+        if _ESCAPED_UNSAFE.search(json.dumps(value)) is None:
+            return value
+    except (ValueError, TypeError, RecursionError):
+        pass  # not plain JSON, or too deep to encode: the walk below decides
     # Containers are rebuilt bottom-up with an explicit stack: (container, its copy or None).
     root = _Frame(value)
     stack = [root]
