@@ -22,12 +22,19 @@ Failure handling, and why:
 
 Cost: `usage.cost` (OpenRouter, USD) when present, else tokens x price per million when the
 caller passes prices, else unknown (None). Money is Decimal.
+
+A response is untrusted input: a body nested 200,000 deep, a NUL byte, `prompt_tokens: 1e12`
+or a cost of twelve million dollars must still come back as an Attempt, or the audit trail
+loses the call. Figures beyond what any real call reports are clamped (or dropped when
+negative) and the reason is kept in `Attempt.notes`; a body that cannot be read at all is a
+malformed attempt, never an exception.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -40,6 +47,9 @@ import requests
 
 from core import clock
 from core.http import parse_retry_after
+from core.text import flat
+
+log = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "forecasting-arena/0.1 (paper trading research)"
 APP_URL = "https://github.com/forecasting-arena"
@@ -65,6 +75,10 @@ CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
 # exceeded: free-models-per-day").
 QUOTA_MARKERS = ("per-day", "per day", "daily", "quota")
 MILLION = Decimal(1_000_000)
+# No real call uses 100 million tokens or costs ten thousand dollars; a figure above is a bug or
+# a lie, kept clamped so a decision's totals still fit their columns (with room for retries).
+MAX_TOKEN_COUNT = 100_000_000
+MAX_CALL_COST = Decimal(10_000)
 
 
 class LLMError(Exception):
@@ -96,6 +110,7 @@ class Attempt:
     finish_reason: str = ""
     retry_after: float | None = None
     quota_reset: float | None = None  # seconds until an exhausted rate-limit quota refills
+    notes: list[str] = field(default_factory=list)  # figures clamped or dropped, and why
 
     @property
     def ok(self) -> bool:
@@ -122,8 +137,9 @@ class ChatResult:
 
 
 def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    # Provider messages are untrusted: control and bidi characters go with the line breaks.
+    line = flat(str(text))
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def default_user_agent() -> str:
@@ -299,10 +315,8 @@ class LLMClient:
             attempt.quota_reset = _quota_reset(response.headers)
             if truncated:
                 attempt.fail(MALFORMED, f"response body larger than {MAX_RAW_BYTES} bytes", False)
-            elif response.status_code != 200:
-                self._read_http_error(attempt, raw)
             else:
-                self._read_success(attempt, raw, prices)
+                self._read_body(attempt, raw, prices)
         attempt.latency_ms = int((time.monotonic() - start) * 1000)
         return attempt
 
@@ -327,6 +341,18 @@ class LLMClient:
         except LookupError:
             text = data[:MAX_RAW_BYTES].decode("utf-8", errors="replace")
         return text, truncated
+
+    def _read_body(
+        self, attempt: Attempt, raw: str, prices: tuple[Decimal | None, Decimal | None]
+    ) -> None:
+        try:
+            if attempt.http_status != 200:
+                self._read_http_error(attempt, raw)
+            else:
+                self._read_success(attempt, raw, prices)
+        except Exception as exc:  # noqa: BLE001 - whatever the body holds, the attempt is kept
+            log.exception("unreadable chat response from %s", attempt.url)
+            attempt.fail(MALFORMED, f"response could not be read: {type(exc).__name__}", True)
 
     def _read_http_error(self, attempt: Attempt, raw: str) -> None:
         status = attempt.http_status or 0
@@ -354,6 +380,9 @@ class LLMClient:
         except ValueError as exc:
             attempt.fail(MALFORMED, f"response is not JSON: {exc}", True)
             return
+        except RecursionError:
+            attempt.fail(MALFORMED, "response is not JSON: nested too deeply to read", True)
+            return
         if not isinstance(payload, dict):
             attempt.fail(MALFORMED, "response JSON is not an object", True)
             return
@@ -379,12 +408,50 @@ def _read_metadata(
     usage = payload.get("usage")
     if not isinstance(usage, dict):
         usage = {}
-    attempt.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-    attempt.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+    attempt.prompt_tokens = _count(usage.get("prompt_tokens"), "prompt_tokens", attempt)
+    attempt.completion_tokens = _count(usage.get("completion_tokens"), "completion_tokens", attempt)
     details = usage.get("completion_tokens_details")
     if isinstance(details, dict):
-        attempt.reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
-    attempt.cost_usd, attempt.cost_source = _cost(usage, attempt, prices)
+        attempt.reasoning_tokens = _count(
+            details.get("reasoning_tokens"), "reasoning_tokens", attempt
+        )
+    cost, attempt.cost_source = _cost(usage, attempt, prices)
+    attempt.cost_usd = _bounded_cost(cost, attempt)
+
+
+def _count(value: Any, name: str, attempt: Attempt) -> int | None:
+    """A token count as reported, clamped to MAX_TOKEN_COUNT; None (with a note) when it is
+    negative or not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None  # absent, or not a number: nothing usable was reported
+    count = _int_or_none(value)
+    if count is None:
+        attempt.notes.append(f"{name} {_shown(value)} is not a finite count; not kept")
+        return None
+    if count < 0:
+        attempt.notes.append(f"{name} {count} is negative; not kept")
+        return None
+    if count > MAX_TOKEN_COUNT:
+        attempt.notes.append(f"{name} {_shown(value)} clamped to {MAX_TOKEN_COUNT}")
+        return MAX_TOKEN_COUNT
+    return count
+
+
+def _bounded_cost(cost: Decimal | None, attempt: Attempt) -> Decimal | None:
+    if cost is None:
+        return None
+    if cost < 0:
+        attempt.notes.append(f"cost {_shown(cost)} is negative; not kept")
+        return None
+    if cost > MAX_CALL_COST:
+        attempt.notes.append(f"cost {_shown(cost)} clamped to {MAX_CALL_COST}")
+        return MAX_CALL_COST
+    return cost
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _cost(
@@ -432,7 +499,7 @@ def _error_message(raw: str) -> str:
     """The message of an OpenRouter/OpenAI error body, or "" when the body is not one."""
     try:
         payload = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if isinstance(payload, dict) and payload.get("error"):
         return _describe_error(payload["error"])
@@ -458,7 +525,7 @@ def _raw_reason(raw: str) -> str:
     """The provider's own message inside metadata.raw (often a JSON error body), else the text."""
     try:
         inner = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return one_line(raw, 200)
     if isinstance(inner, dict):
         err = inner.get("error")

@@ -24,15 +24,16 @@ Rules (the prompt builder shows the same; every broken rule is reported, not jus
 - `probability`: a finite number in [0, 1] (the probability of the named outcome).
 - `percentage`: the share of the position to sell, in (0, 100].
 - `outcome`: matched case-insensitively to the market's outcome names, so "YES"/"no" name the
-  two sides of a Yes/No market. In forecasts it may be omitted for a two-outcome market: it then
-  means "Yes" (or the first listed outcome when neither is called Yes).
+  two sides of a Yes/No market; the « » marks the prompt puts around names may be kept. In
+  forecasts it may be omitted for a two-outcome market: it then means "Yes" (or the first
+  listed outcome when neither is called Yes).
 - Two bets on the same market and outcome, two sells of the same position, or two forecasts of
   the same market and outcome are refused (combine them): silently merging would hide which
   probability the model meant.
 - Each bet's probability is also a forecast. A forecast that contradicts the bet's probability
   for the same market and outcome is refused.
 - Every market of the forecast sample needs a forecast (or a bet).
-- `reasoning` is trimmed and cut to MAX_REASONING_CHARS.
+- `reasoning` is trimmed, cut to MAX_REASONING_CHARS, and loses control and bidi characters.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from typing import Any
 
+from core.text import clean, flat
+
 ACTIONS = ("BET", "SELL", "HOLD")
 MAX_REASONING_CHARS = 4000
 # Per list. A forecast per outcome of every market in the universe is legitimate (replays ask for
@@ -52,10 +55,11 @@ MAX_AMOUNT = Decimal(1_000_000_000)
 MAX_PROBLEMS = 30
 MAX_LISTED_IDS = 50
 MAX_SCAN_STARTS = 50  # '{' positions tried when looking for the object inside prose
+MAX_FENCES = 20  # ``` fences whose contents are tried before the whole text
 CENT = Decimal("0.01")
 
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-_SCAN_TOKENS = re.compile(r'[{}"\\]')
+_DECODER = json.JSONDecoder()
 
 
 class NotAnObjectError(ValueError):
@@ -66,7 +70,8 @@ class DecisionValidationError(ValueError):
     """Every problem found, one per line, short enough to quote back to the model."""
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
+        # Problems quote the model's own text, which goes back to it and into the audit.
+        self.problems = [clean(p) for p in problems]
         lines = [f"- {p}" for p in self.problems[:MAX_PROBLEMS]]
         if len(self.problems) > MAX_PROBLEMS:
             lines.append(f"- ... and {len(self.problems) - MAX_PROBLEMS} more problems")
@@ -165,7 +170,8 @@ def extract_json(text: str) -> dict:
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("the response is empty; answer with one JSON object")
-    fenced = [m.group(1) for m in _FENCE.finditer(text)]
+    # A real answer has a fence or two; a flood of them is junk and must not cost a parse each.
+    fenced = [m.group(1) for m, _ in zip(_FENCE.finditer(text), range(MAX_FENCES))]
     first_error: ValueError | None = None
     for candidate in [*fenced, text]:
         try:
@@ -179,6 +185,15 @@ def extract_json(text: str) -> dict:
 
 
 def _object_in(text: str) -> dict:
+    """The first JSON object in `text`, in time linear in its length.
+
+    Each '{' is tried with the decoder's `raw_decode`, which reads one value and stops at its
+    end (trailing prose is fine) or at the first character that cannot belong to it. When a
+    try fails at position e, the next try starts at the first '{' from e on: every '{' before e
+    was read as part of the failed object, so a try from there would meet the same error at e
+    (and an object completed inside a broken one is a fragment, not the answer). So no
+    character is read twice, whatever the text: 1 MB of "{{{{" costs as little as 1 MB of prose.
+    """
     stripped = text.strip()
     try:
         value = json.loads(stripped)
@@ -193,46 +208,23 @@ def _object_in(text: str) -> dict:
     for _ in range(MAX_SCAN_STARTS):
         if start == -1:
             break
-        end = _matching_brace(stripped, start)
-        if end is None:
-            error = error or "a '{' is never closed: the JSON object is incomplete"
-        else:
-            try:
-                value = json.loads(stripped[start : end + 1])
-            except (ValueError, RecursionError) as exc:
-                error = error or f"the JSON object is not valid JSON: {exc}"
+        try:
+            value, resume = _DECODER.raw_decode(stripped, start)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(stripped):
+                error = error or "a '{' is never closed: the JSON object is incomplete"
             else:
-                if isinstance(value, dict):
-                    return value
+                error = error or f"the JSON object is not valid JSON: {exc}"
+            resume = max(exc.pos, start + 1)
+        except RecursionError:
+            error = error or "the JSON object is nested too deeply"
+            resume = start + 1
+        else:
+            if isinstance(value, dict):
+                return value
         # The first '{' may be prose ("{carefully}") or an unclosed brace: try the next one.
-        start = stripped.find("{", start + 1)
+        start = stripped.find("{", resume)
     raise ValueError(error or "no JSON object found in the response")
-
-
-def _matching_brace(text: str, start: int) -> int | None:
-    """Index of the '}' closing the '{' at `start`, ignoring braces inside JSON strings."""
-    depth = 0
-    in_string = False
-    skip_to = start
-    for match in _SCAN_TOKENS.finditer(text, start):
-        pos = match.start()
-        if pos < skip_to:
-            continue  # the character after a backslash inside a string
-        char = match.group()
-        if in_string:
-            if char == "\\":
-                skip_to = pos + 2
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return pos
-    return None
 
 
 def _json_type(value: Any) -> str:
@@ -417,7 +409,9 @@ def _reasoning(raw: Any, problems: list[str]) -> str:
     if not isinstance(raw, str):
         problems.append("reasoning must be a string")
         return ""
-    text = raw.strip()
+    # Published on the pages and in exports: no control or bidi characters (a right-to-left
+    # override would make the reasoning read differently from what was stored).
+    text = clean(raw).strip()
     if len(text) > MAX_REASONING_CHARS:
         text = text[: MAX_REASONING_CHARS - 1].rstrip() + "…"
     return text
@@ -463,14 +457,20 @@ def _outcome(
         problems.append(f"{where}: outcome is missing (market {market_id}: {_listed(outcomes)})")
         return None
     if isinstance(raw, str):
-        wanted = raw.strip().casefold()
+        wanted = _outcome_key(raw)
         for name in outcomes:
-            if name.strip().casefold() == wanted:
+            if _outcome_key(name) == wanted:
                 return name
     problems.append(
         f"{where}: market {market_id} has no outcome {_show(raw)} (outcomes: {_listed(outcomes)})"
     )
     return None
+
+
+def _outcome_key(name: str) -> str:
+    """An outcome name as compared: the prompt shows names on one line between « » marks, and
+    a model may copy the marks or not."""
+    return flat(name.replace("«", " ").replace("»", " ")).casefold()
 
 
 def _yes_outcome(outcomes: list[str]) -> str:

@@ -4,6 +4,12 @@ The template text lives in agents/prompts/<version>_system.txt and _user.txt; it
 stored on every decision, so a published decision names the exact words the model was given.
 Changing the words means a new version file, never an edit of an old one.
 
+Market text (questions, outcome names, rules) is written by strangers and read by the model
+next to the arena's own lines, so it is never pasted as it is: `fenced` puts each piece on one
+line (a question cannot start a fake market line of its own, an outcome name cannot split a
+price line) between « and », which the text itself can no longer contain, and the system
+prompt says that fenced text is data, never instructions (v2).
+
 The universe block is the bulk of the prompt (500 markets) and identical for every entry of a
 cohort week, so it is rendered once per universe and reused; only the header (cash, positions)
 is per entry.
@@ -22,6 +28,7 @@ from typing import Protocol
 
 from agents.parsing import DecisionContext
 from core.methodology import CONSTANTS
+from core.text import flat
 
 
 class Universe(Protocol):
@@ -34,7 +41,7 @@ class Universe(Protocol):
     forecast_sample: list
 
 
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
 _DIR = Path(__file__).resolve().parent / "prompts"
 SYSTEM_TEMPLATE = (_DIR / f"{PROMPT_VERSION}_system.txt").read_text(encoding="utf-8")
 USER_TEMPLATE = (_DIR / f"{PROMPT_VERSION}_user.txt").read_text(encoding="utf-8")
@@ -48,6 +55,9 @@ MIN_BET = Decimal(CONSTANTS.min_bet)
 MAX_FRACTION = Decimal(str(CONSTANTS.max_bet_fraction))
 CENT = Decimal("0.01")
 _UNIVERSE_CACHE_SIZE = 8
+FENCE_OPEN, FENCE_CLOSE = "«", "»"
+# The marks inside market text become plain quotes, so only the arena can open or close a fence.
+_UNFENCE = str.maketrans({FENCE_OPEN: '"', FENCE_CLOSE: '"'})
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,8 @@ def _position_line(p: PositionView) -> str:
         now = f"current price {_num(p.price)} (value ${_money(p.value)})"
     status = _MARKET_STATES.get(p.market_status, f"market {p.market_status} (cannot sell)")
     return (
-        f"- position_id {p.position_id}: [{p.market_id}] {p.question} | outcome {p.outcome} | "
+        f"- position_id {p.position_id}: [{p.market_id}] {fenced(p.question)} | "
+        f"outcome {fenced(p.outcome)} | "
         f"{_num(p.shares)} shares, cost ${_money(p.cost_basis)} | {now} | {status}"
     )
 
@@ -159,16 +170,22 @@ def render_universe(items: list[dict]) -> str:
 
 
 def _market_block(item: dict) -> str:
-    quotes = " | ".join(f"{name} {item['prices'][name]}" for name in item["outcomes"])
+    quotes = " | ".join(f"{fenced(name)} {item['prices'][name]}" for name in item["outcomes"])
     close = item.get("close_time")
     closes = f"closes {close[:10]} ({item['days_to_close']} days)" if close else "no close date"
     lines = [
-        f"[{item['market_id']}] {item['question']}",
+        f"[{item['market_id']}] {fenced(item['question'])}",
         f"  {quotes} · volume ${int(Decimal(item['volume'])):,} · {closes}",
     ]
     if item.get("rules"):
-        lines.append(f"  rules: {item['rules']}")
+        lines.append(f"  rules: {fenced(item['rules'])}")
     return "\n".join(lines)
+
+
+def fenced(text: str) -> str:
+    """Market text as the prompt shows it: on one line, without control or bidi characters,
+    between « and » (see the module docstring)."""
+    return f"{FENCE_OPEN}{flat(str(text)).translate(_UNFENCE)}{FENCE_CLOSE}"
 
 
 def decision_context(universe: Universe, positions: list[PositionView]) -> DecisionContext:

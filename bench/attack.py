@@ -526,6 +526,9 @@ def main() -> int:
         case_db_kill(base)
         case_bad_input(base, ids["hostile_market"])
         case_javascript_url(base, ids["hostile_market"])
+        import attack_input  # issue 26's input side, a file of its own beside this one
+
+        attack_input.input_cases(base, record, get)
         case_export_memory(base, web)
         case_login(base)
         case_endpoint_exfiltration()
@@ -559,3 +562,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

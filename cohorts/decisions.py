@@ -44,7 +44,7 @@ from agents.prompts import (
     user_prompt,
 )
 from cohorts import seals
-from cohorts.llm_calls import store_calls, stored_cost
+from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.services import (
     BetOrder,
@@ -410,13 +410,7 @@ class _Run:
         )
 
     def _usage(self) -> dict:
-        costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
-        return {
-            "tokens_in": sum(a.prompt_tokens or 0 for a in self.attempts),
-            "tokens_out": sum(a.completion_tokens or 0 for a in self.attempts),
-            "cost_usd": stored_cost(sum(costs, Decimal(0))),
-            "latency_ms": sum(a.latency_ms for a in self.attempts),
-        }
+        return usage_totals(self.attempts)
 
     def _fail_all_calls(self, error: str) -> None:
         if not _finish(self.decision, Decision.Status.FAILED, error=error, **self._usage()):

@@ -18,6 +18,7 @@ from django.db.models import Max
 
 from agents.llm import Attempt
 from cohorts.models import Decision, LLMCall
+from core.text import has_unstorable, storable, storable_json
 
 # The published fields, in the order the API lists them.
 FIELDS = (
@@ -42,6 +43,11 @@ FIELDS = (
 )
 # As stored: providers bill below a millionth of a dollar.
 COST_PLACES = Decimal("0.0000000001")
+# The columns' ranges (PositiveIntegerField; DecimalField(16, 10)). The client already clamps
+# what a server reports far below these; this guards every other source of an Attempt and the
+# sums over a decision's attempts.
+MAX_COUNT = 2_147_483_647
+MAX_COST = Decimal("999999.9999999999")
 
 TimeForm = Callable[[datetime | None], str | None]
 MoneyForm = Callable[[Decimal | None], str | None]
@@ -79,25 +85,54 @@ def store_calls(decision: Decision, attempts: list[Attempt], phase: str) -> None
 
 def call_row(decision: Decision, attempt: Attempt, number: int, phase: str) -> LLMCall:
     """The unsaved row of one HTTP attempt, numbered `number` among the decision's calls; text
-    cut to its column."""
+    cut to its column, NUL bytes and lone surrogates (which no database column takes) replaced
+    by U+FFFD, figures out of their column's range clamped, and every change said in `error`."""
+    notes = list(attempt.notes)
+    raw = attempt.raw_response
+    if has_unstorable(raw):
+        raw = storable(raw)
+        notes.append("NUL bytes or lone surrogates in the raw response stored as U+FFFD")
     return LLMCall(
         decision=decision,
         attempt=number,
         phase=phase,
-        url=attempt.url[:300],
-        request=attempt.request_body,
-        raw_response=attempt.raw_response,
+        url=storable(attempt.url[:300]),
+        request=storable_json(attempt.request_body),
+        raw_response=raw,
         http_status=attempt.http_status,
-        error=attempt.error,
+        error="; ".join(storable(t) for t in [attempt.error, *notes] if t),
         error_kind=attempt.error_kind or "",
-        prompt_tokens=attempt.prompt_tokens,
-        completion_tokens=attempt.completion_tokens,
-        reasoning_tokens=attempt.reasoning_tokens,
-        cost_usd=stored_cost(attempt.cost_usd),
+        prompt_tokens=_count(attempt.prompt_tokens),
+        completion_tokens=_count(attempt.completion_tokens),
+        reasoning_tokens=_count(attempt.reasoning_tokens),
+        cost_usd=stored_cost(_cost(attempt.cost_usd)),
         cost_source=attempt.cost_source or "",
-        latency_ms=attempt.latency_ms,
-        served_model=attempt.served_model[:200],
-        generation_id=attempt.generation_id[:200],
-        finish_reason=attempt.finish_reason[:40],
+        latency_ms=min(max(attempt.latency_ms, 0), MAX_COUNT),
+        served_model=storable(attempt.served_model[:200]),
+        generation_id=storable(attempt.generation_id[:200]),
+        finish_reason=storable(attempt.finish_reason[:40]),
         started_at=attempt.started_at,
     )
+
+
+def usage_totals(attempts: list[Attempt]) -> dict[str, Any]:
+    """A decision's tokens, cost and latency over its attempts, each within its column."""
+    costs = [c for a in attempts if (c := _cost(a.cost_usd)) is not None]
+    return {
+        "tokens_in": min(sum(_count(a.prompt_tokens) or 0 for a in attempts), MAX_COUNT),
+        "tokens_out": min(sum(_count(a.completion_tokens) or 0 for a in attempts), MAX_COUNT),
+        "cost_usd": stored_cost(min(sum(costs, Decimal(0)), MAX_COST)),
+        "latency_ms": min(sum(max(a.latency_ms, 0) for a in attempts), MAX_COUNT),
+    }
+
+
+def _count(value: int | None) -> int | None:
+    if value is None or value < 0:
+        return None
+    return min(value, MAX_COUNT)
+
+
+def _cost(value: Decimal | None) -> Decimal | None:
+    if value is None or not Decimal(value).is_finite():
+        return None
+    return max(min(Decimal(value), MAX_COST), -MAX_COST)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import requests
 from django.conf import settings
 
 from core.http import parse_retry_after
+from core.text import clean_json, flat
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,11 @@ RETRY_AFTER_CAP = 120.0  # seconds; a hostile Retry-After must not stall a beat 
 PRICE_SUM_TOLERANCE = Decimal("0.1")
 PRICE_PLACES = Decimal("0.000001")  # PricePoint.price has 6 decimal places
 MONEY_PLACES = Decimal("0.01")
+# Real questions are a line or two and rules a few paragraphs; a megabyte of either is an attack
+# on every page and prompt that shows it, so they are cut here.
+QUESTION_CHARS = 1000
+DESCRIPTION_CHARS = 20_000
+INT_RANGE = (-(2**31), 2**31 - 1)  # an IntegerField on PostgreSQL
 
 
 class GammaError(Exception):
@@ -130,6 +137,10 @@ def parse_market(raw: Any) -> ParsedMarket:
     """
     if not isinstance(raw, dict):
         raise MarketParseError(f"market is a {type(raw).__name__}, not an object")
+    # Upstream text is untrusted: NUL (which PostgreSQL refuses in text and JSON, and so would
+    # abort the whole page's write), surrogates, control and bidi characters (a stored "seY"
+    # shown as "Yes") go, everywhere in the object, including the raw copy that is kept.
+    raw = clean_json(raw)
     external_id = _text(raw, "id", required=True, max_len=120)
     try:
         return _parse_fields(raw, external_id)
@@ -138,11 +149,14 @@ def parse_market(raw: Any) -> ParsedMarket:
 
 
 def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
-    outcomes = _json_string_list(raw, "outcomes", required=True)
+    # Labels are one line: an outcome "No\nforecast_sample: 1" must not split a prompt line.
+    outcomes = [flat(o) for o in _json_string_list(raw, "outcomes", required=True)]
     if len(outcomes) < 2:
-        raise MarketParseError(f"needs at least 2 outcomes, got {outcomes!r}")
+        raise MarketParseError(f"needs at least 2 outcomes, got {_short(outcomes)}")
     if len(set(outcomes)) != len(outcomes) or any(not o.strip() or len(o) > 200 for o in outcomes):
-        raise MarketParseError(f"outcome names must be distinct, non-empty, short: {outcomes!r}")
+        raise MarketParseError(
+            f"outcome names must be distinct, non-empty, short: {_short(outcomes)}"
+        )
     token_ids = _json_string_list(raw, "clobTokenIds", required=False)
     if token_ids and len(token_ids) != len(outcomes):
         raise MarketParseError("clobTokenIds and outcomes differ in length")
@@ -153,15 +167,15 @@ def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
     category = _text(raw, "category", max_len=120) or (tags[0][:120] if tags else "")
     return ParsedMarket(
         external_id=external_id,
-        question=_text(raw, "question", required=True),
+        question=flat(_text(raw, "question", required=True))[:QUESTION_CHARS],
         condition_id=_text(raw, "conditionId", max_len=100),
         slug=_text(raw, "slug", max_len=300),
-        description=_text(raw, "description"),
+        description=_text(raw, "description", max_len=DESCRIPTION_CHARS),
         resolution_source=_text(raw, "resolutionSource", max_len=500),
         category=category,
         tags=tags,
         event_slug=_clip(_str_or_empty(event.get("slug")), 300),
-        event_title=_clip(_str_or_empty(event.get("title")), 500),
+        event_title=_clip(flat(_str_or_empty(event.get("title"))), 500),
         outcomes=outcomes,
         token_ids=token_ids,
         outcome_prices=outcome_prices,
@@ -177,7 +191,7 @@ def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
         market_maker_address=_text(raw, "marketMakerAddress"),
         neg_risk=_flag(raw, "negRisk"),
         neg_risk_market_id=_text(raw, "negRiskMarketID", max_len=100),
-        group_item_title=_text(raw, "groupItemTitle", max_len=200),
+        group_item_title=flat(_text(raw, "groupItemTitle", max_len=200)),
         group_item_threshold=_lenient_int(raw.get("groupItemThreshold")),
         open_time=_when(raw, "startDate"),
         close_time=_when(raw, "endDate"),
@@ -192,13 +206,13 @@ def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
 def parse_price(value: Any) -> Decimal:
     """A probability in [0, 1] from a decimal string or a JSON number; ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"price {value!r} is not a number")
+        raise ValueError(f"price {_short(value)} is not a number")
     try:
         price = Decimal(value.strip() if isinstance(value, str) else str(value))
     except InvalidOperation as exc:
-        raise ValueError(f"price {value!r} is not a number") from exc
+        raise ValueError(f"price {_short(value)} is not a number") from exc
     if not price.is_finite() or not Decimal(0) <= price <= Decimal(1):
-        raise ValueError(f"price {value!r} is outside [0, 1]")
+        raise ValueError(f"price {_short(value)} is outside [0, 1]")
     return price.quantize(PRICE_PLACES)
 
 
@@ -208,15 +222,15 @@ def _parse_prices(value: Any, n_outcomes: int) -> tuple[list[Decimal] | None, st
     try:
         items = json.loads(value) if isinstance(value, str) else value
     except ValueError:
-        return None, f"outcomePrices {value!r} is not JSON"[:300]
+        return None, f"outcomePrices {_short(value)} is not JSON"[:300]
     try:
         if not isinstance(items, list) or len(items) != n_outcomes:
-            raise ValueError(f"outcomePrices {value!r} does not match {n_outcomes} outcomes")
+            raise ValueError(f"outcomePrices {_short(value)} does not match {n_outcomes} outcomes")
         prices = [parse_price(item) for item in items]
     except ValueError as exc:
         return None, str(exc)[:300]
     if abs(sum(prices, Decimal(0)) - 1) > PRICE_SUM_TOLERANCE:
-        return prices, f"outcomePrices {value!r} do not add up to 1"
+        return prices, f"outcomePrices {_short(value)} do not add up to 1"
     return prices, ""
 
 
@@ -245,11 +259,11 @@ def _when(raw: dict, key: str) -> datetime | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise MarketParseError(f"{key} {value!r} is not a timestamp string")
+        raise MarketParseError(f"{key} {_short(value)} is not a timestamp string")
     try:
         return parse_when(value)
     except ValueError as exc:
-        raise MarketParseError(f"{key} {value!r} is not a timestamp") from exc
+        raise MarketParseError(f"{key} {_short(value)} is not a timestamp") from exc
 
 
 def _text(raw: dict, key: str, *, required: bool = False, max_len: int | None = None) -> str:
@@ -259,7 +273,7 @@ def _text(raw: dict, key: str, *, required: bool = False, max_len: int | None = 
     if isinstance(value, int) and not isinstance(value, bool) and key == "id":
         value = str(value)  # ids are numeric strings; accept a bare number too
     if not isinstance(value, str):
-        raise MarketParseError(f"{key} {value!r} is not a string")
+        raise MarketParseError(f"{key} {_short(value)} is not a string")
     value = value.strip()
     if required and not value:
         raise MarketParseError(f"{key} is missing")
@@ -279,9 +293,9 @@ def _json_string_list(raw: dict, key: str, *, required: bool) -> list[str]:
     try:
         items = json.loads(value) if isinstance(value, str) else value
     except ValueError as exc:
-        raise MarketParseError(f"{key} {value!r} is not JSON") from exc
+        raise MarketParseError(f"{key} {_short(value)} is not JSON") from exc
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise MarketParseError(f"{key} {value!r} is not a list of strings")
+        raise MarketParseError(f"{key} {_short(value)} is not a list of strings")
     return [i.strip() for i in items]
 
 
@@ -293,13 +307,13 @@ def _amount(raw: dict, number_key: str, string_key: str) -> Decimal:
     if value is None or value == "":
         return Decimal("0")
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise MarketParseError(f"{number_key} {value!r} is not a number")
+        raise MarketParseError(f"{number_key} {_short(value)} is not a number")
     try:
         amount = Decimal(value if isinstance(value, str) else str(value))
     except InvalidOperation as exc:
-        raise MarketParseError(f"{number_key} {value!r} is not a number") from exc
+        raise MarketParseError(f"{number_key} {_short(value)} is not a number") from exc
     if not amount.is_finite() or amount < 0 or amount >= Decimal("1e17"):
-        raise MarketParseError(f"{number_key} {value!r} is out of range")
+        raise MarketParseError(f"{number_key} {_short(value)} is out of range")
     return amount.quantize(MONEY_PLACES)
 
 
@@ -308,17 +322,18 @@ def _flag(raw: dict, key: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise MarketParseError(f"{key} {value!r} is not a boolean")
+        raise MarketParseError(f"{key} {_short(value)} is not a boolean")
     return value
 
 
 def _lenient_int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
-        return int(str(value).strip())
+        number = int(str(value).strip())
     except ValueError:
         return None
+    return number if INT_RANGE[0] <= number <= INT_RANGE[1] else None
 
 
 def _first_event(raw: dict) -> dict:
@@ -338,6 +353,16 @@ def _tag_labels(tags: Any) -> list[str]:
             if isinstance(label, str) and label.strip():
                 labels.append(label.strip()[:120])
     return labels
+
+
+# Values quoted in errors and logs: a megabyte-long or deeply nested field is shown cut short.
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def _short(value: Any) -> str:
+    return _REPR.repr(value)
 
 
 def _str_or_empty(value: Any) -> str:
@@ -424,6 +449,8 @@ class JsonHttpClient:
                 problem = "" if shape(body) else "not the documented shape"
             except ValueError:
                 problem = "not JSON"
+            except RecursionError:
+                problem = "nested too deeply to read"
             if not problem:
                 return body
             if last:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from core import clock
@@ -40,6 +40,10 @@ OPEN, CLOSED = Market.Status.OPEN, Market.Status.CLOSED
 RESOLVED, VOID = Market.Status.RESOLVED, Market.Status.VOID
 FINAL = (RESOLVED, VOID)
 STORE_BATCH = 100  # rows per transaction when storing lookups (same as a keyset page)
+# What the database says about one bad row (a value out of a column's range, a NUL or a
+# surrogate the parser missed, a constraint): that market is skipped, never the whole page.
+# Connection trouble is not among them: it is transient and fails the sync for its retry.
+REFUSED_ROW = (DataError, IntegrityError, ValueError)
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -53,6 +57,7 @@ class SyncReport:
     stored: int = 0
     new: int = 0
     parse_errors: int = 0
+    refused: int = 0  # parsed, but the database would not store them
     bad_prices: int = 0
     price_points: int = 0
     left_top: int = 0
@@ -70,6 +75,8 @@ class SyncReport:
             f"{self.tracked_refreshed}/{self.tracked_checked} tracked refreshed "
             f"({self.tracked_missing} not found upstream)"
         )
+        if self.refused:
+            text += f", {self.refused} refused by the database"
         return text + (f"; stopped early: {self.stopped_early}" if self.stopped_early else "")
 
 
@@ -92,8 +99,9 @@ def sync_markets(
     seen: set[str] = set()
     for raw_page in client.iter_top_markets(limit, log_to=pages):
         parsed = _parse_all(raw_page, report, seen)
-        report.stored += len(parsed)
-        report.price_points += store_markets(parsed, now=now, in_top=True)
+        points, stored = _store(parsed, now=now, in_top=True, report=report)
+        report.stored += len(stored)
+        report.price_points += points
         if on_page is not None:
             on_page(len(raw_page))
     report.pages, report.stopped_early = pages.pages, pages.stopped_early
@@ -133,12 +141,38 @@ def _refresh_tracked(client: GammaClient, now: datetime, report: SyncReport) -> 
     wanted = {ext_id for ext_id, _ in stale}
     seen: set[str] = set()
     parsed = [p for p in _parse_all(raw, report, seen) if p.external_id in wanted]
+    refreshed: set[str] = set()
     for start in range(0, len(parsed), STORE_BATCH):
-        report.price_points += store_markets(
-            parsed[start : start + STORE_BATCH], now=now, in_top=False
-        )
-    report.tracked_refreshed = len(parsed)
+        batch = parsed[start : start + STORE_BATCH]
+        points, stored = _store(batch, now=now, in_top=False, report=report)
+        report.price_points += points
+        refreshed |= stored
+    report.tracked_refreshed = len(refreshed)
     report.tracked_missing = len(wanted - {p.external_id for p in parsed})
+
+
+def _store(
+    parsed: list[ParsedMarket], *, now: datetime, in_top: bool, report: SyncReport
+) -> tuple[int, set[str]]:
+    """store_markets for one page; if the database refuses a row, the page again market by
+    market, so one bad upstream object costs only itself (logged and counted as refused).
+    Returns the price points written and the external ids stored."""
+    try:
+        return store_markets(parsed, now=now, in_top=in_top), {p.external_id for p in parsed}
+    except REFUSED_ROW:
+        log.warning("a page of %d markets was refused; storing them one by one", len(parsed))
+    points, stored = 0, set()
+    for market in parsed:
+        try:
+            points += store_markets([market], now=now, in_top=in_top)
+        except REFUSED_ROW as exc:
+            report.refused += 1
+            reason = " ".join(str(exc).split())[:300]
+            log.warning("skipping Gamma market %s: the database refused it: %s",
+                        market.external_id, reason)  # fmt: skip
+        else:
+            stored.add(market.external_id)
+    return points, stored
 
 
 def _not_synced_since(now: datetime) -> Q:

@@ -50,11 +50,14 @@ _ALLOCATION = re.compile(
 _SAMPLE = re.compile(r"^forecast_sample \([^)]*\): (.*)$", re.M)
 _DATE = re.compile(r"^Date: (.*)$", re.M)
 _POSITION = re.compile(
-    r"^- position_id (\d+): \[(\d+)\] .*? \| outcome (.+?) \| [\d.]+ shares, cost \$[\d,.]+ \| "
+    r"^- position_id (\d+): \[(\d+)\] (?:«[^«»\n]*»|.*?) \| outcome («[^«»\n]*»|.+?) \| "
+    r"[\d.]+ shares, cost \$[\d,.]+ \| "
     r"(?:current price ([\d.]+)[^|\n]*|current price unknown) \| (.+)$",
     re.M,
 )
 _MARKET = re.compile(r"^\[(\d+)\] (.*)\n  (.*?) · volume", re.M)
+# Market text between the prompt's « » fences (prompt v2); the fences never nest.
+_FENCED_QUOTE = re.compile(r"«([^«»]*)» ([^\s|]+)(?: \| |$)")
 
 
 def read_prompt(text: str) -> PromptView | None:
@@ -68,7 +71,8 @@ def read_prompt(text: str) -> PromptView | None:
     for m in _MARKET.finditer(text):
         quotes = _quotes(m.group(3))
         if quotes:
-            markets[m.group(1)] = MarketView(m.group(1), m.group(2), tuple(quotes), quotes)
+            question = _unfenced(m.group(2))
+            markets[m.group(1)] = MarketView(m.group(1), question, tuple(quotes), quotes)
     ids = [s.strip() for s in sample.group(1).split(",")]
     date = _DATE.search(text)
     return PromptView(
@@ -81,7 +85,7 @@ def read_prompt(text: str) -> PromptView | None:
             PositionView(
                 position_id=p.group(1),
                 market_id=p.group(2),
-                outcome=p.group(3),
+                outcome=_unfenced(p.group(3)),
                 price=float(p.group(4)) if p.group(4) else None,
                 sellable=p.group(5).strip() == "open",
             )
@@ -91,8 +95,18 @@ def read_prompt(text: str) -> PromptView | None:
     )
 
 
+def _unfenced(text: str) -> str:
+    text = text.strip()
+    if text.startswith("«") and text.endswith("»"):
+        return text[1:-1]
+    return text
+
+
 def _quotes(text: str) -> dict[str, float]:
-    """'Yes 0.63 | No 0.37' -> {'Yes': 0.63, 'No': 0.37}; {} when a part is not 'name price'."""
+    """'«Yes» 0.63 | «No» 0.37' (or, unfenced, 'Yes 0.63 | No 0.37') -> {'Yes': 0.63,
+    'No': 0.37}; {} when a part is not 'name price'."""
+    if text.startswith("«"):
+        return _fenced_quotes(text)
     quotes: dict[str, float] = {}
     for part in text.split(" | "):
         name, _, price = part.strip().rpartition(" ")
@@ -104,6 +118,23 @@ def _quotes(text: str) -> dict[str, float]:
             return {}
         quotes[name] = value
     return quotes
+
+
+def _fenced_quotes(text: str) -> dict[str, float]:
+    quotes: dict[str, float] = {}
+    end = 0
+    for match in _FENCED_QUOTE.finditer(text):
+        if match.start() != end:
+            return {}
+        end = match.end()
+        try:
+            value = float(match.group(2))
+        except ValueError:
+            return {}
+        if not match.group(1) or not math.isfinite(value):
+            return {}
+        quotes[match.group(1)] = value
+    return quotes if end == len(text) else {}
 
 
 def _money(text: str) -> Decimal:

@@ -71,6 +71,10 @@ class FakeGamma:
         self.requests: list[SeenRequest] = []
         self.faults: list[Fault] = []
         self.repeat_cursor = False
+        # When set, /markets/keyset answers this list as its one page, as it is: hostile objects
+        # (wrong types, duplicate or missing ids) that the fake's own filters could not sort.
+        # Lookups by id or condition id still see only `markets`.
+        self.verbatim_page: list | None = None
         # CLOB /prices-history, served by the same fake: token id -> [(unix seconds, price)]
         self.history: dict[str, list[tuple[int, object]]] = {}
         self.history_max_days = 15  # longer explicit windows -> 400 "interval is too long"
@@ -203,6 +207,8 @@ class FakeGamma:
     def _keyset(self, query: dict[str, list[str]]) -> tuple[int, object]:
         if "offset" in query:
             return 422, OFFSET_ON_KEYSET
+        if self.verbatim_page is not None:
+            return 200, {"markets": list(self.verbatim_page)}
         status, selected = self._select(query)
         if status != 200:
             return status, selected

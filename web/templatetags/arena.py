@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from core.text import reveal_bidi as _reveal_bidi
 from web import colours, glossary
 
 register = template.Library()
@@ -272,6 +273,13 @@ def pretty_json(value) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def reveal_bidi(value) -> str:
+    """Untrusted text shown as stored but with its bidi controls as visible code points, so a
+    right-to-left override cannot make "seY" read "Yes". Plain text: autoescaping still applies."""
+    return _reveal_bidi(str(value))
 
 
 @register.filter
