@@ -1,10 +1,11 @@
 """Reactions of the competition engine to what lower packages announce. Dispatch only."""
 
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from cohorts import series, settlement
-from cohorts.models import Entry
+from agents.models import Competitor
+from cohorts import seal_state, series, settlement
+from cohorts.models import Cohort, Entry
 from markets.models import Market
 from markets.signals import market_resolved
 
@@ -17,3 +18,15 @@ def after_resolution(sender, market, **kwargs):
 @receiver(post_delete, sender=Entry, dispatch_uid="cohorts.series_on_entry_delete")
 def forget_entry_series(sender, instance, **kwargs):
     series.entry_deleted(instance.competitor_id)
+
+
+@receiver(post_save, sender=Competitor, dispatch_uid="cohorts.identity_on_competitor_save")
+def record_identity(sender, instance, created, raw=False, **kwargs):
+    if not created and not raw:
+        seal_state.competitor_changed(instance.pk)
+
+
+@receiver(post_save, sender=Cohort, dispatch_uid="cohorts.state_on_cohort_save")
+def record_cohort_state(sender, instance, created, raw=False, **kwargs):
+    if not created and not raw:
+        seal_state.cohorts_changed([instance.pk])

@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
+from cohorts.seal_checks import check_scope, must_be_sealed
 from cohorts.seal_events import event_records
+from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_records import (
     DecisionRows,
@@ -38,9 +38,6 @@ from cohorts.seal_records import (
 )
 from cohorts.seals import FINAL, RERUNNABLE
 from cohorts.universe import content_hash
-from core import clock
-
-EXPORT_FORMAT = "arena-seals-export/1"
 
 
 @dataclass
@@ -260,7 +257,14 @@ def _verify_cohort(report: Report, cohort: Cohort) -> None:
             return
         if not _compare_live(report, where, cohort, week, entries, digests, links):
             return
-    for week in sorted(set(universes) - set(by_week_seals)):
+    sealed_weeks = set(by_week_seals)
+    for week in sorted(set(universes) - sealed_weeks):
+        u = universes[week]
+        markets = {m.get("market_id") for m in u.markets or [] if m.get("market_id")}
+        why = must_be_sealed(cohort, week, u.frozen_at, sealed_weeks, markets)
+        if why:
+            report.problems.append(f"cohort {cohort.pk} week {week}: no seal, but {why}")
+            return
         report.notes.append(f"cohort {cohort.pk} week {week}: not sealed yet")
 
 
@@ -352,143 +356,7 @@ def _verify_events(report: Report, scope: str) -> None:
             )
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
-
-
-# --- the export ------------------------------------------------------------------------------
-
-
-def export_chunks(
-    cohort_id: int | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int | None = None,
-    kind: str | None = None,
-) -> Iterator[str]:
-    """The seal export as JSON text chunks: whole cohorts (week_start in [since, until), at most
-    `limit` of them), then the event logs of their scopes. See docs/verification.md."""
-    cohorts = Cohort.objects.order_by("id")
-    if cohort_id is not None:
-        cohorts = cohorts.filter(pk=cohort_id)
-    if kind is not None:
-        cohorts = cohorts.filter(kind=kind)
-    if since is not None:
-        cohorts = cohorts.filter(week_start__gte=since)
-    if until is not None:
-        cohorts = cohorts.filter(week_start__lt=until)
-    if limit is not None:
-        cohorts = cohorts[:limit]
-    head = {
-        "format": EXPORT_FORMAT,
-        "seal_format": FORMAT,
-        "generated_at": clock.now().isoformat(),
-        "cohort": cohort_id,
-    }
-    yield json.dumps(head)[:-1] + ', "cohorts": ['
-    scopes = set()
-    for i, cohort in enumerate(cohorts):
-        scopes.add(cohort.kind)
-        yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
-    yield '\n], "event_logs": ['
-    for i, scope in enumerate(sorted(scopes)):
-        yield ("\n" if i == 0 else ",\n") + _events_json(scope)
-    yield "\n]}\n"
-
-
-def _cohort_json(cohort: Cohort) -> str:
-    universes = {u.week: u for u in Universe.objects.filter(cohort=cohort)}
-    entries = {e["id"]: e for e in cohort.entries.values("id", "competitor_id", "replicate")}
-    weeks = []
-    all_seals = list(WeekSeal.objects.filter(cohort=cohort).order_by("week", "seq"))
-    for week in sorted({s.week for s in all_seals}):
-        digests = list(DecisionDigest.objects.filter(cohort=cohort, week=week).order_by("seq"))
-        latest = {dg.entry_id: dg.pk for dg in digests}
-        rows = DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
-        live = {
-            d["id"]: d
-            for d in Decision.objects.filter(pk__in=rows.decisions).values(
-                "id", "status", "claimed_at"
-            )
-        }
-        items = []
-        for dg in digests:
-            text = _export_record(dg, latest, rows, live, cohort.pk, week, entries)
-            meta = {
-                "seq": dg.seq,
-                "entry": dg.entry_id,
-                "decision": dg.decision_id,
-                "state": dg.state,
-                "status": dg.status,
-                "amendment": dg.amendment,
-                "record_hash": dg.record_hash,
-                "prev": dg.prev,
-                "link": dg.link,
-                "created_at": dg.created_at.isoformat(),
-            }
-            items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
-        universe = universes.get(week)
-        genesis = genesis_record(cohort, week, universe.content_hash if universe else "")
-        week_seals = [
-            {
-                "seq": s.seq,
-                "count": s.count,
-                "root": s.root,
-                "genesis": s.genesis,
-                "reason": s.reason,
-                "sealed_at": s.sealed_at.isoformat(),
-            }
-            for s in all_seals
-            if s.week == week
-        ]
-        weeks.append(
-            json.dumps({"week": week, "genesis": genesis, "seals": week_seals})[:-1]
-            + ', "digests": [\n'
-            + ",\n".join(items)
-            + "]}"
-        )
-    head = {"id": cohort.pk, "kind": cohort.kind, "week_start": cohort.week_start.isoformat()}
-    return json.dumps(head)[:-1] + ', "weeks": [\n' + ",\n".join(weeks) + "]}"
-
-
-def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
-    """The live record for an entry's latest final digest (what the site shows now) unless that
-    decision is being re-run; the stored one otherwise; null when the decision row is gone."""
-    stored = dg.record_bytes().decode("utf-8", "surrogatepass")
-    if dg.state == "pending" or latest[dg.entry_id] != dg.pk:
-        return stored
-    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id)
-    if now is None:
-        return "null"
-    d = live[dg.decision_id]
-    rerun = dg.status in RERUNNABLE and (
-        d["status"] not in FINAL or d["claimed_at"] > dg.created_at
-    )
-    if rerun:
-        return stored
-    return canonical(now).decode("utf-8", "surrogatepass")
-
-
-def _events_json(scope: str) -> str:
-    rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
-    by_kind: dict[str, list[int]] = defaultdict(list)
-    for e in rows:
-        by_kind[e.kind].append(e.ref)
-    live = {kind: event_records(kind, refs) for kind, refs in by_kind.items()}
-    items = []
-    for e in rows:
-        found = live[e.kind].get(e.ref)
-        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
-        meta = {
-            "seq": e.seq,
-            "kind": e.kind,
-            "ref": e.ref,
-            "record_hash": e.record_hash,
-            "prev": e.prev,
-            "link": e.link,
-            "created_at": e.created_at.isoformat(),
-        }
-        items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
-    head = {"scope": scope, "genesis": events_genesis_record(scope)}
-    return json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+    check_scope(report.problems, scope, rows)
 
 
 # --- from an export ---------------------------------------------------------------------------
@@ -501,7 +369,7 @@ class ExportFormatError(ValueError):
 def verify_export(doc: dict, published: dict | None = None) -> Report:
     """Every check that needs no database: records against hashes, chains, roots, and (with
     `published`, a saved /api/seals response) roots against the ones seen earlier."""
-    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") not in EXPORT_FORMATS:
         raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
     if doc.get("seal_format") != FORMAT:
         raise ExportFormatError(f"unknown seal format {doc.get('seal_format')!r}")

@@ -47,9 +47,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
 from cohorts.seal_events import log_events
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
 from cohorts.seal_publish import publish_after_commit, publish_pending
 from cohorts.seal_records import DecisionRows, Record, Row, genesis_record, pending_record
+from cohorts.seal_state import record_first
 from core import clock
 from core.versions import data_changed
 
@@ -123,6 +124,9 @@ def _seal_week(cohort_id: int, week: int, force: str | None) -> WeekSeal | None:
         format=FORMAT,
         sealed_at=now,
     )
+    # The root goes into the scope's event log (a deleted seal then breaks the log), with the
+    # cohort's state and its competitors' identities the first time they are sealed.
+    log_events(refs={"seal": [seal.pk], "state": record_first(cohort)})
     log.info("sealed cohort %s week %s #%s (%s): %s", cohort.pk, week, seal.seq, seal.reason, root)
     data_changed()
     publish_after_commit(seal)
@@ -327,6 +331,8 @@ def delete_sealed(scope: str) -> int:
     n = DecisionDigest.objects.filter(scope=scope).delete()[0]
     n += WeekSeal.objects.filter(scope=scope).delete()[0]
     n += EventLogEntry.objects.filter(scope=scope).delete()[0]
+    n += StateRecord.objects.filter(scope=scope).delete()[0]
+    n += Checkpoint.objects.filter(scope=scope).delete()[0]
     return n
 
 
