@@ -34,6 +34,7 @@ from cohorts.seal_records import (
     settlement_record,
     state_record,
 )
+from cohorts.seal_sign import checkpoint
 from core import clock
 from core.versions import data_changed
 from markets.models import Market, ResolutionChange
@@ -93,7 +94,10 @@ _KIND_ORDER: dict[str, int] = {
     K.REVERSAL: 4,
     K.SETTLEMENT: 5,
 }
-STATE_KINDS: dict[str, str] = {K.IDENTITY: StateRecord.Subject.COMPETITOR, K.COHORT: StateRecord.Subject.COHORT}
+STATE_KINDS: dict[str, str] = {
+    K.IDENTITY: StateRecord.Subject.COMPETITOR,
+    K.COHORT: StateRecord.Subject.COHORT,
+}
 
 
 @dataclass(frozen=True)
@@ -254,5 +258,7 @@ def _log_events(market_id: int | None, refs: dict[str, list[int]] | None = None)
             )
             prev = link
     EventLogEntry.objects.bulk_create(rows)
+    for scope in by_scope:
+        checkpoint(scope)  # each new head signed in the transaction that appended it
     data_changed()  # /api/seals shows the log heads
     return len(rows)

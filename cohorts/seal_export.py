@@ -17,8 +17,9 @@ from datetime import datetime
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical
 from cohorts.seal_events import event_records
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_records import DecisionRows, events_genesis_record, genesis_record
+from cohorts.seal_sign import checkpoint_dict, public_key_info
 from cohorts.seals import FINAL, RERUNNABLE
 from core import clock
 
@@ -60,9 +61,19 @@ def export_chunks(
         scopes.add(cohort.kind)
         yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
     yield '\n], "event_logs": ['
+    sizes: dict[str, int] = {}
     for i, scope in enumerate(sorted(scopes)):
-        yield ("\n" if i == 0 else ",\n") + _events_json(scope)
-    yield "\n]}\n"
+        text, sizes[scope] = _events_json(scope)
+        yield ("\n" if i == 0 else ",\n") + text
+    # The newest checkpoint of each log the export covers in full (one signed after the log was
+    # read would name links the export does not have).
+    checkpoints = [
+        checkpoint_dict(cp)
+        for scope, size in sorted(sizes.items())
+        if (cp := Checkpoint.objects.filter(scope=scope, size__lte=size).order_by("-size").first())
+    ]
+    tail = {"signing_key": public_key_info(), "checkpoints": checkpoints}
+    yield "\n], " + json.dumps(tail)[1:] + "\n"
 
 
 def _cohort_json(cohort: Cohort) -> str:
@@ -138,7 +149,7 @@ def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
     return canonical(now).decode("utf-8", "surrogatepass")
 
 
-def _events_json(scope: str) -> str:
+def _events_json(scope: str) -> tuple[str, int]:
     rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
     by_kind: dict[str, list[int]] = defaultdict(list)
     for e in rows:
@@ -159,4 +170,5 @@ def _events_json(scope: str) -> str:
         }
         items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
     head = {"scope": scope, "genesis": events_genesis_record(scope)}
-    return json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+    text = json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+    return text, len(rows)

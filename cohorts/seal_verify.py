@@ -30,12 +30,14 @@ from cohorts.seal_checks import check_scope, must_be_sealed
 from cohorts.seal_events import event_records
 from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_published import compare
 from cohorts.seal_records import (
     DecisionRows,
     events_genesis_record,
     genesis_record,
     pending_record,
 )
+from cohorts.seal_sign import public_key_hex
 from cohorts.seals import FINAL, RERUNNABLE
 from cohorts.universe import content_hash
 
@@ -48,15 +50,17 @@ class Report:
     digests: int = 0
     seals: int = 0
     events: int = 0
+    published: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
+        saved = f", {self.published} saved roots, heads and checkpoints" if self.published else ""
         return (
             f"{self.weeks} sealed weeks, {self.seals} roots, {self.digests} decision records, "
-            f"{self.events} event-log records"
+            f"{self.events} event-log records{saved}"
         )
 
 
@@ -159,7 +163,8 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
 # --- from the database ----------------------------------------------------------------------
 
 
-def verify_database(cohort_id: int | None = None) -> Report:
+def verify_database(cohort_id: int | None = None, published: list | None = None) -> Report:
+    """Everything from the database; with `published` (saved documents), against them too."""
     report = Report()
     cohorts = Cohort.objects.order_by("id")
     if cohort_id is not None:
@@ -172,6 +177,19 @@ def verify_database(cohort_id: int | None = None) -> Report:
         scopes |= set(EventLogEntry.objects.values_list("scope", flat=True).distinct())
     for scope in sorted(scopes):
         _verify_events(report, scope)
+    if published is not None and not report.problems:
+        roots = {
+            (c, w, q): r
+            for c, w, q, r in WeekSeal.objects.values_list("cohort_id", "week", "seq", "root")
+        }
+        links: dict[str, list[str]] = defaultdict(list)
+        for scope, link in EventLogEntry.objects.order_by("scope", "seq").values_list(
+            "scope", "link"
+        ):
+            links[scope].append(link)
+        report.published += compare(
+            report.problems, published, roots, links, public_key_hex(), "the database"
+        )
     return report
 
 
@@ -366,9 +384,10 @@ class ExportFormatError(ValueError):
     """The file is not a seal export this verifier understands."""
 
 
-def verify_export(doc: dict, published: dict | None = None) -> Report:
-    """Every check that needs no database: records against hashes, chains, roots, and (with
-    `published`, a saved /api/seals response) roots against the ones seen earlier."""
+def verify_export(doc: dict, published: Any = None) -> Report:
+    """Every check that needs no database: records against hashes, chains, roots, the export's
+    own signed checkpoints, and (with `published`: saved /api/seals responses or checkpoints,
+    cohorts/seal_published.py) what was saved earlier."""
     if not isinstance(doc, dict) or doc.get("format") not in EXPORT_FORMATS:
         raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
     if doc.get("seal_format") != FORMAT:
@@ -421,25 +440,14 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
         report.events += len(links)
         if not check_chain(report, where, record_hash(log["genesis"]), links, []):
             return report
-    if published is not None:
-        _compare_published(report, roots, published)
+    links_now = {
+        log["scope"]: [e["link"] for e in log.get("entries") or []]
+        for log in doc.get("event_logs") or []
+    }
+    key = (doc.get("signing_key") or {}).get("public_key")
+    # The export's own checkpoints, then whatever was saved earlier.
+    for found in ([{"checkpoints": doc.get("checkpoints") or []}], published):
+        if found is not None and not report.problems:
+            docs = found if isinstance(found, list) else [found]
+            report.published += compare(report.problems, docs, roots, links_now, key, "the export")
     return report
-
-
-def _compare_published(report: Report, roots: dict, published: dict) -> None:
-    for s in published.get("seals") or []:
-        key = (
-            s["cohort"]["id"] if isinstance(s["cohort"], dict) else s["cohort"],
-            s["week"],
-            s["seq"],
-        )
-        if key not in roots:
-            report.problems.append(
-                f"cohort {key[0]} week {key[1]}: root #{key[2]} was published but is not in the export"
-            )
-            return
-        if roots[key] != s["root"]:
-            report.problems.append(
-                f"cohort {key[0]} week {key[1]}: root #{key[2]} differs from the published one"
-            )
-            return

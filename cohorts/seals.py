@@ -50,6 +50,7 @@ from cohorts.seal_events import log_events
 from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
 from cohorts.seal_publish import publish_after_commit, publish_pending
 from cohorts.seal_records import DecisionRows, Record, Row, genesis_record, pending_record
+from cohorts.seal_sign import checkpoint_all
 from cohorts.seal_state import record_first
 from core import clock
 from core.versions import data_changed
@@ -317,6 +318,7 @@ def upkeep(at: datetime | None = None) -> dict[str, Any]:
     """Everything the snapshot tick does for sealing, each step safe to repeat."""
     summary: dict[str, Any] = seal_due(at)
     summary["events"] = log_events()
+    summary["checkpoints"] = checkpoint_all()
     summary["published"] = publish_pending()
     return summary
 
