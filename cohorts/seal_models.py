@@ -150,7 +150,7 @@ class EventLogEntry(Chained):
         REVERSAL = "reversal", "Settlement reversal"
         SEAL = "seal", "Week seal"
         IDENTITY = "identity", "Competitor identity"
-        COHORT = "cohort", "Cohort state"
+        COHORT = "cohort_state", "Cohort state"
 
     kind = models.CharField(max_length=12, choices=Kind.choices)
     ref = models.BigIntegerField(

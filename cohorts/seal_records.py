@@ -15,7 +15,7 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
                 deleted week seal breaks the log and a saved checkpoint)
     identity    a competitor's identity (slug, display name, model id, provider, endpoint) as
                 the application recorded it in a scope: when first sealed, and on every change
-    cohort      a cohort's state (kind, status, start, decision weeks, balance, methodology)
+    cohort_state  a cohort's state (kind, status, start, decision weeks, balance, methodology)
 
 A skipped decision is recorded without the prompt and times of the attempt (only the entry,
 decision id, status and reason): the catch-up retries skips every 15 minutes, and an identical
@@ -337,7 +337,7 @@ def seal_record(s: Row) -> Record:
 
 def state_record(r: Row) -> Record:
     """An identity or cohort record: the StateRecord's state with its subject and time."""
-    kind = "identity" if r["subject"] == "competitor" else "cohort"
+    kind = "identity" if r["subject"] == "competitor" else "cohort_state"
     return {
         "format": FORMAT,
         "type": kind,

@@ -65,7 +65,7 @@ class Migration(migrations.Migration):
                     ("reversal", "Settlement reversal"),
                     ("seal", "Week seal"),
                     ("identity", "Competitor identity"),
-                    ("cohort", "Cohort state"),
+                    ("cohort_state", "Cohort state"),
                 ],
                 max_length=12,
             ),

@@ -50,7 +50,7 @@ def _traded_market(cohort) -> Market:
 
 def test_a_sealed_week_logs_its_root_the_cohort_state_and_each_identity(week):
     kinds = list(EventLogEntry.objects.filter(scope="live").values_list("kind", flat=True))
-    assert kinds.count("seal") == 1 and kinds.count("cohort") == 1
+    assert kinds.count("seal") == 1 and kinds.count("cohort_state") == 1
     assert kinds.count("identity") == week.entries.count()
     seal = WeekSeal.objects.get(cohort=week)
     logged = EventLogEntry.objects.get(kind="seal")

@@ -66,7 +66,7 @@ def test_small_demo_is_sealed_the_same_way(small_demo):
     assert money.count() == Settlement.objects.count() + changes.count()
     # ...and every week's root, each cohort's state and each competitor's identity.
     assert demo_log.filter(kind="seal").count() == WeekSeal.objects.count()
-    assert demo_log.filter(kind="cohort").count() >= len({c for c, _ in weeks})
+    assert demo_log.filter(kind="cohort_state").count() >= len({c for c, _ in weeks})
     assert demo_log.filter(kind="identity").exists()
     assert verify_database().problems == []
 
