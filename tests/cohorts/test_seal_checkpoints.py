@@ -184,3 +184,14 @@ def test_a_file_that_is_not_a_saved_response_is_refused(settled, tmp_path):
     bad = _write(tmp_path / "x.json", {"something": "else"})
     with pytest.raises(CommandError, match="not a saved /api/seals response"):
         call_command("arena", "verify", "--published", bad)
+
+
+def test_the_methodology_and_exports_pages_show_the_key_and_how_to_save_checkpoints(
+    settled, client
+):
+    page = client.get("/methodology/").content.decode()
+    assert f'<code class="hash">{seal_sign.public_key_hex()}</code>' in page
+    assert "save these checkpoints" in page and 'href="/api/seals"' in page
+    assert 'href="/exports/seals.json"' in page
+    exports = client.get("/exports/").content.decode()
+    assert 'href="/exports/seals.json"' in exports and 'href="/api/seals"' in exports
