@@ -195,3 +195,14 @@ def test_the_methodology_and_exports_pages_show_the_key_and_how_to_save_checkpoi
     assert 'href="/exports/seals.json"' in page
     exports = client.get("/exports/").content.decode()
     assert 'href="/exports/seals.json"' in exports and 'href="/api/seals"' in exports
+
+
+def test_a_simulated_cohorts_roots_say_which_clock_and_offer_the_checkpoints(key_dir, client):
+    from cohorts.models import Cohort
+
+    make_markets(4)
+    demo = make_cohort([baseline_competitor("favorite")], kind=Cohort.Kind.DEMO)
+    decide(cohort=demo, week=1, at=AT, sync=True)
+    page = client.get(f"/cohorts/{demo.pk}/").content.decode()
+    assert "Root stored (UTC, simulated clock)" in page and "own simulated clock" in page
+    assert 'href="/api/seals?kind=demo" download' in page
