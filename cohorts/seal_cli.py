@@ -37,9 +37,21 @@ def _load(path: str, what: str) -> dict:
         raise CommandError(f"{what} {path} is not JSON: {exc}") from exc
 
 
+def _load_saved(path: str) -> object:
+    """A saved JSON document, or JSON lines (ARENA_SEAL_PUBLISH_DIR's checkpoint files)."""
+    try:
+        return _load(path, "saved file")
+    except CommandError:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            return [json.loads(line) for line in lines if line.strip()]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise CommandError(f"saved file {path} is neither JSON nor JSON lines") from None
+
+
 def verify(cmd, options) -> None:
     paths = options.get("published") or []
-    published = [_load(path, "saved file") for path in paths] if paths else None
+    published = [_load_saved(path) for path in paths] if paths else None
     try:
         if published is not None:
             seal_published.collect(published)  # a file holding nothing comparable is refused

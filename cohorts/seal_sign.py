@@ -15,10 +15,11 @@ otherwise a seed made on first use in ARENA_VAR_DIR/seal_signing.key with mode 0
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,31 @@ def checkpoint(scope: str, at: datetime | None = None) -> Checkpoint | None:
             cp.save()
     except IntegrityError:
         return None
+    if getattr(settings, "ARENA_SEAL_PUBLISH_DIR", "") or os.environ.get("ARENA_SEAL_PUBLISH_DIR"):
+        transaction.on_commit(partial(_append_to_dir, checkpoint_dict(cp)))
     return cp
+
+
+def _append_to_dir(doc: dict[str, Any]) -> None:
+    """One JSON line per checkpoint in DIR/checkpoints-<scope>.jsonl (a single O_APPEND write,
+    so concurrent writers never interleave a line)."""
+    folder = Path(
+        getattr(settings, "ARENA_SEAL_PUBLISH_DIR", "") or os.environ["ARENA_SEAL_PUBLISH_DIR"]
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps(doc, sort_keys=True) + "\n").encode()
+        fd = os.open(
+            folder / f"checkpoints-{doc['scope']}.jsonl",
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+            0o644,
+        )
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError:
+        log.exception("could not append checkpoint %s@%s to %s", doc["scope"], doc["size"], folder)
 
 
 def checkpoint_all(at: datetime | None = None) -> int:

@@ -206,3 +206,20 @@ def test_a_simulated_cohorts_roots_say_which_clock_and_offer_the_checkpoints(key
     page = client.get(f"/cohorts/{demo.pk}/").content.decode()
     assert "Root stored (UTC, simulated clock)" in page and "own simulated clock" in page
     assert 'href="/api/seals?kind=demo" download' in page
+
+
+def test_checkpoints_are_appended_to_the_publish_directory_and_verify_from_there(
+    key_dir, settings, tmp_path, django_capture_on_commit_callbacks, capsys
+):
+    settings.ARENA_SEAL_PUBLISH_DIR = str(tmp_path / "published")
+    make_markets(6)
+    cohort = make_cohort([baseline_competitor(s) for s in ("favorite", "random")])
+    with django_capture_on_commit_callbacks(execute=True):
+        decide(cohort=cohort, week=1, at=AT, sync=True)
+    path = tmp_path / "published" / "checkpoints-live.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [cp["size"] for cp in lines] == list(
+        Checkpoint.objects.filter(scope="live").order_by("size").values_list("size", flat=True)
+    )
+    call_command("arena", "verify", "--published", str(path))
+    assert f"{len(lines)} saved roots, heads and checkpoints" in capsys.readouterr().out

@@ -494,6 +494,8 @@ def test_new_roots_are_posted_to_the_configured_url(
     body, auth = receiver.received[-1]
     assert len(receiver.received) == 2 and auth == "Bearer t0ken"
     assert body["root"] == seal.root and body["cohort"] == cohort.pk and body["seq"] == 1
+    # The scope's newest signed checkpoint rides along, and its log holds this root.
+    assert body["checkpoint"]["scope"] == "live" and body["checkpoint"]["size"] >= 1
     pub = SealPublication.objects.get()
     assert pub.published_at is not None and pub.attempts == 2 and pub.error == ""
     assert seal_publish.publish_pending() == {"published": 0, "failed": 0}  # once only
