@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -38,6 +39,7 @@ SETTLEMENT_KINDS = (LedgerEntry.Kind.PAYOUT, LedgerEntry.Kind.REFUND, LedgerEntr
 # A live week is sealed by the snapshot tick at its grace deadline; past this much more, a
 # missing seal cannot be a tick that has not run yet.
 DEADLINE_SLACK = timedelta(hours=1)
+CENT = Decimal("0.01")
 
 
 def _differs(logged: dict, now: dict) -> str:
@@ -118,7 +120,8 @@ def _money(scope, records, cohort_ids, universes) -> str | None:
         return f"settlement {first} is not in the log"
     entries = Entry.objects.filter(cohort__kind=scope).annotate(ledger_sum=Sum("ledger__amount"))
     for pk, cash, ledger in entries.order_by("pk").values_list("pk", "cash", "ledger_sum"):
-        if ledger is not None and cash != ledger:
+        # SQLite sums decimals as floating point: back to cents before comparing.
+        if ledger is not None and cash != Decimal(ledger).quantize(CENT):
             return f"entry {pk}: cash {cash} is not the sum of its ledger ({ledger})"
     return None
 

@@ -51,13 +51,16 @@ class Report:
     seals: int = 0
     events: int = 0
     published: int = 0
+    checkpoints: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
-        saved = f", {self.published} saved roots, heads and checkpoints" if self.published else ""
+        saved = f", {self.checkpoints} signed checkpoints" if self.checkpoints else ""
+        if self.published:
+            saved += f", {self.published} saved roots, heads and checkpoints"
         return (
             f"{self.weeks} sealed weeks, {self.seals} roots, {self.digests} decision records, "
             f"{self.events} event-log records{saved}"
@@ -446,8 +449,9 @@ def verify_export(doc: dict, published: Any = None) -> Report:
     }
     key = (doc.get("signing_key") or {}).get("public_key")
     # The export's own checkpoints, then whatever was saved earlier.
-    for found in ([{"checkpoints": doc.get("checkpoints") or []}], published):
-        if found is not None and not report.problems:
-            docs = found if isinstance(found, list) else [found]
-            report.published += compare(report.problems, docs, roots, links_now, key, "the export")
+    own = [{"checkpoints": doc.get("checkpoints") or []}]
+    report.checkpoints = compare(report.problems, own, roots, links_now, key, "the export")
+    if published is not None and not report.problems:
+        docs = published if isinstance(published, list) else [published]
+        report.published = compare(report.problems, docs, roots, links_now, key, "the export")
     return report
