@@ -200,3 +200,30 @@ def test_a_week_erased_with_its_whole_log_is_still_a_failure_once_a_market_settl
         _sql(f"DELETE FROM {table}", [])
     problem = _problem()
     assert f"cohort {week.pk} week 1: no seal, but a market of its universe has settled" in problem
+
+
+def test_a_competitor_renamed_in_the_admin_is_an_identity_event(week, admin_client):
+    competitor = week.entries.order_by("id").first().competitor
+    form = {
+        "slug": competitor.slug,
+        "display_name": "Renamed in the admin",
+        "kind": competitor.kind,
+        "family": competitor.family,
+        "provider": competitor.provider,
+        "model_id": competitor.model_id,
+        "strategy": competitor.strategy,
+        "params": json.dumps(competitor.params),
+        "replicates": competitor.replicates,
+        "active": "on",
+        "endpoint": "",
+        "notes": "",
+    }
+    url = f"/admin/agents/competitor/{competitor.pk}/change/"
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    logged = [
+        json.loads(e.record_bytes())["state"]["display_name"]
+        for e in EventLogEntry.objects.filter(kind="identity").order_by("seq")
+    ]
+    assert logged[-1] == "Renamed in the admin"
+    assert verify_database().ok
