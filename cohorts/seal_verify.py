@@ -9,11 +9,10 @@ rows cannot stand in for (superseded by an amendment, pending placeholders) are 
 their hashes; an edit made after sealing, through the ORM or raw SQL, is named with the first
 field that differs from the sealed copy.
 
-The export is built the same way: each latest record comes from the live rows (what the site
-shows now), so a tampered database produces an export whose records no longer hash to the sealed
-values; superseded and pending records come from the seal rows. Compare the roots an export or
-/api/seals shows today with the ones you saved (or the published ones) earlier: `--published FILE`
-does that for a saved /api/seals response.
+Beyond the records, the live state is compared with each scope's event log (cohorts/seal_checks.py:
+outcomes, money, identities, cohort states, week roots, weeks that must have been sealed), and
+with `published` what was saved earlier (cohorts/seal_published.py: week roots, event-log heads,
+signed checkpoints). The export itself is built by cohorts/seal_export.py.
 """
 
 from __future__ import annotations

@@ -5,8 +5,12 @@ docstring is the maintainer's. The modules beside this one:
 
     seal_canonical  canonical JSON (RFC 8785), the record and link hashes, the fixed forms
     seal_records    what each record holds (decision, pending, genesis, resolution, settlement)
-    seal_events     the event log of resolutions and settlements, one chain per scope
-    seal_verify     `arena verify` and the seal export; seal_publish: posting roots outside
+    seal_events     the event log, one chain per scope: week roots, resolutions, settlements,
+                    reversals, identities and cohort states (seal_state records the last two)
+    seal_sign       the Ed25519 key and the signed checkpoints of each log
+    seal_verify     `arena verify` (seal_checks: live state against the log; seal_published:
+                    saved roots, heads and checkpoints); seal_export: the export;
+                    seal_publish: posting roots and checkpoints outside
 
 Chain: link(n) = sha256(JCS({"format", "type": "link", "seq": n, "prev": link(n-1),
 "record": record_hash(n)})), link(0) = the genesis hash (the cohort, its kind and start, the week,
