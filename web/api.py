@@ -375,7 +375,7 @@ def seals(
     head of each event log; the newest signed checkpoint of each log and the public key it
     verifies with (on every page, so the newest is one request away). `?cohort=ID`,
     `?kind=live|replay|demo`, `limit` (default 50, max 200), `offset`; `total` counts the roots
-    and `next` is the following page (null on the last). The records themselves:
+    and `next` is the following page's path and query (null on the last). The records themselves:
     /exports/seals.json; how to check them: docs/verification.md (`arena verify --published`)."""
     feed = selectors.seal_feed(kind or None, cohort_id)
     total = feed.count()
@@ -389,7 +389,8 @@ def seals(
             "limit": limit,
             "offset": offset + limit,
         }
-        following = request.build_absolute_uri(
+        # A path, not an absolute URL: the response is cached across hosts (web/cache.py).
+        following = (
             request.path + "?" + urlencode({k: v for k, v in query.items() if v is not None})
         )
     return _json(

@@ -95,7 +95,7 @@ def test_api_seals_pages_with_a_total_and_a_next_link_and_the_newest_checkpoint(
     decide(cohort=settled, week=2, at=AT.replace(day=AT.day + 7), sync=True)
     first = client.get("/api/seals?limit=1").json()
     assert first["total"] == 2 and len(first["seals"]) == 1
-    assert first["next"].endswith("/api/seals?limit=1&offset=1")
+    assert first["next"] == "/api/seals?limit=1&offset=1"
     second = client.get(first["next"]).json()
     assert second["next"] is None and second["seals"][0]["week"] != first["seals"][0]["week"]
     # The newest checkpoint and the key are on every page, the old fields stay.
