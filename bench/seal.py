@@ -240,10 +240,12 @@ def _bench(args) -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
+    from django.db.models import Sum
+
     from agents import prompts
     from cohorts import seals
-    from cohorts.models import Cohort, Decision, Entry
-    from cohorts.seal_verify import verify_database
+    from cohorts.models import Cohort, Decision, Entry, LedgerEntry
+    from cohorts.seal_verify import export_chunks, verify_database, verify_export
     from cohorts.universe import freeze_universe
 
     t0 = time.perf_counter()
@@ -283,8 +285,17 @@ def _bench(args) -> None:
         )
         for e, comp in zip(entries, lineup):
             e.competitor = comp
+        # The opening deposits, and each entry's cash the sum of its ledger (what open_cohort
+        # and the trades would leave; verify checks it).
+        LedgerEntry.objects.bulk_create(
+            LedgerEntry(entry=e, kind="deposit", amount=e.cash, created_at=cohort.week_start)
+            for e in entries
+        )
         for week in range(1, args.weeks + 1):
             build_week(cohort, week, entries, template)
+        for e in entries:
+            total = e.ledger.aggregate(total=Sum("amount"))["total"]
+            Entry.objects.filter(pk=e.pk).update(cash=total)
         cohorts.append(cohort)
     build_s = time.perf_counter() - t0
     per_record = len(seals.canonical(template["request"])) * 2 + len(user) + len(system)
@@ -339,6 +350,24 @@ def _bench(args) -> None:
     seals.DecisionRows(all_ids)
     verify_floor = time.perf_counter() - t + sum(hash_floor)
 
+    # --- verify the export: build it (from the database), then check it alone ---------------
+    t = time.perf_counter()
+    text = "".join(export_chunks())
+    export_build_s = time.perf_counter() - t
+    t = time.perf_counter()
+    doc = json.loads(text)
+    export_report = verify_export(doc)
+    export_verify_s = time.perf_counter() - t
+    assert export_report.ok, export_report.problems[:1]
+    t = time.perf_counter()
+    import hashlib
+
+    for cohort_doc in doc["cohorts"]:  # the export's floor: hash each record's canonical bytes
+        for week_doc in cohort_doc["weeks"]:
+            for d in week_doc["digests"]:
+                hashlib.sha256(seals.canonical(d["record"])).hexdigest()
+    export_floor = time.perf_counter() - t
+
     n_weeks = args.cohorts * args.weeks
     print(f"bench/seal.py  ({os.environ['DATABASE_URL'].split(':')[0]})")
     print(
@@ -357,6 +386,11 @@ def _bench(args) -> None:
         f"(target <= {VERIFY_TARGET_S:.0f} s: {'PASS' if verify_s <= VERIFY_TARGET_S else 'FAIL'}); "
         f"floor (read every row + hash) {verify_floor:.2f} s, ratio {verify_s / verify_floor:.1f}x; "
         f"{report.summary()}"
+    )
+    print(
+        f"export: built in {export_build_s:.2f} s ({len(text) / 1e6:.0f} MB); verified alone in "
+        f"{export_verify_s:.2f} s (parse + check); floor (canonical bytes + hash of every "
+        f"record) {export_floor:.2f} s, ratio {export_verify_s / export_floor:.1f}x"
     )
     print(f"load average: {load_before_verify} before verify, {load_average()} at the end")
 

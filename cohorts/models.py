@@ -438,8 +438,10 @@ class Forecast(models.Model):
 
 # The append-only sealing records live in their own module (cohorts/seal_models.py).
 from cohorts.seal_models import (  # noqa: E402, F401
+    Checkpoint,
     DecisionDigest,
     EventLogEntry,
     SealPublication,
+    StateRecord,
     WeekSeal,
 )

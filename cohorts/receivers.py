@@ -1,10 +1,11 @@
 """Reactions of the competition engine to what lower packages announce. Dispatch only."""
 
-from django.db.models.signals import post_delete, post_migrate
+from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
-from cohorts import lineup, series, settlement, snapshots
-from cohorts.models import Entry
+from agents.models import Competitor
+from cohorts import lineup, seal_state, series, settlement, snapshots
+from cohorts.models import Cohort, Entry
 from markets.models import Market
 from markets.signals import market_resolved, scope_time
 
@@ -28,3 +29,15 @@ def seed_lineup(sender, using="default", stdout=None, verbosity=1, **kwargs):
 @receiver(scope_time, sender=Market, dispatch_uid="cohorts.scope_time")
 def market_scope_time(sender, market, **kwargs):
     return snapshots.scope_time_of(market)
+
+
+@receiver(post_save, sender=Competitor, dispatch_uid="cohorts.identity_on_competitor_save")
+def record_identity(sender, instance, created, raw=False, **kwargs):
+    if not created and not raw:
+        seal_state.competitor_changed(instance.pk)
+
+
+@receiver(post_save, sender=Cohort, dispatch_uid="cohorts.state_on_cohort_save")
+def record_cohort_state(sender, instance, created, raw=False, **kwargs):
+    if not created and not raw:
+        seal_state.cohorts_changed([instance.pk])

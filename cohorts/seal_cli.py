@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from cohorts import seal_verify
+from cohorts import seal_published, seal_verify
 from cohorts.models import Cohort
 
 
@@ -22,7 +22,9 @@ def verify_arguments(parser) -> None:
     parser.add_argument(
         "--published",
         metavar="FILE",
-        help="with --export: a saved /api/seals response whose roots the export must contain",
+        nargs="+",
+        help="saved /api/seals responses or checkpoints: today's roots and logs (the database's, "
+        "or the export's with --export) must still contain them, and their signatures verify",
     )
 
 
@@ -35,14 +37,28 @@ def _load(path: str, what: str) -> dict:
         raise CommandError(f"{what} {path} is not JSON: {exc}") from exc
 
 
+def _load_saved(path: str) -> object:
+    """A saved JSON document, or JSON lines (ARENA_SEAL_PUBLISH_DIR's checkpoint files)."""
+    try:
+        return _load(path, "saved file")
+    except CommandError:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            return [json.loads(line) for line in lines if line.strip()]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise CommandError(f"saved file {path} is neither JSON nor JSON lines") from None
+
+
 def verify(cmd, options) -> None:
-    if options.get("published") and not options.get("export"):
-        raise CommandError("--published needs --export")
+    paths = options.get("published") or []
+    published = [_load_saved(path) for path in paths] if paths else None
+    try:
+        if published is not None:
+            seal_published.collect(published)  # a file holding nothing comparable is refused
+    except (seal_published.PublishedFormatError, KeyError, TypeError, AttributeError) as exc:
+        raise CommandError(f"a --published file is not a saved /api/seals response: {exc}") from exc
     if options.get("export"):
         doc = _load(options["export"], "export")
-        published = (
-            _load(options["published"], "published roots") if options.get("published") else None
-        )
         try:
             report = seal_verify.verify_export(doc, published)
         except (seal_verify.ExportFormatError, KeyError, TypeError, AttributeError) as exc:
@@ -51,7 +67,7 @@ def verify(cmd, options) -> None:
         cohort_id = options.get("cohort")
         if cohort_id is not None and not Cohort.objects.filter(pk=cohort_id).exists():
             raise CommandError(f"no cohort with id {cohort_id}")
-        report = seal_verify.verify_database(cohort_id)
+        report = seal_verify.verify_database(cohort_id, published)
     for note in report.notes:
         cmd.stdout.write(f"note: {note}")
     if not report.ok:

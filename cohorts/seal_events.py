@@ -1,10 +1,12 @@
 """The event log: one hash chain per scope (live, replay, demo) of everything that moves money
-or truth after the decisions: resolution changes (every source), settlements and reversals.
+or truth after the decisions: resolution changes (every source), settlements and reversals, and
+of what the decisions are read against: every week seal, competitor identities and cohort
+states (cohorts/seal_state.py). Its signed checkpoints (cohorts/seal_sign.py) cover all of it.
 
 Entries are appended in the transaction that writes the row (the resolution receiver, settlement)
 and caught up by the snapshot tick for anything missed, so a row and its log entry commit
-together. Within one append, events are ordered by scope, time, kind (resolution before reversal
-before settlement: a correction reverses before it pays again) and id.
+together. Within one append, events are ordered by scope, time, kind (states and seals first, then
+resolution before reversal before settlement: a correction reverses before it pays again) and id.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, LedgerEntry, Settlement
 from cohorts.seal_canonical import canonical, link_hash, pack, record_hash, sha256_hex
-from cohorts.seal_models import EventLogEntry
+from cohorts.seal_models import EventLogEntry, StateRecord, WeekSeal
 from cohorts.seal_records import (
     LEDGER_FIELDS,
     Record,
@@ -28,8 +30,11 @@ from cohorts.seal_records import (
     events_genesis_record,
     resolution_record,
     reversal_record,
+    seal_record,
     settlement_record,
+    state_record,
 )
+from cohorts.seal_sign import checkpoint
 from core import clock
 from core.versions import data_changed
 from markets.models import Market, ResolutionChange
@@ -68,10 +73,30 @@ SETTLEMENT_FIELDS = (
     "settled_at",
     "reversed_at",
 )
+SEAL_FIELDS = (
+    "id",
+    "cohort_id",
+    "scope",
+    "week",
+    "seq",
+    "count",
+    "root",
+    "genesis",
+    "reason",
+    "sealed_at",
+)
+K = EventLogEntry.Kind
 _KIND_ORDER: dict[str, int] = {
-    EventLogEntry.Kind.RESOLUTION: 0,
-    EventLogEntry.Kind.REVERSAL: 1,
-    EventLogEntry.Kind.SETTLEMENT: 2,
+    K.COHORT: 0,
+    K.IDENTITY: 1,
+    K.SEAL: 2,
+    K.RESOLUTION: 3,
+    K.REVERSAL: 4,
+    K.SETTLEMENT: 5,
+}
+STATE_KINDS: dict[str, str] = {
+    K.IDENTITY: StateRecord.Subject.COMPETITOR,
+    K.COHORT: StateRecord.Subject.COHORT,
 }
 
 
@@ -96,6 +121,15 @@ def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
     """ref -> its Event, for the rows of `kind` as they are in the database now."""
     refs = list(refs)
     out: dict[int, Event] = {}
+    if kind == K.SEAL:
+        for ws in WeekSeal.objects.filter(pk__in=refs).values(*SEAL_FIELDS):
+            out[ws["id"]] = Event(ws["scope"], seal_record(ws), ws["sealed_at"])
+        return out
+    if kind in STATE_KINDS:
+        states = StateRecord.objects.filter(pk__in=refs, subject=STATE_KINDS[kind])
+        for r in states.values("id", "scope", "subject", "subject_id", "state", "recorded_at"):
+            out[r["id"]] = Event(r["scope"], state_record(r), r["recorded_at"])
+        return out
     if kind == EventLogEntry.Kind.RESOLUTION:
         for rc in ResolutionChange.objects.filter(pk__in=refs).values(*RC_FIELDS):
             scope = SCOPE_OF_SOURCE.get(rc["market__source"], Cohort.Kind.LIVE)
@@ -112,35 +146,59 @@ def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
     return out
 
 
+def _logged(kind: str) -> QuerySet[EventLogEntry]:
+    return EventLogEntry.objects.filter(kind=kind, ref=OuterRef("pk"))
+
+
+def _unlogged_refs(refs: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Of these WeekSeal ("seal") and StateRecord ("state") ids, the ones not logged yet."""
+    out: dict[str, list[int]] = {}
+    seals = WeekSeal.objects.filter(pk__in=refs.get("seal", [])).filter(~Exists(_logged(K.SEAL)))
+    out[K.SEAL] = list(seals.values_list("pk", flat=True))
+    for kind, subject in STATE_KINDS.items():
+        states = StateRecord.objects.filter(pk__in=refs.get("state", []), subject=subject)
+        out[kind] = list(states.filter(~Exists(_logged(kind))).values_list("pk", flat=True))
+    return out
+
+
 def _unlogged(market_id: int | None) -> dict[str, list[int]]:
-    def logged(kind: str) -> QuerySet[EventLogEntry]:
-        return EventLogEntry.objects.filter(kind=kind, ref=OuterRef("pk"))
+    logged = _logged
 
     rcs = ResolutionChange.objects.filter(~Exists(logged(EventLogEntry.Kind.RESOLUTION)))
     settled = Settlement.objects.filter(~Exists(logged(EventLogEntry.Kind.SETTLEMENT)))
     reversed_ = Settlement.objects.filter(reversed_at__isnull=False).filter(
         ~Exists(logged(EventLogEntry.Kind.REVERSAL))
     )
+    extra: dict[str, list[int]] = {}
     if market_id is not None:
         rcs = rcs.filter(market_id=market_id)
         settled = settled.filter(market_id=market_id)
         reversed_ = reversed_.filter(market_id=market_id)
+    else:
+        extra[K.SEAL] = list(
+            WeekSeal.objects.filter(~Exists(logged(K.SEAL))).values_list("pk", flat=True)
+        )
+        for kind, subject in STATE_KINDS.items():
+            states = StateRecord.objects.filter(subject=subject).filter(~Exists(logged(kind)))
+            extra[kind] = list(states.values_list("pk", flat=True))
     return {
+        **extra,
         EventLogEntry.Kind.RESOLUTION: list(rcs.values_list("pk", flat=True)),
         EventLogEntry.Kind.SETTLEMENT: list(settled.values_list("pk", flat=True)),
         EventLogEntry.Kind.REVERSAL: list(reversed_.values_list("pk", flat=True)),
     }
 
 
-def log_events(market_id: int | None = None) -> int:
+def log_events(market_id: int | None = None, refs: dict[str, list[int]] | None = None) -> int:
     """Append every resolution change, settlement and reversal not yet in its scope's log (of
-    one market, or all); returns how many. Called inside the writing transaction (a savepoint
-    here), so the log entry commits with the row; a lost race is retried, and whatever still
-    fails is left to the snapshot tick."""
+    one market), or with `refs` only those WeekSeal ("seal") and StateRecord ("state") ids, or
+    without either everything unlogged (seals and states too); returns how many. Called inside
+    the writing transaction (a savepoint here), so the log entry commits with the row; a lost
+    race is retried, and whatever still fails is left to the snapshot tick."""
     for _attempt in range(3):
         try:
             with transaction.atomic():
-                return _log_events(market_id)
+                return _log_events(market_id, refs)
         except IntegrityError:
             continue  # another process appended to the same scope first: read the head again
     log.warning("event log: could not append for market %s; the snapshot tick retries", market_id)
@@ -158,12 +216,13 @@ class _Pending:
         return (self.event.scope, self.event.at, _KIND_ORDER[self.kind], self.ref)
 
 
-def _log_events(market_id: int | None) -> int:
+def _log_events(market_id: int | None, refs: dict[str, list[int]] | None = None) -> int:
+    todo = _unlogged_refs(refs) if refs is not None else _unlogged(market_id)
     items = [
         _Pending(kind, ref, event)
-        for kind, refs in _unlogged(market_id).items()
-        if refs  # nothing to read: skip the kind's queries (most resolutions have no reversal)
-        for ref, event in event_records(kind, refs).items()
+        for kind, kind_refs in todo.items()
+        if kind_refs  # nothing to read: skip the kind's queries (most resolutions have no reversal)
+        for ref, event in event_records(kind, kind_refs).items()
     ]
     if not items:
         return 0
@@ -199,5 +258,7 @@ def _log_events(market_id: int | None) -> int:
             )
             prev = link
     EventLogEntry.objects.bulk_create(rows)
+    for scope in by_scope:
+        checkpoint(scope)  # each new head signed in the transaction that appended it
     data_changed()  # /api/seals shows the log heads
     return len(rows)

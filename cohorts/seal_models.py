@@ -5,13 +5,17 @@
                     its SHA-256, the previous link and this link
     WeekSeal        a root over the chain of one cohort-week: seq 1 is the week's seal, later
                     seqs are amendments (decisions that became final after the seal)
-    EventLogEntry   one link of the resolution-and-settlement log of a scope (live/replay/demo)
+    EventLogEntry   one link of the event log of a scope (live/replay/demo): week seals,
+                    resolutions, settlements, reversals, identity and cohort states
+    StateRecord     a competitor's identity or a cohort's state as the application last wrote
+                    it in a scope (what the event log's identity/cohort records are read from)
+    Checkpoint      a signed (size, head, time) of a scope's event log (cohorts/seal_sign.py)
     SealPublication where and when a WeekSeal's root was published outside (operational, mutable)
 
 Append-only is enforced three times: the models refuse save() of an existing row, delete() and
 queryset update()/delete() of live rows; the admin is read-only; and the database refuses UPDATE
-(PostgreSQL and SQLite triggers) and DELETE of live rows (PostgreSQL trigger; on SQLite Django's
-test flush deletes every row, so there the model layer and the foreign keys below are the guard).
+(PostgreSQL and SQLite triggers) and DELETE of live rows (triggers on both engines; `flush`, the
+one deliberate wipe, lifts the SQLite guard for its own statements: cohorts/management).
 Rows of replay and demo scopes may be deleted: `arena demo --reset` removes a whole simulation.
 The foreign keys to decisions, entries and cohorts are PROTECT (NO ACTION in the database), so a
 sealed decision or cohort cannot be deleted out from under its digest either.
@@ -144,9 +148,14 @@ class EventLogEntry(Chained):
         RESOLUTION = "resolution", "Resolution change"
         SETTLEMENT = "settlement", "Settlement"
         REVERSAL = "reversal", "Settlement reversal"
+        SEAL = "seal", "Week seal"
+        IDENTITY = "identity", "Competitor identity"
+        COHORT = "cohort_state", "Cohort state"
 
     kind = models.CharField(max_length=12, choices=Kind.choices)
-    ref = models.BigIntegerField(help_text="ResolutionChange or Settlement id")
+    ref = models.BigIntegerField(
+        help_text="ResolutionChange, Settlement, WeekSeal or StateRecord id"
+    )
 
     class Meta:
         constraints = [
@@ -155,6 +164,53 @@ class EventLogEntry(Chained):
         ]
         ordering = ["scope", "seq"]
         verbose_name_plural = "event log entries"
+
+
+class StateRecord(AppendOnly):
+    """What the application last set for a subject in a scope: a competitor's identity (slug,
+    display name, model id, provider, endpoint) or a cohort's state (status, weeks, start, ...).
+    Written when a subject is first sealed in a scope and by every application change after
+    that; `arena verify` fails when the live row differs from the latest record."""
+
+    class Subject(models.TextChoices):
+        COMPETITOR = "competitor", "Competitor identity"
+        COHORT = "cohort", "Cohort state"
+
+    scope = models.CharField(max_length=10, help_text="live, replay or demo")
+    subject = models.CharField(max_length=12, choices=Subject.choices)
+    subject_id = models.BigIntegerField()
+    state = models.JSONField()
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope", "subject", "subject_id"], name="staterecord_subject_idx")
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.subject_id} in {self.scope} #{self.pk}"
+
+
+class Checkpoint(AppendOnly):
+    """A signed statement "the event log of `scope` had `size` links ending in `head` at
+    `signed_at`" (format and signature: cohorts/seal_sign.py, docs/verification.md)."""
+
+    scope = models.CharField(max_length=10)
+    size = models.PositiveIntegerField()
+    head = models.CharField(max_length=64)
+    signed_at = models.DateTimeField()
+    key_id = models.CharField(max_length=64, help_text="sha256 of the raw public key")
+    signature = models.CharField(max_length=128, help_text="Ed25519, hex")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "size"], name="checkpoint_scope_size_uniq")
+        ]
+        ordering = ["-signed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Checkpoint {self.scope}@{self.size} {self.head[:12]}"
 
 
 class SealPublication(models.Model):

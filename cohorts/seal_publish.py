@@ -7,6 +7,11 @@ ARENA_SEAL_PUBLISH_URL, with ARENA_SEAL_PUBLISH_TOKEN as a bearer token when set
 (ARENA_SEAL_PUBLISH_TIMEOUT seconds) and retries with backoff (ARENA_SEAL_PUBLISH_RETRIES, honouring
 Retry-After on 429/503) are per attempt; a seal that still fails is retried by every snapshot tick.
 
+Each payload also carries the scope's newest signed checkpoint (cohorts/seal_sign.py), and with
+ARENA_SEAL_PUBLISH_DIR set every checkpoint is appended, once its transaction commits, as one
+JSON line to DIR/checkpoints-<scope>.jsonl: a directory (or git repository) the operator pushes
+elsewhere, which `arena verify --published` reads as it is.
+
 Exactly-once-ish: a SealPublication row per (seal, target) is the claim (unique constraint), taken
 over when its claimer has been gone for CLAIM_STALE; a receiver should treat the payload's
 (cohort, week, seq, root) as idempotent, since a crash between the POST and the row update can
@@ -26,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from cohorts.seal_models import SealPublication, WeekSeal
+from cohorts.seal_sign import checkpoint_dict, latest_checkpoints
 from core import clock
 from core.http import parse_retry_after
 
@@ -41,7 +47,11 @@ def target() -> str:
 
 
 def payload(seal: WeekSeal) -> dict:
+    # The scope's newest signed checkpoint rides along: its log holds this root (the seal's
+    # append signed it), so a receiver keeping the posts keeps checkpoints too.
+    newest = latest_checkpoints(seal.scope)
     return {
+        "checkpoint": checkpoint_dict(newest[0]) if newest else None,
         "format": seal.format,
         "cohort": seal.cohort_id,
         "kind": seal.scope,

@@ -11,6 +11,11 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
     resolution  one ResolutionChange (every source: upstream, staff, replay, demo)
     settlement  one Settlement with its payout or refund ledger rows
     reversal    a staff reversal of a settlement with its reversal ledger rows
+    seal        a week's root as stored (the event log lists every WeekSeal of its scope, so a
+                deleted week seal breaks the log and a saved checkpoint)
+    identity    a competitor's identity (slug, display name, model id, provider, endpoint) as
+                the application recorded it in a scope: when first sealed, and on every change
+    cohort_state  a cohort's state (kind, status, start, decision weeks, balance, methodology)
 
 A skipped decision is recorded without the prompt and times of the attempt (only the entry,
 decision id, status and reason): the catch-up retries skips every 15 minutes, and an identical
@@ -311,4 +316,33 @@ def reversal_record(s: Row, ledger: list[Row]) -> Record:
         "settlement": s["id"],
         "reversed_at": ts(s["reversed_at"]),
         "ledger": _ledger_part(r for r in ledger if r["kind"] == LedgerEntry.Kind.REVERSAL),
+    }
+
+
+def seal_record(s: Row) -> Record:
+    return {
+        "format": FORMAT,
+        "type": "seal",
+        "id": s["id"],
+        "cohort": s["cohort_id"],
+        "week": s["week"],
+        "seq": s["seq"],
+        "count": s["count"],
+        "root": s["root"],
+        "genesis": s["genesis"],
+        "reason": s["reason"],
+        "sealed_at": ts(s["sealed_at"]),
+    }
+
+
+def state_record(r: Row) -> Record:
+    """An identity or cohort record: the StateRecord's state with its subject and time."""
+    kind = "identity" if r["subject"] == "competitor" else "cohort_state"
+    return {
+        "format": FORMAT,
+        "type": kind,
+        "id": r["id"],
+        r["subject"]: r["subject_id"],
+        "state": r["state"],
+        "recorded_at": ts(r["recorded_at"]),
     }

@@ -9,11 +9,10 @@ rows cannot stand in for (superseded by an amendment, pending placeholders) are 
 their hashes; an edit made after sealing, through the ORM or raw SQL, is named with the first
 field that differs from the sealed copy.
 
-The export is built the same way: each latest record comes from the live rows (what the site
-shows now), so a tampered database produces an export whose records no longer hash to the sealed
-values; superseded and pending records come from the seal rows. Compare the roots an export or
-/api/seals shows today with the ones you saved (or the published ones) earlier: `--published FILE`
-does that for a saved /api/seals response.
+Beyond the records, the live state is compared with each scope's event log (cohorts/seal_checks.py:
+outcomes, money, identities, cohort states, week roots, weeks that must have been sealed), and
+with `published` what was saved earlier (cohorts/seal_published.py: week roots, event-log heads,
+signed checkpoints). The export itself is built by cohorts/seal_export.py.
 """
 
 from __future__ import annotations
@@ -21,26 +20,25 @@ from __future__ import annotations
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
+from cohorts.seal_checks import check_scope, must_be_sealed
 from cohorts.seal_events import event_records
+from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_published import compare
 from cohorts.seal_records import (
     DecisionRows,
     events_genesis_record,
     genesis_record,
     pending_record,
 )
+from cohorts.seal_sign import public_key_hex
 from cohorts.seals import FINAL, RERUNNABLE
 from cohorts.universe import content_hash
-from core import clock
-
-EXPORT_FORMAT = "arena-seals-export/1"
 
 
 @dataclass
@@ -51,15 +49,20 @@ class Report:
     digests: int = 0
     seals: int = 0
     events: int = 0
+    published: int = 0
+    checkpoints: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
+        saved = f", {self.checkpoints} signed checkpoints" if self.checkpoints else ""
+        if self.published:
+            saved += f", {self.published} saved roots, heads and checkpoints"
         return (
             f"{self.weeks} sealed weeks, {self.seals} roots, {self.digests} decision records, "
-            f"{self.events} event-log records"
+            f"{self.events} event-log records{saved}"
         )
 
 
@@ -162,7 +165,8 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
 # --- from the database ----------------------------------------------------------------------
 
 
-def verify_database(cohort_id: int | None = None) -> Report:
+def verify_database(cohort_id: int | None = None, published: list | None = None) -> Report:
+    """Everything from the database; with `published` (saved documents), against them too."""
     report = Report()
     cohorts = Cohort.objects.order_by("id")
     if cohort_id is not None:
@@ -175,6 +179,19 @@ def verify_database(cohort_id: int | None = None) -> Report:
         scopes |= set(EventLogEntry.objects.values_list("scope", flat=True).distinct())
     for scope in sorted(scopes):
         _verify_events(report, scope)
+    if published is not None and not report.problems:
+        roots = {
+            (c, w, q): r
+            for c, w, q, r in WeekSeal.objects.values_list("cohort_id", "week", "seq", "root")
+        }
+        links: dict[str, list[str]] = defaultdict(list)
+        for scope, link in EventLogEntry.objects.order_by("scope", "seq").values_list(
+            "scope", "link"
+        ):
+            links[scope].append(link)
+        report.published += compare(
+            report.problems, published, roots, links, public_key_hex(), "the database"
+        )
     return report
 
 
@@ -260,7 +277,14 @@ def _verify_cohort(report: Report, cohort: Cohort) -> None:
             return
         if not _compare_live(report, where, cohort, week, entries, digests, links):
             return
-    for week in sorted(set(universes) - set(by_week_seals)):
+    sealed_weeks = set(by_week_seals)
+    for week in sorted(set(universes) - sealed_weeks):
+        u = universes[week]
+        markets = {m.get("market_id") for m in u.markets or [] if m.get("market_id")}
+        why = must_be_sealed(cohort, week, u.frozen_at, sealed_weeks, markets)
+        if why:
+            report.problems.append(f"cohort {cohort.pk} week {week}: no seal, but {why}")
+            return
         report.notes.append(f"cohort {cohort.pk} week {week}: not sealed yet")
 
 
@@ -352,143 +376,7 @@ def _verify_events(report: Report, scope: str) -> None:
             )
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
-
-
-# --- the export ------------------------------------------------------------------------------
-
-
-def export_chunks(
-    cohort_id: int | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int | None = None,
-    kind: str | None = None,
-) -> Iterator[str]:
-    """The seal export as JSON text chunks: whole cohorts (week_start in [since, until), at most
-    `limit` of them), then the event logs of their scopes. See docs/verification.md."""
-    cohorts = Cohort.objects.order_by("id")
-    if cohort_id is not None:
-        cohorts = cohorts.filter(pk=cohort_id)
-    if kind is not None:
-        cohorts = cohorts.filter(kind=kind)
-    if since is not None:
-        cohorts = cohorts.filter(week_start__gte=since)
-    if until is not None:
-        cohorts = cohorts.filter(week_start__lt=until)
-    if limit is not None:
-        cohorts = cohorts[:limit]
-    head = {
-        "format": EXPORT_FORMAT,
-        "seal_format": FORMAT,
-        "generated_at": clock.now().isoformat(),
-        "cohort": cohort_id,
-    }
-    yield json.dumps(head)[:-1] + ', "cohorts": ['
-    scopes = set()
-    for i, cohort in enumerate(cohorts):
-        scopes.add(cohort.kind)
-        yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
-    yield '\n], "event_logs": ['
-    for i, scope in enumerate(sorted(scopes)):
-        yield ("\n" if i == 0 else ",\n") + _events_json(scope)
-    yield "\n]}\n"
-
-
-def _cohort_json(cohort: Cohort) -> str:
-    universes = {u.week: u for u in Universe.objects.filter(cohort=cohort)}
-    entries = {e["id"]: e for e in cohort.entries.values("id", "competitor_id", "replicate")}
-    weeks = []
-    all_seals = list(WeekSeal.objects.filter(cohort=cohort).order_by("week", "seq"))
-    for week in sorted({s.week for s in all_seals}):
-        digests = list(DecisionDigest.objects.filter(cohort=cohort, week=week).order_by("seq"))
-        latest = {dg.entry_id: dg.pk for dg in digests}
-        rows = DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
-        live = {
-            d["id"]: d
-            for d in Decision.objects.filter(pk__in=rows.decisions).values(
-                "id", "status", "claimed_at"
-            )
-        }
-        items = []
-        for dg in digests:
-            text = _export_record(dg, latest, rows, live, cohort.pk, week, entries)
-            meta = {
-                "seq": dg.seq,
-                "entry": dg.entry_id,
-                "decision": dg.decision_id,
-                "state": dg.state,
-                "status": dg.status,
-                "amendment": dg.amendment,
-                "record_hash": dg.record_hash,
-                "prev": dg.prev,
-                "link": dg.link,
-                "created_at": dg.created_at.isoformat(),
-            }
-            items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
-        universe = universes.get(week)
-        genesis = genesis_record(cohort, week, universe.content_hash if universe else "")
-        week_seals = [
-            {
-                "seq": s.seq,
-                "count": s.count,
-                "root": s.root,
-                "genesis": s.genesis,
-                "reason": s.reason,
-                "sealed_at": s.sealed_at.isoformat(),
-            }
-            for s in all_seals
-            if s.week == week
-        ]
-        weeks.append(
-            json.dumps({"week": week, "genesis": genesis, "seals": week_seals})[:-1]
-            + ', "digests": [\n'
-            + ",\n".join(items)
-            + "]}"
-        )
-    head = {"id": cohort.pk, "kind": cohort.kind, "week_start": cohort.week_start.isoformat()}
-    return json.dumps(head)[:-1] + ', "weeks": [\n' + ",\n".join(weeks) + "]}"
-
-
-def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
-    """The live record for an entry's latest final digest (what the site shows now) unless that
-    decision is being re-run; the stored one otherwise; null when the decision row is gone."""
-    stored = dg.record_bytes().decode("utf-8", "surrogatepass")
-    if dg.state == "pending" or latest[dg.entry_id] != dg.pk:
-        return stored
-    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id)
-    if now is None:
-        return "null"
-    d = live[dg.decision_id]
-    rerun = dg.status in RERUNNABLE and (
-        d["status"] not in FINAL or d["claimed_at"] > dg.created_at
-    )
-    if rerun:
-        return stored
-    return canonical(now).decode("utf-8", "surrogatepass")
-
-
-def _events_json(scope: str) -> str:
-    rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
-    by_kind: dict[str, list[int]] = defaultdict(list)
-    for e in rows:
-        by_kind[e.kind].append(e.ref)
-    live = {kind: event_records(kind, refs) for kind, refs in by_kind.items()}
-    items = []
-    for e in rows:
-        found = live[e.kind].get(e.ref)
-        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
-        meta = {
-            "seq": e.seq,
-            "kind": e.kind,
-            "ref": e.ref,
-            "record_hash": e.record_hash,
-            "prev": e.prev,
-            "link": e.link,
-            "created_at": e.created_at.isoformat(),
-        }
-        items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
-    head = {"scope": scope, "genesis": events_genesis_record(scope)}
-    return json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+    check_scope(report.problems, scope, rows)
 
 
 # --- from an export ---------------------------------------------------------------------------
@@ -498,10 +386,11 @@ class ExportFormatError(ValueError):
     """The file is not a seal export this verifier understands."""
 
 
-def verify_export(doc: dict, published: dict | None = None) -> Report:
-    """Every check that needs no database: records against hashes, chains, roots, and (with
-    `published`, a saved /api/seals response) roots against the ones seen earlier."""
-    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+def verify_export(doc: dict, published: Any = None) -> Report:
+    """Every check that needs no database: records against hashes, chains, roots, the export's
+    own signed checkpoints, and (with `published`: saved /api/seals responses or checkpoints,
+    cohorts/seal_published.py) what was saved earlier."""
+    if not isinstance(doc, dict) or doc.get("format") not in EXPORT_FORMATS:
         raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
     if doc.get("seal_format") != FORMAT:
         raise ExportFormatError(f"unknown seal format {doc.get('seal_format')!r}")
@@ -553,25 +442,15 @@ def verify_export(doc: dict, published: dict | None = None) -> Report:
         report.events += len(links)
         if not check_chain(report, where, record_hash(log["genesis"]), links, []):
             return report
-    if published is not None:
-        _compare_published(report, roots, published)
+    links_now = {
+        log["scope"]: [e["link"] for e in log.get("entries") or []]
+        for log in doc.get("event_logs") or []
+    }
+    key = (doc.get("signing_key") or {}).get("public_key")
+    # The export's own checkpoints, then whatever was saved earlier.
+    own = [{"checkpoints": doc.get("checkpoints") or []}]
+    report.checkpoints = compare(report.problems, own, roots, links_now, key, "the export")
+    if published is not None and not report.problems:
+        docs = published if isinstance(published, list) else [published]
+        report.published = compare(report.problems, docs, roots, links_now, key, "the export")
     return report
-
-
-def _compare_published(report: Report, roots: dict, published: dict) -> None:
-    for s in published.get("seals") or []:
-        key = (
-            s["cohort"]["id"] if isinstance(s["cohort"], dict) else s["cohort"],
-            s["week"],
-            s["seq"],
-        )
-        if key not in roots:
-            report.problems.append(
-                f"cohort {key[0]} week {key[1]}: root #{key[2]} was published but is not in the export"
-            )
-            return
-        if roots[key] != s["root"]:
-            report.problems.append(
-                f"cohort {key[0]} week {key[1]}: root #{key[2]} differs from the published one"
-            )
-            return

@@ -5,8 +5,12 @@ docstring is the maintainer's. The modules beside this one:
 
     seal_canonical  canonical JSON (RFC 8785), the record and link hashes, the fixed forms
     seal_records    what each record holds (decision, pending, genesis, resolution, settlement)
-    seal_events     the event log of resolutions and settlements, one chain per scope
-    seal_verify     `arena verify` and the seal export; seal_publish: posting roots outside
+    seal_events     the event log, one chain per scope: week roots, resolutions, settlements,
+                    reversals, identities and cohort states (seal_state records the last two)
+    seal_sign       the Ed25519 key and the signed checkpoints of each log
+    seal_verify     `arena verify` (seal_checks: live state against the log; seal_published:
+                    saved roots, heads and checkpoints); seal_export: the export;
+                    seal_publish: posting roots and checkpoints outside
 
 Chain: link(n) = sha256(JCS({"format", "type": "link", "seq": n, "prev": link(n-1),
 "record": record_hash(n)})), link(0) = the genesis hash (the cohort, its kind and start, the week,
@@ -47,9 +51,11 @@ from django.db.models import Exists, OuterRef, QuerySet
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
 from cohorts.seal_events import log_events
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
 from cohorts.seal_publish import publish_after_commit, publish_pending
 from cohorts.seal_records import DecisionRows, Record, Row, genesis_record, pending_record
+from cohorts.seal_sign import checkpoint_all
+from cohorts.seal_state import record_first
 from core import clock
 from core.versions import data_changed
 
@@ -123,6 +129,9 @@ def _seal_week(cohort_id: int, week: int, force: str | None) -> WeekSeal | None:
         format=FORMAT,
         sealed_at=now,
     )
+    # The root goes into the scope's event log (a deleted seal then breaks the log), with the
+    # cohort's state and its competitors' identities the first time they are sealed.
+    log_events(refs={"seal": [seal.pk], "state": record_first(cohort)})
     log.info("sealed cohort %s week %s #%s (%s): %s", cohort.pk, week, seal.seq, seal.reason, root)
     data_changed()
     publish_after_commit(seal)
@@ -313,6 +322,7 @@ def upkeep(at: datetime | None = None) -> dict[str, Any]:
     """Everything the snapshot tick does for sealing, each step safe to repeat."""
     summary: dict[str, Any] = seal_due(at)
     summary["events"] = log_events()
+    summary["checkpoints"] = checkpoint_all()
     summary["published"] = publish_pending()
     return summary
 
@@ -327,6 +337,8 @@ def delete_sealed(scope: str) -> int:
     n = DecisionDigest.objects.filter(scope=scope).delete()[0]
     n += WeekSeal.objects.filter(scope=scope).delete()[0]
     n += EventLogEntry.objects.filter(scope=scope).delete()[0]
+    n += StateRecord.objects.filter(scope=scope).delete()[0]
+    n += Checkpoint.objects.filter(scope=scope).delete()[0]
     return n
 
 

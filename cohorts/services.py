@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor
+from cohorts import seal_state
 from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
 from core import clock
@@ -188,21 +189,27 @@ def advance_cohorts(at: datetime | None = None, cohorts=None) -> dict[str, int]:
         else Cohort.objects.filter(kind=Cohort.Kind.LIVE)
     )
     to_tracking = 0
+    moved: list[int] = []
     for cohort in scope.filter(status=Cohort.Status.ACTIVE, week_start__lte=at):
         if cohort_week(cohort, at) > cohort.decision_weeks:
-            to_tracking += Cohort.objects.filter(pk=cohort.pk, status=Cohort.Status.ACTIVE).update(
+            n = Cohort.objects.filter(pk=cohort.pk, status=Cohort.Status.ACTIVE).update(
                 status=Cohort.Status.TRACKING
             )
+            to_tracking += n
+            moved += [cohort.pk] * n
     has_open = Exists(
         Position.objects.filter(entry__cohort=OuterRef("pk"), status=Position.Status.OPEN)
     )
-    completed = (
-        scope.filter(status=Cohort.Status.TRACKING)
-        .filter(~has_open)
-        .update(status=Cohort.Status.COMPLETED, completed_at=at)
+    done = list(
+        scope.filter(status=Cohort.Status.TRACKING).filter(~has_open).values_list("pk", flat=True)
+    )
+    completed = Cohort.objects.filter(pk__in=done, status=Cohort.Status.TRACKING).update(
+        status=Cohort.Status.COMPLETED, completed_at=at
     )
     if to_tracking or completed:
         data_changed()
+        # The status moves are the application's: the sealed state of these cohorts follows.
+        seal_state.cohorts_changed(moved + done, fields=("status",))
     return {"tracking": to_tracking, "completed": completed}
 
 

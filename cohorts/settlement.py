@@ -42,7 +42,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q
 
-from cohorts import seals
+from cohorts import seal_state, seals
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_settlement_snapshots
 from core import clock
@@ -197,9 +197,14 @@ def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delt
         report.taken_back += settlement.payout
     if reopened_entries:
         # A completed cohort with a reopened position is tracking again until it settles.
-        Cohort.objects.filter(status=Cohort.Status.COMPLETED, entries__in=reopened_entries).update(
+        reopened = Cohort.objects.filter(
+            status=Cohort.Status.COMPLETED, entries__in=reopened_entries
+        ).distinct()
+        reopened_ids = list(reopened.values_list("pk", flat=True))
+        Cohort.objects.filter(pk__in=reopened_ids).update(
             status=Cohort.Status.TRACKING, completed_at=None
         )
+        seal_state.cohorts_changed(reopened_ids, fields=("status",))
 
 
 def _settle_open(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
+from cohorts.seal_sign import checkpoint_dict, latest_checkpoints, public_key_info
 from markets.models import Market
 from web import chart_reads, charts, params, selectors
 from web.api_errors import api_view
@@ -369,20 +371,40 @@ def _seal_dict(s, digests) -> dict[str, Any]:
 def seals(
     request: HttpRequest, cohort_id: int | None, kind: str, limit: int, offset: int
 ) -> JsonResponse:
-    """Week roots, newest first, each with the record hash of every decision it covers, and the
-    head of each event log (resolutions and settlements). `?cohort=ID`, `?kind=live|replay|demo`,
-    `limit` (default 50, max 200), `offset`. The records themselves: /exports/seals.json;
-    how to check them: docs/verification.md (`arena verify --export`)."""
-    found = list(selectors.seal_feed(kind or None, cohort_id)[offset : offset + limit])
+    """Week roots, newest first, each with the record hash of every decision it covers; the
+    head of each event log; the newest signed checkpoint of each log and the public key it
+    verifies with (on every page, so the newest is one request away). `?cohort=ID`,
+    `?kind=live|replay|demo`, `limit` (default 50, max 200), `offset`; `total` counts the roots
+    and `next` is the following page's path and query (null on the last). The records themselves:
+    /exports/seals.json; how to check them: docs/verification.md (`arena verify --published`)."""
+    feed = selectors.seal_feed(kind or None, cohort_id)
+    total = feed.count()
+    found = list(feed[offset : offset + limit])
     digests = selectors.seal_digests(found)
+    following = None
+    if offset + limit < total:
+        query = {
+            "cohort": cohort_id,
+            "kind": kind or None,
+            "limit": limit,
+            "offset": offset + limit,
+        }
+        # A path, not an absolute URL: the response is cached across hosts (web/cache.py).
+        following = (
+            request.path + "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        )
     return _json(
         {
             "format": "arena-seal/1",
             "limit": limit,
             "offset": offset,
+            "total": total,
+            "next": following,
             "seals": [_seal_dict(s, digests[s.pk]) for s in found],
             "event_logs": [
                 {**h, "updated_at": _iso(h["updated_at"])} for h in selectors.event_log_heads()
             ],
+            "signing_key": public_key_info(),
+            "checkpoints": [checkpoint_dict(cp) for cp in latest_checkpoints(kind or None)],
         }
     )

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
+from cohorts import seal_sign
 from cohorts.models import Cohort
 from markets.models import Market
 from scoring.metrics import provisional_threshold
@@ -427,6 +428,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "history": m.history(),
         "unsealed": sorted(m.UNSEALED_HASHES.items()),
         "glossary": glossary.TERMS,
+        "signing_key": seal_sign.public_key_info(),
     }
     return render(request, "arena/methodology.html", context)
 

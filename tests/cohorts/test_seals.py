@@ -30,10 +30,9 @@ from cohorts.seal_models import (
 )
 from cohorts.seal_verify import export_chunks, verify_database, verify_export
 from cohorts.services import mark_decisions_retryable
-from cohorts.settlement import settle_market
 from cohorts.tasks import snapshot
 from cohorts.universe import freeze_universe
-from markets.models import Market
+from markets.resolution import record_resolution
 from markets.services import set_resolution
 from tests.agents.helpers import (
     AT,
@@ -325,8 +324,9 @@ def test_a_market_about_to_settle_seals_its_unsealed_week_first(markets):
     first, _ = cohort.entries.order_by("id")
     run_decision(first.pk, 1, AT)
     traded = Trade.objects.filter(entry=first).first().position.market
-    Market.objects.filter(pk=traded.pk).update(status="resolved", resolved_outcome="Yes")
-    settle_market(traded)
+    # Through the one resolution service: a market resolved behind its back is itself a verify
+    # failure now (test_seal_coverage.py).
+    record_resolution(traded, status="resolved", outcome="Yes", by="admin", reason="settles")
     seal = WeekSeal.objects.get()
     settlement = Settlement.objects.get()
     assert seal.reason == "settlement"  # taken in the settlement's transaction, before paying
@@ -494,6 +494,8 @@ def test_new_roots_are_posted_to_the_configured_url(
     body, auth = receiver.received[-1]
     assert len(receiver.received) == 2 and auth == "Bearer t0ken"
     assert body["root"] == seal.root and body["cohort"] == cohort.pk and body["seq"] == 1
+    # The scope's newest signed checkpoint rides along, and its log holds this root.
+    assert body["checkpoint"]["scope"] == "live" and body["checkpoint"]["size"] >= 1
     pub = SealPublication.objects.get()
     assert pub.published_at is not None and pub.attempts == 2 and pub.error == ""
     assert seal_publish.publish_pending() == {"published": 0, "failed": 0}  # once only
@@ -520,6 +522,8 @@ def test_cohort_kind_scopes_are_kept_apart(markets):
     demo = make_cohort([baseline_competitor("favorite")], kind=Cohort.Kind.DEMO)
     decide(cohort=demo, week=1, at=AT, sync=True)
     assert WeekSeal.objects.get().scope == "demo"
-    assert seals.delete_sealed("demo") == 2  # the digest and the seal
+    # the digest and the seal; the seal's event, the cohort's state and the competitor's identity
+    # with their two events, and the log's signed checkpoint
+    assert seals.delete_sealed("demo") == 8
     with pytest.raises(ValueError):
         seals.delete_sealed("live")

@@ -10,9 +10,8 @@ from cohorts import seals
 from cohorts.decisions import run_decision
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_verify import verify_database
-from cohorts.settlement import settle_market
 from cohorts.universe import freeze_universe
-from markets.models import Market
+from markets.resolution import record_resolution
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 from tests.cohorts.test_concurrency_pg import at_once, twice_at_once
 
@@ -53,8 +52,15 @@ def test_a_week_sealed_twice_at_once_is_sealed_once():
 def test_two_settlements_at_once_append_one_unbroken_log(decided):
     held = sorted(set(decided.entries.values_list("positions__market_id", flat=True)) - {None})[:2]
     assert len(held) == 2
-    Market.objects.filter(pk__in=held).update(status="resolved", resolved_outcome="Yes")
-    results = at_once(*(lambda pk=pk: settle_market(Market(pk=pk)) for pk in held))
+    # Through the one resolution service (a market resolved behind it fails verify).
+    results = at_once(
+        *(
+            lambda pk=pk: record_resolution(
+                pk, status="resolved", outcome="Yes", by="admin", reason="race"
+            )
+            for pk in held
+        )
+    )
     assert [exc for _, exc in results] == [None, None]
     seqs = list(
         EventLogEntry.objects.filter(scope="live").order_by("seq").values_list("seq", flat=True)

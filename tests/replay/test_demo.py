@@ -62,7 +62,12 @@ def test_small_demo_is_sealed_the_same_way(small_demo):
     changes = ResolutionChange.objects.filter(market__source=Market.Source.DEMO)
     assert changes.count() == small_demo.resolved > 0
     assert demo_log.filter(kind="resolution").count() == changes.count()
-    assert demo_log.count() == Settlement.objects.count() + changes.count()
+    money = demo_log.filter(kind__in=("settlement", "resolution"))
+    assert money.count() == Settlement.objects.count() + changes.count()
+    # ...and every week's root, each cohort's state and each competitor's identity.
+    assert demo_log.filter(kind="seal").count() == WeekSeal.objects.count()
+    assert demo_log.filter(kind="cohort_state").count() >= len({c for c, _ in weeks})
+    assert demo_log.filter(kind="identity").exists()
     assert verify_database().problems == []
 
 

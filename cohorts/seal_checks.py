@@ -1,0 +1,193 @@
+"""`arena verify`'s comparison of the live state with a scope's event log.
+
+The records checks (cohorts/seal_verify.py) prove each logged record still matches its row.
+What is checked here is the other direction: that every row the scores rest on is what the log
+says it last became, so an edit made without the application (SQL, a queryset update, a row
+changed in the admin without its service) is named:
+
+- each market of the scope (in a frozen universe or the log) has the resolution of its latest
+  resolution record, and a market resolved with no resolution record at all is a failure;
+- each settlement's payout ledger rows belong to a logged settlement, and each entry's cash is
+  the sum of its ledger;
+- each competitor with sealed decisions in the scope has the identity of its latest identity
+  record, and each sealed cohort the state of its latest cohort record;
+- every week seal is in the log;
+- a week that must have been sealed (a later week is, a market of its universe has settled, or
+  a live week is long past its deadline) and has no seal is a failure, not a note.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+
+from agents.models import Competitor
+from cohorts.models import Cohort, Entry, LedgerEntry, Settlement, Universe
+from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_state import COHORT, COMPETITOR, current_states
+from core import clock
+from markets.models import Market
+
+FINAL = (Market.Status.RESOLVED, Market.Status.VOID)
+SETTLEMENT_KINDS = (LedgerEntry.Kind.PAYOUT, LedgerEntry.Kind.REFUND, LedgerEntry.Kind.REVERSAL)
+# A live week is sealed by the snapshot tick at its grace deadline; past this much more, a
+# missing seal cannot be a tick that has not run yet.
+DEADLINE_SLACK = timedelta(hours=1)
+CENT = Decimal("0.01")
+
+
+def _differs(logged: dict, now: dict) -> str:
+    fields = [k for k in sorted(set(logged) | set(now)) if logged.get(k) != now.get(k)]
+    return ", ".join(
+        f"{k} is {json.dumps(now.get(k))} (logged {json.dumps(logged.get(k))})" for k in fields
+    )
+
+
+def _universe_markets(cohorts: Iterable[int]) -> dict[tuple[int, int], set[int]]:
+    out: dict[tuple[int, int], set[int]] = {}
+    for cohort_id, week, markets in Universe.objects.filter(
+        cohort_id__in=list(cohorts)
+    ).values_list("cohort_id", "week", "markets"):
+        out[(cohort_id, week)] = {m.get("market_id") for m in markets or [] if m.get("market_id")}
+    return out
+
+
+def check_scope(problems: list[str], scope: str, rows: list[EventLogEntry]) -> None:
+    """Append what differs between the live rows of `scope` and its (verified) event log."""
+    records: list[tuple[str, int, dict[str, Any]]] = [
+        (e.kind, e.ref, json.loads(e.record_bytes())) for e in rows
+    ]
+    where = f"event log {scope}"
+    cohort_ids = list(Cohort.objects.filter(kind=scope).values_list("pk", flat=True))
+    universes = _universe_markets(cohort_ids)
+    for check in (_markets, _money, _identities, _cohorts, _seals):
+        found = check(scope, records, cohort_ids, universes)
+        if found:
+            problems.append(f"{where}: {found}")
+            return
+
+
+def _markets(scope, records, cohort_ids, universes) -> str | None:
+    last: dict[int, dict] = {}
+    for kind, _ref, rec in records:
+        if kind == EventLogEntry.Kind.RESOLUTION:
+            last[rec["market"]] = rec["to"]
+    ids = set(last).union(*universes.values()) if universes else set(last)
+    for m in (
+        Market.objects.filter(pk__in=ids).order_by("pk").values("pk", "status", "resolved_outcome")
+    ):
+        to = last.get(m["pk"])
+        now = {"status": m["status"], "outcome": m["resolved_outcome"]}
+        if to is None:
+            if m["status"] in FINAL:
+                return (
+                    f"market {m['pk']} is {m['status']} {m['resolved_outcome']!r} with no "
+                    "resolution in the log (changed outside the application)"
+                )
+        elif to["status"] in FINAL and now != to:
+            return (
+                f"market {m['pk']}: its resolution is {now['status']} {now['outcome']!r}, the "
+                f"log's last is {to['status']} {to['outcome']!r} (changed outside the application)"
+            )
+        elif to["status"] not in FINAL and m["status"] in FINAL:
+            return (
+                f"market {m['pk']} is {m['status']} {m['resolved_outcome']!r} after it was "
+                "reopened, with no resolution in the log (changed outside the application)"
+            )
+    return None
+
+
+def _money(scope, records, cohort_ids, universes) -> str | None:
+    logged = {ref for kind, ref, _ in records if kind == EventLogEntry.Kind.SETTLEMENT}
+    stray = (
+        LedgerEntry.objects.filter(entry__cohort__kind=scope, kind__in=SETTLEMENT_KINDS)
+        .exclude(settlement_id__in=logged)
+        .order_by("pk")
+        .values_list("pk", "kind", "settlement_id")
+        .first()
+    )
+    if stray is not None:
+        return f"ledger row {stray[0]} ({stray[1]}) belongs to no logged settlement"
+    unlogged = Settlement.objects.filter(position__entry__cohort__kind=scope).exclude(pk__in=logged)
+    first = unlogged.order_by("pk").values_list("pk", flat=True).first()
+    if first is not None:
+        return f"settlement {first} is not in the log"
+    entries = Entry.objects.filter(cohort__kind=scope).annotate(ledger_sum=Sum("ledger__amount"))
+    for pk, cash, ledger in entries.order_by("pk").values_list("pk", "cash", "ledger_sum"):
+        # SQLite sums decimals as floating point: back to cents before comparing.
+        if ledger is not None and cash != Decimal(ledger).quantize(CENT):
+            return f"entry {pk}: cash {cash} is not the sum of its ledger ({ledger})"
+    return None
+
+
+def _latest(records, kind: str, key: str) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for k, _ref, rec in records:
+        if k == kind:
+            out[rec[key]] = rec["state"]
+    return out
+
+
+def _identities(scope, records, cohort_ids, universes) -> str | None:
+    logged = _latest(records, EventLogEntry.Kind.IDENTITY, COMPETITOR)
+    sealed = set(
+        DecisionDigest.objects.filter(scope=scope).values_list("entry__competitor_id", flat=True)
+    )
+    now = current_states(COMPETITOR, sealed | set(logged))
+    for pk in sorted(sealed | set(logged)):
+        if pk not in logged:
+            return f"competitor {pk} has sealed decisions and no identity in the log"
+        if pk not in now:
+            return f"competitor {pk} is missing"
+        if now[pk] != logged[pk]:
+            slug = Competitor.objects.filter(pk=pk).values_list("slug", flat=True).first()
+            return (
+                f"competitor {pk} ({slug}): {_differs(logged[pk], now[pk])}: changed without "
+                "an identity event"
+            )
+    return None
+
+
+def _cohorts(scope, records, cohort_ids, universes) -> str | None:
+    logged = _latest(records, EventLogEntry.Kind.COHORT, COHORT)
+    sealed = set(WeekSeal.objects.filter(scope=scope).values_list("cohort_id", flat=True))
+    now = current_states(COHORT, sealed | set(logged))
+    for pk in sorted(sealed | set(logged)):
+        if pk not in logged:
+            return f"cohort {pk} is sealed and has no state in the log"
+        if pk not in now:
+            return f"cohort {pk} is missing"
+        if now[pk] != logged[pk]:
+            return f"cohort {pk}: {_differs(logged[pk], now[pk])}: changed without a cohort event"
+    return None
+
+
+def _seals(scope, records, cohort_ids, universes) -> str | None:
+    logged = {ref for kind, ref, _ in records if kind == EventLogEntry.Kind.SEAL}
+    missing = WeekSeal.objects.filter(scope=scope).exclude(pk__in=logged).order_by("pk").first()
+    if missing is not None:
+        return (
+            f"root #{missing.seq} of cohort {missing.cohort_id} week {missing.week} is not in "
+            "the log"
+        )
+    return None
+
+
+def must_be_sealed(
+    cohort: Cohort, week: int, frozen_at: datetime, sealed_weeks: set[int], markets: set[int]
+) -> str | None:
+    """Why an unsealed week must have been sealed by now (None: it may still be open)."""
+    if any(w > week for w in sealed_weeks):
+        return f"a later week ({max(sealed_weeks)}) is sealed"
+    if markets and Settlement.objects.filter(market_id__in=markets).exists():
+        return "a market of its universe has settled"
+    grace = timedelta(minutes=getattr(settings, "ARENA_SEAL_GRACE_MINUTES", 60))
+    if cohort.kind == Cohort.Kind.LIVE and frozen_at + grace + DEADLINE_SLACK < clock.now():
+        return "its seal deadline has long passed"
+    return None

@@ -1,0 +1,174 @@
+"""The seal export (`/exports/seals.json`, `arena export --what seals`): docs/verification.md.
+
+Whole cohorts with every week's genesis, seals and digests, then the event logs of their scopes,
+their latest signed checkpoints and the public key they verify with. Each entry's latest record
+is rebuilt from the live rows (what the site shows now), so a database edited after sealing
+gives an export whose records no longer hash to their sealed values; superseded and pending
+records come from the seal rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+
+from cohorts.models import Cohort, Decision, Universe
+from cohorts.seal_canonical import FORMAT, canonical
+from cohorts.seal_events import event_records
+from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seal_records import DecisionRows, events_genesis_record, genesis_record
+from cohorts.seal_sign import checkpoint_dict, public_key_info
+from cohorts.seals import FINAL, RERUNNABLE
+from core import clock
+
+# /2 adds the seal, identity and cohort records to the event logs, the latest signed checkpoint
+# of each log and the public key; a /1 export (no checkpoints) is still verified.
+EXPORT_FORMAT = "arena-seals-export/2"
+EXPORT_FORMATS = ("arena-seals-export/1", EXPORT_FORMAT)
+
+
+def export_chunks(
+    cohort_id: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+    kind: str | None = None,
+) -> Iterator[str]:
+    """The seal export as JSON text chunks: whole cohorts (week_start in [since, until), at most
+    `limit` of them), then the event logs of their scopes. See docs/verification.md."""
+    cohorts = Cohort.objects.order_by("id")
+    if cohort_id is not None:
+        cohorts = cohorts.filter(pk=cohort_id)
+    if kind is not None:
+        cohorts = cohorts.filter(kind=kind)
+    if since is not None:
+        cohorts = cohorts.filter(week_start__gte=since)
+    if until is not None:
+        cohorts = cohorts.filter(week_start__lt=until)
+    if limit is not None:
+        cohorts = cohorts[:limit]
+    head = {
+        "format": EXPORT_FORMAT,
+        "seal_format": FORMAT,
+        "generated_at": clock.now().isoformat(),
+        "cohort": cohort_id,
+    }
+    yield json.dumps(head)[:-1] + ', "cohorts": ['
+    scopes = set()
+    for i, cohort in enumerate(cohorts):
+        scopes.add(cohort.kind)
+        yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
+    yield '\n], "event_logs": ['
+    sizes: dict[str, int] = {}
+    for i, scope in enumerate(sorted(scopes)):
+        text, sizes[scope] = _events_json(scope)
+        yield ("\n" if i == 0 else ",\n") + text
+    # The newest checkpoint of each log the export covers in full (one signed after the log was
+    # read would name links the export does not have).
+    checkpoints = [
+        checkpoint_dict(cp)
+        for scope, size in sorted(sizes.items())
+        if (cp := Checkpoint.objects.filter(scope=scope, size__lte=size).order_by("-size").first())
+    ]
+    tail = {"signing_key": public_key_info(), "checkpoints": checkpoints}
+    yield "\n], " + json.dumps(tail)[1:] + "\n"
+
+
+def _cohort_json(cohort: Cohort) -> str:
+    universes = {u.week: u for u in Universe.objects.filter(cohort=cohort)}
+    entries = {e["id"]: e for e in cohort.entries.values("id", "competitor_id", "replicate")}
+    weeks = []
+    all_seals = list(WeekSeal.objects.filter(cohort=cohort).order_by("week", "seq"))
+    for week in sorted({s.week for s in all_seals}):
+        digests = list(DecisionDigest.objects.filter(cohort=cohort, week=week).order_by("seq"))
+        latest = {dg.entry_id: dg.pk for dg in digests}
+        rows = DecisionRows(dg.decision_id for dg in digests if dg.decision_id)
+        live = {
+            d["id"]: d
+            for d in Decision.objects.filter(pk__in=rows.decisions).values(
+                "id", "status", "claimed_at"
+            )
+        }
+        items = []
+        for dg in digests:
+            text = _export_record(dg, latest, rows, live, cohort.pk, week, entries)
+            meta = {
+                "seq": dg.seq,
+                "entry": dg.entry_id,
+                "decision": dg.decision_id,
+                "state": dg.state,
+                "status": dg.status,
+                "amendment": dg.amendment,
+                "record_hash": dg.record_hash,
+                "prev": dg.prev,
+                "link": dg.link,
+                "created_at": dg.created_at.isoformat(),
+            }
+            items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
+        universe = universes.get(week)
+        genesis = genesis_record(cohort, week, universe.content_hash if universe else "")
+        week_seals = [
+            {
+                "seq": s.seq,
+                "count": s.count,
+                "root": s.root,
+                "genesis": s.genesis,
+                "reason": s.reason,
+                "sealed_at": s.sealed_at.isoformat(),
+            }
+            for s in all_seals
+            if s.week == week
+        ]
+        weeks.append(
+            json.dumps({"week": week, "genesis": genesis, "seals": week_seals})[:-1]
+            + ', "digests": [\n'
+            + ",\n".join(items)
+            + "]}"
+        )
+    head = {"id": cohort.pk, "kind": cohort.kind, "week_start": cohort.week_start.isoformat()}
+    return json.dumps(head)[:-1] + ', "weeks": [\n' + ",\n".join(weeks) + "]}"
+
+
+def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
+    """The live record for an entry's latest final digest (what the site shows now) unless that
+    decision is being re-run; the stored one otherwise; null when the decision row is gone."""
+    stored = dg.record_bytes().decode("utf-8", "surrogatepass")
+    if dg.state == "pending" or latest[dg.entry_id] != dg.pk:
+        return stored
+    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id)
+    if now is None:
+        return "null"
+    d = live[dg.decision_id]
+    rerun = dg.status in RERUNNABLE and (
+        d["status"] not in FINAL or d["claimed_at"] > dg.created_at
+    )
+    if rerun:
+        return stored
+    return canonical(now).decode("utf-8", "surrogatepass")
+
+
+def _events_json(scope: str) -> tuple[str, int]:
+    rows = list(EventLogEntry.objects.filter(scope=scope).order_by("seq"))
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for e in rows:
+        by_kind[e.kind].append(e.ref)
+    live = {kind: event_records(kind, refs) for kind, refs in by_kind.items()}
+    items = []
+    for e in rows:
+        found = live[e.kind].get(e.ref)
+        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
+        meta = {
+            "seq": e.seq,
+            "kind": e.kind,
+            "ref": e.ref,
+            "record_hash": e.record_hash,
+            "prev": e.prev,
+            "link": e.link,
+            "created_at": e.created_at.isoformat(),
+        }
+        items.append(json.dumps(meta)[:-1] + ', "record": ' + text + "}")
+    head = {"scope": scope, "genesis": events_genesis_record(scope)}
+    text = json.dumps(head)[:-1] + ', "entries": [\n' + ",\n".join(items) + "]}"
+    return text, len(rows)
