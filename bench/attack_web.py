@@ -265,5 +265,47 @@ def run(kit, base: str, ids: dict) -> None:
     case_admin_running_cohort(kit, base, more["cohort"])
     case_search_flood(kit)
     case_disk_full(kit, more)
-    kit.record("26.12", "stale-price re-run", None,
-           "depends on h-ops' fix of the decision re-run pricing; not run here")  # fmt: skip
+    case_stale_rerun(kit)
+
+
+def case_stale_rerun(kit) -> None:
+    """A decision re-run hours after its universe froze, while the market moved from the frozen
+    0.40 to 0.95: it must trade at the current marked price (or not at all), never at 0.40."""
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from django.test.utils import override_settings
+
+    from cohorts.decisions import UNIVERSE_PRICE_WINDOW, run_decision
+    from cohorts.models import Trade
+    from cohorts.services import open_cohort
+    from cohorts.universe import freeze_universe
+    from tests.agents.helpers import KEY_ENV, allowed_endpoints, answer, llm_competitor
+    from tests.factories import make_market
+    from tests.fakes.openai_server import FakeOpenAIServer, success
+
+    week = datetime(2031, 1, 5, tzinfo=UTC)  # a Sunday no other case uses
+    frozen_at = week + timedelta(minutes=5)
+    later = frozen_at + UNIVERSE_PRICE_WINDOW + timedelta(hours=2)
+    os.environ[KEY_ENV] = "sk-or-v1-attack"
+    with FakeOpenAIServer() as model, override_settings(
+        ARENA_LLM_ENDPOINTS=allowed_endpoints(model), ARENA_LLM_TIMEOUT=5
+    ):
+        market = make_market("Stale-price re-run target", prices={"Yes": "0.40", "No": "0.60"},
+                             volume=10**9, close_time=week + timedelta(days=30), source="polymarket",
+                             last_priced_at=frozen_at, last_synced_at=frozen_at)  # fmt: skip
+        cohort, _ = open_cohort(week, competitors=[llm_competitor(model, slug="stale-rerun")],
+                                at=week)  # fmt: skip
+        universe = freeze_universe(cohort, 1, frozen_at)
+        market.last_prices, market.last_priced_at = {"Yes": "0.95", "No": "0.05"}, later
+        market.save()
+        bet = {"market_id": str(market.pk), "outcome": "Yes", "amount": 2000, "probability": 0.97}
+        model.enqueue(success(answer(universe, bets=[bet])))
+        decision = run_decision(cohort.entries.get().pk, 1, later)
+    trade = Trade.objects.filter(decision=decision, position__market=market).first()
+    price = trade.price if trade else None
+    ok = trade is None or price == Decimal("0.95")
+    kit.record("26.12", "stale-price re-run (hours after the freeze, market 0.40 -> 0.95)", ok,
+               f"decision {decision.status}/{decision.action}; traded at "
+               f"{price if trade else 'nothing'} (frozen 0.40, current 0.95); quote "
+               f"{trade.quote if trade else '-'}")  # fmt: skip
