@@ -13,6 +13,8 @@ from tests.site.test_browser import Visitor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 WORD = "Supercalifragilistic" * 15  # 300 characters, no break opportunity
+# Outcome names and slugs are at most 200 characters in the schema (PostgreSQL enforces it).
+SHORTER = WORD[:190]
 
 
 @pytest.fixture
@@ -21,10 +23,10 @@ def long_words(transactional_db):
     world.market(
         f"Will {WORD} happen?",
         description=f"Resolves YES if {WORD}.",
-        outcomes=[f"Yes{WORD}", "No"],
-        last_prices={f"Yes{WORD}": "0.40", "No": "0.60"},
+        outcomes=[f"Yes{SHORTER}", "No"],
+        last_prices={f"Yes{SHORTER}": "0.40", "No": "0.60"},
         event_title=WORD,
-        slug=WORD.lower(),
+        slug=SHORTER.lower(),
     )
     world.market()
     world.competitor(WORD[:60].lower())
