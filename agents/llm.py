@@ -17,8 +17,20 @@ Failure handling, and why:
   `choices[0].error` / `finish_reason: "error"`; some providers return 200 with empty content or
   a body that is not JSON. Those are failed attempts too, retried at most `max_content_retries`
   times because a repeat often succeeds but a broken model never will.
-- `finish_reason: "length"` means the answer was cut off; the same request would be cut off again,
-  so it is reported, not retried (the caller may raise max_tokens).
+- `finish_reason: "length"` means the answer ran out of room (max_tokens, or the context filled
+  up); the same request would be cut off again, so it is reported, not retried: the decision
+  service repairs it with a shorter request or holds with the reason.
+- A prompt over the server's context is refused at once (llama.cpp: HTTP 400
+  `exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`; OpenAI-style servers:
+  `context_length_exceeded`). It is its own kind, `context_full`, never retried as sent; the
+  tokens the server counted are kept on the attempt and its context size (`n_ctx`) is reported so
+  the caller can fit the prompt and ask again.
+
+Time: one `chat()` call is one phase of a decision. Besides each attempt's own timeout, a phase
+has a total (`phase_seconds`): no attempt starts, and no backoff sleeps, past it, so retries can
+never stretch a phase beyond what the caller budgeted (the decision service keeps all its phases
+under the claim timeout). A slow local server with a long timeout thus gets one attempt, not
+three more queued behind the one it is still computing.
 
 Cost: `usage.cost` (OpenRouter, USD) when present, else tokens x price per million when the
 caller passes prices, else unknown (None). Money is Decimal.
@@ -29,6 +41,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,7 +63,7 @@ MAX_RAW_BYTES = 2_000_000
 MAX_ERROR_CHARS = 300
 RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 # Error kinds, as stored on LLMCall rows.
-TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED = (
+TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED, CONTEXT = (
     "timeout",
     "connection",
     "http",
@@ -58,6 +71,7 @@ TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED = (
     "empty",
     "length",
     "malformed",
+    "context_full",
 )
 # Content-level failures: retried, but only a couple of times (see module docstring).
 CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
@@ -65,6 +79,18 @@ CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
 # exceeded: free-models-per-day").
 QUOTA_MARKERS = ("per-day", "per day", "daily", "quota")
 MILLION = Decimal(1_000_000)
+# An attempt needs at least this much of its phase left to be worth starting.
+MIN_ATTEMPT_SECONDS = 1.0
+# How servers word a prompt over the context when they give no structured fields.
+_CONTEXT_WORDS = re.compile(
+    r"context (?:size|length|window)|exceeds? the (?:available )?context", re.IGNORECASE
+)
+_CONTEXT_LIMIT = re.compile(
+    r"(?:maximum context length is|context size|context length of|context window of)\D{0,20}"
+    r"(\d{2,9})",
+    re.IGNORECASE,
+)
+_REQUESTED = re.compile(r"(?:request|requested|resulted in|prompt has)\D{0,12}(\d{1,9}) tokens")
 
 
 class LLMError(Exception):
@@ -96,6 +122,7 @@ class Attempt:
     finish_reason: str = ""
     retry_after: float | None = None
     quota_reset: float | None = None  # seconds until an exhausted rate-limit quota refills
+    n_ctx: int | None = None  # the server's context size, when it refused a prompt as too long
 
     @property
     def ok(self) -> bool:
@@ -153,9 +180,12 @@ class LLMClient:
         backoff_base: float = 1.0,
         max_backoff: float = 30.0,
         session: requests.Session | None = None,
+        phase_seconds: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # None: a phase is bounded by its attempts' timeouts and backoffs only.
+        self.phase_seconds = phase_seconds
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
@@ -241,8 +271,10 @@ class LLMClient:
         prices = (price_in_per_m, price_out_per_m)
         attempts: list[Attempt] = []
         content_retries = 0
+        phase_start = time.monotonic()
         while True:
-            attempt = self._attempt(len(attempts) + 1, body, prices)
+            timeout = self._attempt_timeout(phase_start)
+            attempt = self._attempt(len(attempts) + 1, body, prices, timeout)
             attempts.append(attempt)
             if attempt.ok:
                 return ChatResult(True, attempt.content, "", attempts)
@@ -254,7 +286,28 @@ class LLMClient:
                 may_retry = True
             if not (attempt.retryable and may_retry and retries_used < self.max_retries):
                 return ChatResult(False, None, attempt.error, attempts)
-            self.sleep(self._delay(attempt, retries_used + 1))
+            delay = self._delay(attempt, retries_used + 1)
+            if self._left(phase_start) - delay < MIN_ATTEMPT_SECONDS:
+                note = f" (no retry: the phase's {self.phase_seconds:g}s are spent)"
+                return ChatResult(False, None, one_line(attempt.error + note), attempts)
+            self.sleep(delay)
+
+    def worst_case_seconds(self) -> float:
+        """The longest one chat() call can take: with a phase total, twice that (an attempt stops
+        at the phase's end, but a body trickling in can hold one socket read, up to the attempt's
+        timeout, past it); without one, every attempt timing out with the longest backoff."""
+        if self.phase_seconds is not None:
+            return 2 * self.phase_seconds
+        attempts = self.max_retries + 1
+        return attempts * self.timeout + self.max_retries * self.max_backoff
+
+    def _left(self, phase_start: float) -> float:
+        if self.phase_seconds is None:
+            return float("inf")
+        return self.phase_seconds - (time.monotonic() - phase_start)
+
+    def _attempt_timeout(self, phase_start: float) -> float:
+        return max(0.001, min(self.timeout, self._left(phase_start)))
 
     def _delay(self, attempt: Attempt, retry_number: int) -> float:
         if attempt.retry_after is not None:
@@ -265,8 +318,13 @@ class LLMClient:
         return ceiling / 2 + self.random.uniform(0, ceiling / 2)
 
     def _attempt(
-        self, number: int, body: dict, prices: tuple[Decimal | None, Decimal | None]
+        self,
+        number: int,
+        body: dict,
+        prices: tuple[Decimal | None, Decimal | None],
+        timeout: float | None = None,
     ) -> Attempt:
+        timeout = self.timeout if timeout is None else timeout
         url = f"{self.base_url}/chat/completions"
         attempt = Attempt(
             number=number,
@@ -277,14 +335,14 @@ class LLMClient:
         start = time.monotonic()
         try:
             response = self.session.post(
-                url, json=body, headers=self.headers, timeout=self.timeout, stream=True
+                url, json=body, headers=self.headers, timeout=timeout, stream=True
             )
             try:
-                raw, truncated = self._read_capped(response, start)
+                raw, truncated = self._read_capped(response, start, timeout)
             finally:
                 response.close()
         except requests.Timeout as exc:
-            attempt.fail(TIMEOUT, f"timed out after {self.timeout:g}s: {exc}", True)
+            attempt.fail(TIMEOUT, f"timed out after {timeout:g}s: {exc}", True)
         except requests.ConnectionError as exc:
             # requests reports a read timeout while streaming the body as a ConnectionError.
             kind = TIMEOUT if "timed out" in str(exc).lower() else CONNECTION
@@ -306,7 +364,9 @@ class LLMClient:
         attempt.latency_ms = int((time.monotonic() - start) * 1000)
         return attempt
 
-    def _read_capped(self, response: requests.Response, start: float) -> tuple[str, bool]:
+    def _read_capped(
+        self, response: requests.Response, start: float, timeout: float | None = None
+    ) -> tuple[str, bool]:
         """Read at most MAX_RAW_BYTES (+1 to detect overflow) within the overall timeout."""
         chunks: list[bytes] = []
         size = 0
@@ -316,7 +376,7 @@ class LLMClient:
             if size > MAX_RAW_BYTES:
                 break
             # requests' timeout is per socket read; a server trickling bytes must not hold us.
-            if time.monotonic() - start > self.timeout:
+            if time.monotonic() - start > (self.timeout if timeout is None else timeout):
                 raise requests.Timeout("response body not received within the timeout")
         data = b"".join(chunks)
         truncated = len(data) > MAX_RAW_BYTES
@@ -331,6 +391,8 @@ class LLMClient:
     def _read_http_error(self, attempt: Attempt, raw: str) -> None:
         status = attempt.http_status or 0
         message = _error_message(raw) or raw.strip()[:200] or "(empty body)"
+        if status in (400, 413) and _read_context_error(attempt, raw, message):
+            return
         if status == 429 and self._quota_spent(attempt, message):
             wait = attempt.quota_reset or attempt.retry_after
             when = f"; it refills in about {wait / 3600:.1f} h" if wait else ""
@@ -414,9 +476,46 @@ def _read_choice(attempt: Attempt, choice: dict) -> None:
         detail = _describe_error(error) if error else "finish_reason is 'error'"
         attempt.fail(IN_BAND, f"in-band error: {detail}", True)
     elif attempt.finish_reason == "length":
-        attempt.fail(LENGTH, "answer truncated (finish_reason 'length'); raise max_tokens", False)
+        attempt.fail(
+            LENGTH,
+            "answer truncated (finish_reason 'length'): it ran out of max_tokens or of the "
+            f"context ({attempt.completion_tokens if attempt.completion_tokens is not None else '?'}"
+            " tokens written)",
+            False,
+        )
     elif not (attempt.content or "").strip():
         attempt.fail(EMPTY, "empty content", True)
+
+
+def _read_context_error(attempt: Attempt, raw: str, message: str) -> bool:
+    """Recognise a prompt refused for not fitting the context; keep what the server counted."""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    error = error if isinstance(error, dict) else {}
+    kind = f"{error.get('type') or ''} {error.get('code') or ''}"
+    n_ctx = _int_or_none(error.get("n_ctx"))
+    n_prompt = _int_or_none(error.get("n_prompt_tokens"))
+    if not ("context" in kind or n_ctx is not None or _CONTEXT_WORDS.search(message)):
+        return False
+    if n_ctx is None and (found := _CONTEXT_LIMIT.search(message)):
+        n_ctx = int(found.group(1))
+    if n_prompt is None and (found := _REQUESTED.search(message)):
+        n_prompt = int(found.group(1))
+    attempt.n_ctx = n_ctx if n_ctx and n_ctx > 0 else None
+    if n_prompt is not None and n_prompt >= 0:
+        attempt.prompt_tokens = n_prompt
+        attempt.completion_tokens = 0
+    counted = f"{n_prompt} tokens" if n_prompt is not None else "the prompt"
+    size = f"the {n_ctx}-token context" if n_ctx else "the server's context"
+    attempt.fail(
+        CONTEXT,
+        f"context full: {counted} do not fit {size} (HTTP {attempt.http_status}): {message}",
+        False,
+    )
+    return True
 
 
 def _content_text(content: Any) -> str | None:
