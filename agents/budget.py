@@ -45,7 +45,7 @@ MIN_ANSWER_TOKENS = 128
 # Helper requests (/props, /tokenize) are quick on any live server; they must not eat a phase.
 PROBE_TIMEOUT = 10.0
 # Of an answer that is quoted back in the repair turn within a budget, at most this much.
-MAX_QUOTED_CHARS = 1500
+MAX_QUOTED_CHARS = 600
 
 
 def estimate_tokens(text: str) -> int:
@@ -157,7 +157,7 @@ class Budget:
     def reserve(self) -> int:
         if self.context_tokens is None:
             return 0
-        return min(REPAIR_RESERVE, self.context_tokens // 16)
+        return min(REPAIR_RESERVE, self.context_tokens // 8)
 
 
 def budget_for(

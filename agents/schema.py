@@ -56,12 +56,17 @@ def decision_schema(
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["BET", "SELL", "HOLD"]},
-            "bets": {"type": "array", "items": bet, "maxItems": MAX_BETS if shown_ids else 0},
-            "sells": {
-                "type": "array",
-                "items": sell,
-                "maxItems": MAX_SELLS if position_ids else 0,
-            },
+            "bets": (
+                {"type": "array", "items": bet, "maxItems": MAX_BETS}
+                if shown_ids
+                else {"type": "array", "maxItems": 0}
+            ),
+            # llama.cpp refuses an empty enum: without positions, sells is an empty list.
+            "sells": (
+                {"type": "array", "items": sell, "maxItems": MAX_SELLS}
+                if position_ids
+                else {"type": "array", "maxItems": 0}
+            ),
             "forecasts": {
                 "type": "array",
                 # llama.cpp's grammar takes prefixItems with min/maxItems, not `items: false`.

@@ -358,9 +358,8 @@ class _Run:
             self._commit(parsed, validation_errors=[])
             return
         errors = [{"phase": "initial", "problems": problems}]
-        repair = self._repair_messages(messages, first.content, problems)
-        room = self._repair_room(repair)
-        if room is not None and room < MIN_ANSWER_TOKENS:
+        repair, room = self._repair_within_budget(messages, first.content, problems)
+        if room is not None and room < self._least_answer():
             parsed, problems = (
                 None,
                 [f"the repair cannot fit the {self.budget.context_tokens}-token context; not sent"],
@@ -402,14 +401,32 @@ class _Run:
         messages = self._messages()
         return self._ask(messages, "refit"), messages
 
-    def _repair_messages(
+    def _least_answer(self) -> int:
+        return min(MIN_ANSWER_TOKENS, self.budget.answer_tokens)
+
+    def _repair_within_budget(
         self, messages: list[dict[str, str | None]], answer: str | None, problems: list[str]
+    ) -> tuple[list[dict[str, str | None]], int | None]:
+        """The repair turn and its answer's room. Within a context budget the whole answer (up
+        to max_tokens) would not fit again beside the prompt and a new answer: its start is
+        quoted, or nothing of it when even that leaves too little room."""
+        repair = self._repair_messages(messages, answer, problems, MAX_QUOTED_CHARS)
+        room = self._repair_room(repair)
+        if room is not None and room < self._least_answer():
+            repair = self._repair_messages(messages, answer, problems, 0)
+            room = self._repair_room(repair)
+        return repair, room
+
+    def _repair_messages(
+        self,
+        messages: list[dict[str, str | None]],
+        answer: str | None,
+        problems: list[str],
+        quote_chars: int,
     ) -> list[dict[str, str | None]]:
         quoted = answer or ""
-        if self.budget.context_tokens is not None and len(quoted) > MAX_QUOTED_CHARS:
-            # Within a context budget the whole answer (up to max_tokens) would not fit again
-            # beside the prompt and a new answer; its start shows the model what it wrote.
-            quoted = quoted[:MAX_QUOTED_CHARS] + " [...]"
+        if self.budget.context_tokens is not None and len(quoted) > quote_chars:
+            quoted = quoted[:quote_chars] + " [...]"
         return [
             *messages,
             {"role": "assistant", "content": quoted},
