@@ -359,3 +359,19 @@ def test_a_decision_cannot_be_claimed_twice_while_its_call_runs(settings):
     # And once it is over, the final row is not reclaimable either.
     assert claim_decision(entry.pk, 1) is None
     assert clock.now() >= decision.finished_at
+
+
+def test_the_decision_page_agrees_with_its_calls(settings, client):
+    # llama.cpp reports no cost: the page says so rather than "$0.00", and the tokens the server
+    # counted on a refusal are in the decision's total.
+    with FakeLlamaServer(n_ctx=None) as server:
+        entry, universe = _setup(server, settings)
+        server.enqueue(context_refusal(24531, 4096), success(answer(universe), cost=None))
+        decision = run_decision(entry.pk, 1, AT)
+
+    html = client.get(f"/decisions/{decision.pk}/").content.decode()
+    cost = html.split("<dt>Cost", 1)[1].split("</dd>", 1)[0]
+    assert "$0.00" not in cost and "—" in cost and "no call reported a cost" in cost
+    assert f"<dd>{decision.tokens_in} / {decision.tokens_out}</dd>" in html
+    assert decision.tokens_in >= 24531
+    assert "Context budget" in html and "(context refusal)" in html
