@@ -41,7 +41,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from typing import Any
 
 import requests
 
+from agents.context_errors import ContextRefusal, context_refusal
 from core import clock
 from core.http import parse_retry_after
 
@@ -81,16 +81,6 @@ QUOTA_MARKERS = ("per-day", "per day", "daily", "quota")
 MILLION = Decimal(1_000_000)
 # An attempt needs at least this much of its phase left to be worth starting.
 MIN_ATTEMPT_SECONDS = 1.0
-# How servers word a prompt over the context when they give no structured fields.
-_CONTEXT_WORDS = re.compile(
-    r"context (?:size|length|window)|exceeds? the (?:available )?context", re.IGNORECASE
-)
-_CONTEXT_LIMIT = re.compile(
-    r"(?:maximum context length is|context size|context length of|context window of)\D{0,20}"
-    r"(\d{2,9})",
-    re.IGNORECASE,
-)
-_REQUESTED = re.compile(r"(?:request|requested|resulted in|prompt has)\D{0,12}(\d{1,9}) tokens")
 
 
 class LLMError(Exception):
@@ -391,7 +381,8 @@ class LLMClient:
     def _read_http_error(self, attempt: Attempt, raw: str) -> None:
         status = attempt.http_status or 0
         message = _error_message(raw) or raw.strip()[:200] or "(empty body)"
-        if status in (400, 413) and _read_context_error(attempt, raw, message):
+        if status in (400, 413) and (refusal := context_refusal(raw, message)) is not None:
+            _fail_context(attempt, refusal, message)
             return
         if status == 429 and self._quota_spent(attempt, message):
             wait = attempt.quota_reset or attempt.retry_after
@@ -487,35 +478,21 @@ def _read_choice(attempt: Attempt, choice: dict) -> None:
         attempt.fail(EMPTY, "empty content", True)
 
 
-def _read_context_error(attempt: Attempt, raw: str, message: str) -> bool:
-    """Recognise a prompt refused for not fitting the context; keep what the server counted."""
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        payload = None
-    error = payload.get("error") if isinstance(payload, dict) else None
-    error = error if isinstance(error, dict) else {}
-    kind = f"{error.get('type') or ''} {error.get('code') or ''}"
-    n_ctx = _int_or_none(error.get("n_ctx"))
-    n_prompt = _int_or_none(error.get("n_prompt_tokens"))
-    if not ("context" in kind or n_ctx is not None or _CONTEXT_WORDS.search(message)):
-        return False
-    if n_ctx is None and (found := _CONTEXT_LIMIT.search(message)):
-        n_ctx = int(found.group(1))
-    if n_prompt is None and (found := _REQUESTED.search(message)):
-        n_prompt = int(found.group(1))
-    attempt.n_ctx = n_ctx if n_ctx and n_ctx > 0 else None
-    if n_prompt is not None and n_prompt >= 0:
-        attempt.prompt_tokens = n_prompt
+def _fail_context(attempt: Attempt, refusal: ContextRefusal, message: str) -> None:
+    """A prompt refused for not fitting the context; what the server counted is kept."""
+    attempt.n_ctx = refusal.n_ctx
+    if refusal.n_prompt_tokens is not None:
+        attempt.prompt_tokens = refusal.n_prompt_tokens
         attempt.completion_tokens = 0
-    counted = f"{n_prompt} tokens" if n_prompt is not None else "the prompt"
-    size = f"the {n_ctx}-token context" if n_ctx else "the server's context"
+    counted = (
+        f"{refusal.n_prompt_tokens} tokens" if refusal.n_prompt_tokens is not None else "the prompt"
+    )
+    size = f"the {refusal.n_ctx}-token context" if refusal.n_ctx else "the server's context"
     attempt.fail(
         CONTEXT,
         f"context full: {counted} do not fit {size} (HTTP {attempt.http_status}): {message}",
         False,
     )
-    return True
 
 
 def _content_text(content: Any) -> str | None:

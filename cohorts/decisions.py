@@ -36,17 +36,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Q
 
 from agents import baselines
-from agents.budget import (
-    MAX_QUOTED_CHARS,
-    MIN_ANSWER_TOKENS,
-    Budget,
-    Counter,
-    Fit,
-    Server,
-    budget_for,
-    fit,
-    server_for,
-)
+from agents.budget import Budget, Counter, Fit, Server, budget_for, fit, server_for
 from agents.endpoints import client_for, probe_seconds
 from agents.llm import CONTEXT, LENGTH, Attempt, ChatResult, LLMClient
 from agents.models import Competitor
@@ -56,12 +46,16 @@ from agents.prompts import (
     PROMPT_VERSION,
     PositionView,
     decision_context,
-    repair_prompt,
     system_prompt,
     user_prompt,
 )
-from agents.schema import response_format
 from cohorts import seals
+from cohorts.decision_room import (
+    cut_off_problem,
+    least_answer,
+    repair_within_budget,
+    request_params,
+)
 from cohorts.llm_calls import store_calls, stored_cost
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.services import (
@@ -358,8 +352,10 @@ class _Run:
             self._commit(parsed, validation_errors=[])
             return
         errors = [{"phase": "initial", "problems": problems}]
-        repair, room = self._repair_within_budget(messages, first.content, problems)
-        if room is not None and room < self._least_answer():
+        repair, room = repair_within_budget(
+            self.budget, self.server, messages, first.content, problems
+        )
+        if room is not None and room < least_answer(self.budget):
             parsed, problems = (
                 None,
                 [f"the repair cannot fit the {self.budget.context_tokens}-token context; not sent"],
@@ -401,63 +397,7 @@ class _Run:
         messages = self._messages()
         return self._ask(messages, "refit"), messages
 
-    def _least_answer(self) -> int:
-        return min(MIN_ANSWER_TOKENS, self.budget.answer_tokens)
-
-    def _repair_within_budget(
-        self, messages: list[dict[str, str | None]], answer: str | None, problems: list[str]
-    ) -> tuple[list[dict[str, str | None]], int | None]:
-        """The repair turn and its answer's room. Within a context budget the whole answer (up
-        to max_tokens) would not fit again beside the prompt and a new answer: its start is
-        quoted, or nothing of it when even that leaves too little room."""
-        repair = self._repair_messages(messages, answer, problems, MAX_QUOTED_CHARS)
-        room = self._repair_room(repair)
-        if room is not None and room < self._least_answer():
-            repair = self._repair_messages(messages, answer, problems, 0)
-            room = self._repair_room(repair)
-        return repair, room
-
-    def _repair_messages(
-        self,
-        messages: list[dict[str, str | None]],
-        answer: str | None,
-        problems: list[str],
-        quote_chars: int,
-    ) -> list[dict[str, str | None]]:
-        quoted = answer or ""
-        if self.budget.context_tokens is not None and len(quoted) > quote_chars:
-            quoted = quoted[:quote_chars] + " [...]"
-        return [
-            *messages,
-            {"role": "assistant", "content": quoted},
-            {"role": "user", "content": repair_prompt(problems)},
-        ]
-
-    def _repair_room(self, repair: list[dict[str, str | None]]) -> int | None:
-        """Tokens left for the repair's answer within the context (None: no budget)."""
-        if self.budget.context_tokens is None:
-            return None
-        count = Counter(self.server)
-        used = count([m["content"] or "" for m in repair])
-        return min(self.budget.answer_tokens, self.budget.context_tokens - used)
-
     # --- asking the competitor -----------------------------------------------------------
-
-    def _params(self, max_tokens: int | None) -> dict:
-        competitor = self.entry.competitor
-        params = dict(competitor.params or {})
-        if self.budget.context_tokens is not None:
-            # Within a budget the answer's room is always bounded, or a server generates until
-            # the context is full.
-            params.pop("max_completion_tokens", None)
-            params["max_tokens"] = max_tokens or self.budget.answer_tokens
-        if competitor.structured_output:
-            params["response_format"] = response_format(
-                [str(m["market_id"]) for m in self.shown],
-                self.ctx.forecast_sample,
-                sorted(self.ctx.position_ids),
-            )
-        return params
 
     def _ask(
         self, messages: list[dict[str, str | None]], phase: str, max_tokens: int | None = None
@@ -470,7 +410,9 @@ class _Run:
         result: ChatResult = self.client.chat(
             competitor.model_id,
             messages,
-            params=self._params(max_tokens),
+            params=request_params(
+                competitor, self.budget, self.shown, self.ctx, max_tokens=max_tokens
+            ),
             price_in_per_m=competitor.price_in_per_m,
             price_out_per_m=competitor.price_out_per_m,
         )
@@ -605,14 +547,6 @@ class _Run:
                 )
             )
         return rows
-
-
-def cut_off_problem(error: str) -> str:
-    """The repair's request after an answer that ran out of room."""
-    return (
-        f"your answer was cut off before it was complete ({error}); answer again with the JSON "
-        "object only, a short reasoning (a few sentences) and nothing after the object"
-    )
 
 
 def _orders(parsed: ParsedDecision) -> tuple[list[BetOrder], list[SellOrder]]:

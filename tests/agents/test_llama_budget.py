@@ -375,3 +375,19 @@ def test_the_decision_page_agrees_with_its_calls(settings, client):
     assert f"<dd>{decision.tokens_in} / {decision.tokens_out}</dd>" in html
     assert decision.tokens_in >= 24531
     assert "Context budget" in html and "(context refusal)" in html
+
+
+def test_an_openai_style_context_refusal_is_read_from_its_message():
+    from agents.context_errors import context_refusal
+
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, you "
+            "requested 9000 tokens (8000 in the messages, 1000 in the completion).",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    found = context_refusal(json.dumps(body), body["error"]["message"])
+    assert found is not None and (found.n_ctx, found.n_prompt_tokens) == (8192, 9000)
+    assert context_refusal('{"error": {"message": "bad model id"}}', "bad model id") is None
