@@ -29,7 +29,8 @@ class CompetitorForm(forms.ModelForm):
         model = Competitor
         # Everything staff edit except base_url / api_key_env, which come from `endpoint`.
         fields = ("slug", "display_name", "kind", "family", "provider", "model_id", "strategy",
-                  "params", "price_in_per_m", "price_out_per_m", "knowledge_cutoff",
+                  "params", "context_tokens", "structured_output", "price_in_per_m",
+                  "price_out_per_m", "knowledge_cutoff",
                   "replicates", "active", "simulated", "notes")  # fmt: skip
 
     def __init__(self, *args, **kwargs):
@@ -100,7 +101,19 @@ class CompetitorAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("slug", "display_name", "kind", "family", "active", "replicates")}),
-        ("Model", {"fields": ("provider", "model_id", "params", "knowledge_cutoff")}),
+        (
+            "Model",
+            {
+                "fields": (
+                    "provider",
+                    "model_id",
+                    "params",
+                    "context_tokens",
+                    "structured_output",
+                    "knowledge_cutoff",
+                )
+            },
+        ),
         ("Endpoint", {"fields": ("endpoint", "simulated")}),
         (
             "Fallback prices (USD per million tokens)",

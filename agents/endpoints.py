@@ -9,6 +9,11 @@ entries, picked from a list in the admin. Staff never type a URL or a variable n
 would let a staff account send SECRET_KEY or DATABASE_URL as a Bearer token to a listener of
 its choice. A competitor whose stored endpoint is not (or no longer) allowed is not called at all;
 its decision is skipped with the reason.
+
+Time: every chat() call is one phase of a decision (initial, refit after a context refusal,
+repair: PHASES_PER_DECISION at most), and each gets a total (`phase_seconds`) derived from the
+claim timeout, so a decision's calls always end before another runner could take its claim over
+(cohorts/decisions.py) and call the same model a second time.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ _VAR = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 NEVER_KEYS = frozenset(
     {"SECRET_KEY", "DATABASE_URL", "REDIS_CACHE_URL", "CELERY_BROKER_URL", "PGPASSWORD"}
 )
+PHASES_PER_DECISION = 3
+# Of the claim timeout, the share all model calls may use; the rest covers the server probes
+# (agents/budget.py, bounded by PROBE_SHARE), database writes and a worker's start.
+CALLS_SHARE = 0.8
+PROBE_SHARE = 0.1
 
 
 class EndpointConfigError(ValueError):
@@ -147,6 +157,21 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
     return _client(base_url, key), ""
 
 
+def phase_seconds() -> float:
+    """The total one phase's attempts may take. An attempt's body can trickle in for up to one
+    more read timeout after its deadline (LLMClient.worst_case_seconds), hence the halving:
+    PHASES_PER_DECISION worst-case phases fit in CALLS_SHARE of the claim timeout."""
+    claim = float(settings.ARENA_CLAIM_TIMEOUT_SECONDS)
+    derived = claim * CALLS_SHARE / (PHASES_PER_DECISION * 2)
+    wanted = getattr(settings, "ARENA_LLM_PHASE_SECONDS", None)
+    return min(derived, float(wanted)) if wanted else derived
+
+
+def probe_seconds() -> float:
+    """The total a decision may spend asking a server about its context and tokens."""
+    return float(settings.ARENA_CLAIM_TIMEOUT_SECONDS) * PROBE_SHARE
+
+
 def _client(base_url: str, key: str) -> LLMClient:
     """The operator's timeouts and retry policy (settings) around one endpoint and key."""
     return LLMClient(
@@ -156,4 +181,5 @@ def _client(base_url: str, key: str) -> LLMClient:
         max_retries=getattr(settings, "ARENA_LLM_MAX_RETRIES", 3),
         backoff_base=getattr(settings, "ARENA_LLM_BACKOFF_BASE", 1.0),
         max_backoff=getattr(settings, "ARENA_LLM_MAX_BACKOFF", 30.0),
+        phase_seconds=phase_seconds(),
     )

@@ -17,8 +17,20 @@ Failure handling, and why:
   `choices[0].error` / `finish_reason: "error"`; some providers return 200 with empty content or
   a body that is not JSON. Those are failed attempts too, retried at most `max_content_retries`
   times because a repeat often succeeds but a broken model never will.
-- `finish_reason: "length"` means the answer was cut off; the same request would be cut off again,
-  so it is reported, not retried (the caller may raise max_tokens).
+- `finish_reason: "length"` means the answer ran out of room (max_tokens, or the context filled
+  up); the same request would be cut off again, so it is reported, not retried: the decision
+  service repairs it with a shorter request or holds with the reason.
+- A prompt over the server's context is refused at once (llama.cpp: HTTP 400
+  `exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`; OpenAI-style servers:
+  `context_length_exceeded`). It is its own kind, `context_full`, never retried as sent; the
+  tokens the server counted are kept on the attempt and its context size (`n_ctx`) is reported so
+  the caller can fit the prompt and ask again.
+
+Time: one `chat()` call is one phase of a decision. Besides each attempt's own timeout, a phase
+has a total (`phase_seconds`): no attempt starts, and no backoff sleeps, past it, so retries can
+never stretch a phase beyond what the caller budgeted (the decision service keeps all its phases
+under the claim timeout). A slow local server with a long timeout thus gets one attempt, not
+three more queued behind the one it is still computing.
 
 Cost: `usage.cost` (OpenRouter, USD) when present, else tokens x price per million when the
 caller passes prices, else unknown (None). Money is Decimal.
@@ -39,15 +51,33 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import requests
 
+from agents.attempts import (
+    CONNECTION,
+    CONTENT_KINDS,
+    HTTP,
+    IN_BAND,
+    MALFORMED,
+    MILLION,
+    QUOTA_MARKERS,
+    TIMEOUT,
+    Attempt,
+    decimal_or_none,
+    declared_charset,
+    error_message,
+    fail_context,
+    one_line,
+    quota_reset,
+    read_choice,
+    read_metadata,
+)
+from agents.context_errors import context_refusal
 from core import clock
 from core.http import parse_retry_after
-from core.text import flat
 
 log = logging.getLogger(__name__)
 
@@ -57,69 +87,13 @@ APP_TITLE = "Forecasting Arena"
 
 # Raw responses are stored for the audit; above this a body is kept truncated (and cannot parse).
 MAX_RAW_BYTES = 2_000_000
-MAX_ERROR_CHARS = 300
 RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
-# Error kinds, as stored on LLMCall rows.
-TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED = (
-    "timeout",
-    "connection",
-    "http",
-    "in_band",
-    "empty",
-    "length",
-    "malformed",
-)
-# Content-level failures: retried, but only a couple of times (see module docstring).
-CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
-# Words of a 429 about a spent quota rather than a momentary rate (OpenRouter: "Rate limit
-# exceeded: free-models-per-day").
-QUOTA_MARKERS = ("per-day", "per day", "daily", "quota")
-MILLION = Decimal(1_000_000)
-# No real call uses 100 million tokens or costs ten thousand dollars; a figure above is a bug or
-# a lie, kept clamped so a decision's totals still fit their columns (with room for retries).
-MAX_TOKEN_COUNT = 100_000_000
-MAX_CALL_COST = Decimal(10_000)
+# An attempt needs at least this much of its phase left to be worth starting.
+MIN_ATTEMPT_SECONDS = 1.0
 
 
 class LLMError(Exception):
     """A helper call (models list, generation lookup) failed; the message is one line."""
-
-
-@dataclass
-class Attempt:
-    """One HTTP attempt, exactly as it happened (one LLMCall row)."""
-
-    number: int
-    url: str
-    request_body: dict
-    started_at: datetime
-    http_status: int | None = None
-    raw_response: str = ""
-    content: str | None = None
-    error: str = ""
-    error_kind: str | None = None
-    retryable: bool = False
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost_usd: Decimal | None = None
-    cost_source: str | None = None
-    latency_ms: int = 0
-    served_model: str = ""
-    generation_id: str = ""
-    finish_reason: str = ""
-    retry_after: float | None = None
-    quota_reset: float | None = None  # seconds until an exhausted rate-limit quota refills
-    notes: list[str] = field(default_factory=list)  # figures clamped or dropped, and why
-
-    @property
-    def ok(self) -> bool:
-        return self.error_kind is None
-
-    def fail(self, kind: str, message: str, retryable: bool) -> None:
-        self.error_kind = kind
-        self.error = one_line(message)
-        self.retryable = retryable
 
 
 @dataclass
@@ -134,12 +108,6 @@ class ChatResult:
         """Total known cost over all attempts (failed attempts can be billed too)."""
         costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
         return sum(costs, Decimal(0)) if costs else None
-
-
-def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    # Provider messages are untrusted: control and bidi characters go with the line breaks.
-    line = flat(str(text))
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def default_user_agent() -> str:
@@ -169,9 +137,12 @@ class LLMClient:
         backoff_base: float = 1.0,
         max_backoff: float = 30.0,
         session: requests.Session | None = None,
+        phase_seconds: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # None: a phase is bounded by its attempts' timeouts and backoffs only.
+        self.phase_seconds = phase_seconds
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
@@ -205,8 +176,8 @@ class LLMClient:
             pricing = model.get("pricing")
             if not isinstance(pricing, dict):
                 pricing = {}
-            prompt = _decimal_or_none(pricing.get("prompt"))
-            completion = _decimal_or_none(pricing.get("completion"))
+            prompt = decimal_or_none(pricing.get("prompt"))
+            completion = decimal_or_none(pricing.get("completion"))
             if prompt is None or completion is None or prompt < 0 or completion < 0:
                 continue
             prices[model["id"]] = (prompt * MILLION, completion * MILLION)
@@ -232,7 +203,7 @@ class LLMClient:
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code != 200:
-            detail = _error_message(response.text) or response.text[:200]
+            detail = error_message(response.text) or response.text[:200]
             raise LLMError(one_line(f"GET {path}: HTTP {response.status_code}: {detail}"))
         try:
             payload = response.json()
@@ -257,8 +228,10 @@ class LLMClient:
         prices = (price_in_per_m, price_out_per_m)
         attempts: list[Attempt] = []
         content_retries = 0
+        phase_start = time.monotonic()
         while True:
-            attempt = self._attempt(len(attempts) + 1, body, prices)
+            timeout = self._attempt_timeout(phase_start)
+            attempt = self._attempt(len(attempts) + 1, body, prices, timeout)
             attempts.append(attempt)
             if attempt.ok:
                 return ChatResult(True, attempt.content, "", attempts)
@@ -270,7 +243,28 @@ class LLMClient:
                 may_retry = True
             if not (attempt.retryable and may_retry and retries_used < self.max_retries):
                 return ChatResult(False, None, attempt.error, attempts)
-            self.sleep(self._delay(attempt, retries_used + 1))
+            delay = self._delay(attempt, retries_used + 1)
+            if self._left(phase_start) - delay < MIN_ATTEMPT_SECONDS:
+                note = f" (no retry: the phase's {self.phase_seconds:g}s are spent)"
+                return ChatResult(False, None, one_line(attempt.error + note), attempts)
+            self.sleep(delay)
+
+    def worst_case_seconds(self) -> float:
+        """The longest one chat() call can take: with a phase total, twice that (an attempt stops
+        at the phase's end, but a body trickling in can hold one socket read, up to the attempt's
+        timeout, past it); without one, every attempt timing out with the longest backoff."""
+        if self.phase_seconds is not None:
+            return 2 * self.phase_seconds
+        attempts = self.max_retries + 1
+        return attempts * self.timeout + self.max_retries * self.max_backoff
+
+    def _left(self, phase_start: float) -> float:
+        if self.phase_seconds is None:
+            return float("inf")
+        return self.phase_seconds - (time.monotonic() - phase_start)
+
+    def _attempt_timeout(self, phase_start: float) -> float:
+        return max(0.001, min(self.timeout, self._left(phase_start)))
 
     def _delay(self, attempt: Attempt, retry_number: int) -> float:
         if attempt.retry_after is not None:
@@ -281,8 +275,13 @@ class LLMClient:
         return ceiling / 2 + self.random.uniform(0, ceiling / 2)
 
     def _attempt(
-        self, number: int, body: dict, prices: tuple[Decimal | None, Decimal | None]
+        self,
+        number: int,
+        body: dict,
+        prices: tuple[Decimal | None, Decimal | None],
+        timeout: float | None = None,
     ) -> Attempt:
+        timeout = self.timeout if timeout is None else timeout
         url = f"{self.base_url}/chat/completions"
         attempt = Attempt(
             number=number,
@@ -293,14 +292,14 @@ class LLMClient:
         start = time.monotonic()
         try:
             response = self.session.post(
-                url, json=body, headers=self.headers, timeout=self.timeout, stream=True
+                url, json=body, headers=self.headers, timeout=timeout, stream=True
             )
             try:
-                raw, truncated = self._read_capped(response, start)
+                raw, truncated = self._read_capped(response, start, timeout)
             finally:
                 response.close()
         except requests.Timeout as exc:
-            attempt.fail(TIMEOUT, f"timed out after {self.timeout:g}s: {exc}", True)
+            attempt.fail(TIMEOUT, f"timed out after {timeout:g}s: {exc}", True)
         except requests.ConnectionError as exc:
             # requests reports a read timeout while streaming the body as a ConnectionError.
             kind = TIMEOUT if "timed out" in str(exc).lower() else CONNECTION
@@ -312,7 +311,7 @@ class LLMClient:
             attempt.raw_response = raw
             attempt.generation_id = response.headers.get("X-Generation-Id", "")
             attempt.retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            attempt.quota_reset = _quota_reset(response.headers)
+            attempt.quota_reset = quota_reset(response.headers)
             if truncated:
                 attempt.fail(MALFORMED, f"response body larger than {MAX_RAW_BYTES} bytes", False)
             else:
@@ -320,7 +319,9 @@ class LLMClient:
         attempt.latency_ms = int((time.monotonic() - start) * 1000)
         return attempt
 
-    def _read_capped(self, response: requests.Response, start: float) -> tuple[str, bool]:
+    def _read_capped(
+        self, response: requests.Response, start: float, timeout: float | None = None
+    ) -> tuple[str, bool]:
         """Read at most MAX_RAW_BYTES (+1 to detect overflow) within the overall timeout."""
         chunks: list[bytes] = []
         size = 0
@@ -330,12 +331,12 @@ class LLMClient:
             if size > MAX_RAW_BYTES:
                 break
             # requests' timeout is per socket read; a server trickling bytes must not hold us.
-            if time.monotonic() - start > self.timeout:
+            if time.monotonic() - start > (self.timeout if timeout is None else timeout):
                 raise requests.Timeout("response body not received within the timeout")
         data = b"".join(chunks)
         truncated = len(data) > MAX_RAW_BYTES
         # JSON is UTF-8 unless the server says otherwise; never let requests guess (slow, wrong).
-        encoding = _declared_charset(response) or "utf-8"
+        encoding = declared_charset(response) or "utf-8"
         try:
             text = data[:MAX_RAW_BYTES].decode(encoding, errors="replace")
         except LookupError:
@@ -356,7 +357,10 @@ class LLMClient:
 
     def _read_http_error(self, attempt: Attempt, raw: str) -> None:
         status = attempt.http_status or 0
-        message = _error_message(raw) or raw.strip()[:200] or "(empty body)"
+        message = error_message(raw) or raw.strip()[:200] or "(empty body)"
+        if status in (400, 413) and (refusal := context_refusal(raw, message)) is not None:
+            fail_context(attempt, refusal, message)
+            return
         if status == 429 and self._quota_spent(attempt, message):
             wait = attempt.quota_reset or attempt.retry_after
             when = f"; it refills in about {wait / 3600:.1f} h" if wait else ""
@@ -386,196 +390,13 @@ class LLMClient:
         if not isinstance(payload, dict):
             attempt.fail(MALFORMED, "response JSON is not an object", True)
             return
-        _read_metadata(attempt, payload, prices)
+        read_metadata(attempt, payload, prices)
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            message = _error_message(raw)
+            message = error_message(raw)
             if message:  # some servers answer 200 with an error object and no choices
                 attempt.fail(IN_BAND, f"error in a 200 response: {message}", True)
             else:
                 attempt.fail(MALFORMED, "response has no choices", True)
             return
-        _read_choice(attempt, choices[0])
-
-
-def _read_metadata(
-    attempt: Attempt, payload: dict, prices: tuple[Decimal | None, Decimal | None]
-) -> None:
-    if isinstance(payload.get("model"), str):
-        attempt.served_model = payload["model"]
-    if isinstance(payload.get("id"), str) and payload["id"]:
-        attempt.generation_id = payload["id"]
-    usage = payload.get("usage")
-    if not isinstance(usage, dict):
-        usage = {}
-    attempt.prompt_tokens = _count(usage.get("prompt_tokens"), "prompt_tokens", attempt)
-    attempt.completion_tokens = _count(usage.get("completion_tokens"), "completion_tokens", attempt)
-    details = usage.get("completion_tokens_details")
-    if isinstance(details, dict):
-        attempt.reasoning_tokens = _count(
-            details.get("reasoning_tokens"), "reasoning_tokens", attempt
-        )
-    cost, attempt.cost_source = _cost(usage, attempt, prices)
-    attempt.cost_usd = _bounded_cost(cost, attempt)
-
-
-def _count(value: Any, name: str, attempt: Attempt) -> int | None:
-    """A token count as reported, clamped to MAX_TOKEN_COUNT; None (with a note) when it is
-    negative or not a finite number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None  # absent, or not a number: nothing usable was reported
-    count = _int_or_none(value)
-    if count is None:
-        attempt.notes.append(f"{name} {_shown(value)} is not a finite count; not kept")
-        return None
-    if count < 0:
-        attempt.notes.append(f"{name} {count} is negative; not kept")
-        return None
-    if count > MAX_TOKEN_COUNT:
-        attempt.notes.append(f"{name} {_shown(value)} clamped to {MAX_TOKEN_COUNT}")
-        return MAX_TOKEN_COUNT
-    return count
-
-
-def _bounded_cost(cost: Decimal | None, attempt: Attempt) -> Decimal | None:
-    if cost is None:
-        return None
-    if cost < 0:
-        attempt.notes.append(f"cost {_shown(cost)} is negative; not kept")
-        return None
-    if cost > MAX_CALL_COST:
-        attempt.notes.append(f"cost {_shown(cost)} clamped to {MAX_CALL_COST}")
-        return MAX_CALL_COST
-    return cost
-
-
-def _shown(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _cost(
-    usage: dict, attempt: Attempt, prices: tuple[Decimal | None, Decimal | None]
-) -> tuple[Decimal | None, str | None]:
-    reported = _decimal_or_none(usage.get("cost"))
-    if reported is not None:
-        return reported, "usage"
-    price_in, price_out = prices
-    if price_in is None or price_out is None:
-        return None, None
-    if attempt.prompt_tokens is None or attempt.completion_tokens is None:
-        return None, None
-    cost = (attempt.prompt_tokens * price_in + attempt.completion_tokens * price_out) / MILLION
-    return cost, "price_table"
-
-
-def _read_choice(attempt: Attempt, choice: dict) -> None:
-    finish = choice.get("finish_reason")
-    attempt.finish_reason = finish if isinstance(finish, str) else ""
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        message = {}
-    attempt.content = _content_text(message.get("content"))
-    error = choice.get("error")
-    if error or attempt.finish_reason == "error":
-        detail = _describe_error(error) if error else "finish_reason is 'error'"
-        attempt.fail(IN_BAND, f"in-band error: {detail}", True)
-    elif attempt.finish_reason == "length":
-        attempt.fail(LENGTH, "answer truncated (finish_reason 'length'); raise max_tokens", False)
-    elif not (attempt.content or "").strip():
-        attempt.fail(EMPTY, "empty content", True)
-
-
-def _content_text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": "..."}]
-        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
-        return "".join(p for p in parts if isinstance(p, str))
-    return None
-
-
-def _error_message(raw: str) -> str:
-    """The message of an OpenRouter/OpenAI error body, or "" when the body is not one."""
-    try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError):
-        return ""
-    if isinstance(payload, dict) and payload.get("error"):
-        return _describe_error(payload["error"])
-    return ""
-
-
-def _describe_error(error: Any) -> str:
-    if not isinstance(error, dict):
-        return str(error)
-    message = str(error.get("message") or "(no message)")
-    metadata = error.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("provider_name"):
-        message += f" (provider {metadata['provider_name']})"
-    if isinstance(metadata, dict) and metadata.get("raw"):
-        # OpenRouter's "Provider returned error" says nothing; the provider's reason is here.
-        raw = metadata["raw"]
-        message += f": {_raw_reason(raw if isinstance(raw, str) else json.dumps(raw))}"
-    code = error.get("code")
-    return f"{message} [code {code}]" if code is not None else message
-
-
-def _raw_reason(raw: str) -> str:
-    """The provider's own message inside metadata.raw (often a JSON error body), else the text."""
-    try:
-        inner = json.loads(raw)
-    except (ValueError, RecursionError):
-        return one_line(raw, 200)
-    if isinstance(inner, dict):
-        err = inner.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return one_line(str(err["message"]), 200)
-        if isinstance(err, str):
-            return one_line(err, 200)
-        if inner.get("message"):
-            return one_line(str(inner["message"]), 200)
-    return one_line(raw, 200)
-
-
-def _quota_reset(headers) -> float | None:
-    """Seconds until a spent rate-limit quota refills (X-RateLimit-Remaining 0 with an
-    X-RateLimit-Reset in epoch milliseconds or seconds), else None."""
-    if headers.get("X-RateLimit-Remaining", "").strip() != "0":
-        return None
-    try:
-        reset = float(headers.get("X-RateLimit-Reset", ""))
-    except ValueError:
-        return None
-    if reset > 1e11:  # milliseconds, as OpenRouter sends
-        reset /= 1000
-    # The server's quota runs on real time, whatever clock the arena runs on.
-    return max(0.0, reset - clock.wall().timestamp())
-
-
-def _declared_charset(response: requests.Response) -> str | None:
-    content_type = response.headers.get("Content-Type", "")
-    for part in content_type.split(";")[1:]:
-        key, _, val = part.strip().partition("=")
-        if key.lower() == "charset" and val:
-            return val.strip('"')
-    return None
-
-
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return int(value)
-    except (OverflowError, ValueError):
-        return None
-
-
-def _decimal_or_none(value: Any) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        result = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    return result if result.is_finite() else None
+        read_choice(attempt, choices[0])

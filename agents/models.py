@@ -37,6 +37,20 @@ class Competitor(models.Model):
     api_key_env = models.CharField(
         max_length=100, blank=True, help_text="Name of the env var holding the key (never the key)"
     )
+    # The prompt budget (agents/budget.py): blank = the server's context size (llama.cpp's
+    # /props), or none known until a context refusal names it.
+    context_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Context size in tokens (prompt + answer). Blank: ask the server; a prompt "
+        "that would not fit shows fewer markets (the forecast sample always among them)",
+    )
+    structured_output = models.BooleanField(
+        default=False,
+        help_text="Send a json_schema (response_format) that requires a forecast for exactly the "
+        "sample's markets, with bounded lists and reasoning: for servers that support it "
+        "(llama.cpp, vLLM, OpenAI) and small models",
+    )
     price_in_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     price_out_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     knowledge_cutoff = models.DateField(null=True, blank=True)

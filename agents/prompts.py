@@ -26,6 +26,7 @@ from pathlib import Path
 from string import Template
 from typing import Protocol
 
+from agents.budget import estimate_tokens as budget_estimate
 from agents.parsing import DecisionContext
 from core.methodology import CONSTANTS
 from core.text import flat
@@ -97,8 +98,12 @@ def user_prompt(
     at: datetime,
     cash: Decimal,
     positions: list[PositionView],
+    markets: list[dict] | None = None,
 ) -> str:
+    """The user message; `markets` is the part of the universe a context budget lets the prompt
+    show (agents/budget.py), the whole universe when None."""
     sample = universe.forecast_sample
+    whole = markets is None or len(markets) == len(universe.markets)
     return Template(USER_TEMPLATE).substitute(
         date=f"{at:%Y-%m-%d %H:%M} UTC ({at:%A})",
         week=week,
@@ -111,8 +116,8 @@ def user_prompt(
         positions=positions_text(positions),
         sample_count=len(sample),
         forecast_sample=", ".join(str(m) for m in sample) or "(none)",
-        market_count=len(universe.markets),
-        universe=universe_text(universe),
+        market_count=len(universe.markets) if whole else len(markets or []),
+        universe=universe_text(universe) if whole else render_universe(markets or []),
     )
 
 
@@ -188,19 +193,23 @@ def fenced(text: str) -> str:
     return f"{FENCE_OPEN}{flat(str(text)).translate(_UNFENCE)}{FENCE_CLOSE}"
 
 
-def decision_context(universe: Universe, positions: list[PositionView]) -> DecisionContext:
-    """What the parser checks ids against: exactly what the prompt showed."""
+def decision_context(
+    universe: Universe, positions: list[PositionView], markets: list[dict] | None = None
+) -> DecisionContext:
+    """What the parser checks ids against: exactly what the prompt showed (`markets`, when a
+    budget showed only part of the universe)."""
+    shown = universe.markets if markets is None else markets
     return DecisionContext(
-        markets={str(item["market_id"]): list(item["outcomes"]) for item in universe.markets},
+        markets={str(item["market_id"]): list(item["outcomes"]) for item in shown},
         position_ids={str(p.position_id) for p in positions if p.market_status == "open"},
         forecast_sample=[str(m) for m in universe.forecast_sample],
     )
 
 
 def estimate_tokens(text: str) -> int:
-    """Rough token count: 4 characters per token (the usual rule of thumb for English with
-    BPE tokenizers; numbers and ids tokenize a little worse)."""
-    return (len(text) + 3) // 4
+    """A safe token count without a tokenizer (agents/budget.py: 2.8 characters per token, since
+    the prompt's ids, prices and dates tokenize much worse than English prose)."""
+    return budget_estimate(text)
 
 
 def _money(value: Decimal | None) -> str:

@@ -12,6 +12,12 @@ ARENA_CLAIM_TIMEOUT_SECONDS by a conditional UPDATE that sets a new claim_token 
 ours), and the final write only succeeds while our token is still on the row, so a slow runner
 that lost its claim cannot write a second set of trades.
 
+Room: a model competitor's prompt is fitted to its context (agents/budget.py) before it is sent,
+and what was cut is stored on the decision (`prompt_budget`). An answer that ran out of room
+(finish_reason length) goes to the repair; a prompt the server refuses as over its context is
+fitted to the size the refusal names and asked once more; a prompt that cannot fit is never sent.
+All three end held with the reason when nothing fits, never failed for the week.
+
 Clock: `at` (simulated in replay/demo) is the decision's time: prices, the prompt's date,
 trades. Claims use the wall clock, because staleness is about real processes dying.
 """
@@ -30,8 +36,10 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Q
 
 from agents import baselines
-from agents.endpoints import client_for
-from agents.llm import Attempt, ChatResult, LLMClient
+from agents.attempts import CONTEXT, LENGTH, Attempt
+from agents.budget import Budget, Counter, Fit, Server, budget_for, fit, server_for
+from agents.endpoints import client_for, probe_seconds
+from agents.llm import ChatResult, LLMClient
 from agents.models import Competitor
 from agents.parsing import DecisionContext, DecisionValidationError, ParsedDecision, parse_decision
 from agents.prompts import (
@@ -39,11 +47,16 @@ from agents.prompts import (
     PROMPT_VERSION,
     PositionView,
     decision_context,
-    repair_prompt,
     system_prompt,
     user_prompt,
 )
 from cohorts import seals
+from cohorts.decision_room import (
+    cut_off_problem,
+    least_answer,
+    repair_within_budget,
+    request_params,
+)
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.services import (
@@ -252,6 +265,8 @@ class _Answer:
     ok: bool
     content: str | None
     error: str = ""
+    kind: str | None = None  # the last attempt's error kind
+    n_ctx: int | None = None  # the context size a refusal named
 
 
 @dataclass
@@ -269,40 +284,69 @@ class _Run:
     positions: list[PositionView] = field(init=False)
     ctx: DecisionContext = field(init=False)
     prices: PriceBook = field(init=False)
-    shown: PriceBook = field(init=False)
+    shown_prices: PriceBook = field(init=False)  # the frozen prices the prompt showed
     fresh_after: datetime | None = field(init=False, default=None)
     system: str = field(init=False, default="")
     user: str = field(init=False, default="")
     client: LLMClient | None = field(init=False, default=None)
+    server: Server | None = field(init=False, default=None)
+    budget: Budget = field(init=False, default_factory=lambda: Budget(None, "", 0))
+    fitted: Fit | None = field(init=False, default=None)
+    shown: list[dict] = field(init=False, default_factory=list)
 
     def execute(self) -> None:
         competitor = self.entry.competitor
         self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
         self.positions = position_views(self.entry, self.universe)
-        self.ctx = decision_context(self.universe, self.positions)
-        self.shown = price_book(self.universe)
-        self.prices = self.shown
+        self.shown_prices = price_book(self.universe)
+        self.prices = self.shown_prices
         late = self.at - self.universe.frozen_at > UNIVERSE_PRICE_WINDOW
         if late and self.entry.cohort.kind == Cohort.Kind.LIVE:
             self.prices, self.fresh_after = {}, self.at - UNIVERSE_PRICE_WINDOW
-        self._record_prompt()
+        skip_reason = ""
         if competitor.is_llm:
             self.client, skip_reason = client_for(competitor)
-            if self.client is None:
-                _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
-                return
+            if self.client is not None and not competitor.simulated:
+                self.server = server_for(self.client, competitor.base_url, probe_seconds())
+        self._plan(competitor.context_tokens, "competitor")
+        if competitor.is_llm and self.client is None:
+            _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
+            return
         self._decide()
 
-    def _record_prompt(self) -> None:
+    def _plan(self, context_tokens: int | None, source: str) -> None:
+        """Fit the prompt to the competitor's context (agents/budget.py) and record it."""
+        competitor = self.entry.competitor
         self.system = system_prompt()
-        self.user = user_prompt(
+        if competitor.is_llm and self.client is not None:
+            self.budget = budget_for(context_tokens, competitor.params or {}, self.server, source)
+        self.fitted = fit(
+            self.universe.markets,
+            self.universe.forecast_sample,
+            lambda markets: (self.system, self._user_text(markets)),
+            Counter(self.server),
+            self.budget.prompt_limit,
+        )
+        self.shown = self.fitted.markets
+        self.ctx = decision_context(self.universe, self.positions, self.shown)
+        self.user = self._user_text(self.shown)
+        self._record_prompt()
+
+    def _user_text(self, markets: list[dict]) -> str:
+        return user_prompt(
             universe=self.universe,
             week=self.week,
             weeks=self.entry.cohort.decision_weeks,
             at=self.at,
             cash=self.entry.cash,
             positions=self.positions,
+            markets=markets,
         )
+
+    def _record_prompt(self) -> None:
+        budget = {}
+        if self.fitted is not None and self.budget.context_tokens is not None:
+            budget = self.fitted.record(self.budget, len(self.universe.markets))
         fields = {
             "universe": self.universe,
             "universe_hash": self.universe.content_hash,
@@ -313,6 +357,7 @@ class _Run:
             "forecast_sample": self.universe.forecast_sample,
             "cash_before": self.entry.cash,
             "decided_at": self.at,
+            "prompt_budget": budget,
         }
         updated = Decision.objects.filter(
             pk=self.decision.pk, claim_token=self.decision.claim_token
@@ -320,30 +365,53 @@ class _Run:
         if updated != 1:
             raise ClaimLost
 
-    def _decide(self) -> None:
-        messages: list[dict[str, str | None]] = [
+    def _messages(self) -> list[dict[str, str | None]]:
+        return [
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.user},
         ]
+
+    def _decide(self) -> None:
+        if self.fitted is not None and not self.fitted.fits:
+            self._hold_unsent()
+            return
+        messages = self._messages()
         first = self._ask(messages, "initial")
-        if not first.ok:
+        if not first.ok and first.kind == CONTEXT:
+            refitted, messages = self._refit(first)
+            if refitted is None:
+                return
+            first = refitted
+        if not first.ok and first.kind == CONTEXT:
+            self._commit(None, validation_errors=[], hold_reason=first.error[:2000])
+            return
+        if not first.ok and first.kind != LENGTH:
             self._fail_all_calls(first.error)
             return
-        parsed, problems = self._validate(first.content)
+        if first.ok:
+            parsed, problems = self._validate(first.content)
+        else:  # cut off: whatever was written is quoted back with the request to be brief
+            parsed, problems = None, [cut_off_problem(first.error)]
         if not problems:
             self._commit(parsed, validation_errors=[])
             return
         errors = [{"phase": "initial", "problems": problems}]
-        repair: list[dict[str, str | None]] = [
-            *messages,
-            {"role": "assistant", "content": first.content},
-            {"role": "user", "content": repair_prompt(problems)},
-        ]
-        second = self._ask(repair, "repair")
-        if second.ok:
-            parsed, problems = self._validate(second.content)
+        repair, room = repair_within_budget(
+            self.budget, self.server, messages, first.content, problems
+        )
+        if room is not None and room < least_answer(self.budget):
+            parsed, problems = (
+                None,
+                [f"the repair cannot fit the {self.budget.context_tokens}-token context; not sent"],
+            )
         else:
-            parsed, problems = None, [f"the repair call failed: {second.error}"]
+            second = self._ask(repair, "repair", max_tokens=room)
+            if second.ok:
+                parsed, problems = self._validate(second.content)
+            elif second.kind == LENGTH:
+                parsed, problems = None, [cut_off_problem(second.error)]
+            else:
+                parsed, problems = None, [f"the repair call failed: {second.error}"]
         if not problems:
             self._commit(parsed, validation_errors=errors)
             return
@@ -351,9 +419,33 @@ class _Run:
         reason = "invalid decision after one repair attempt: " + "; ".join(problems)
         self._commit(None, validation_errors=errors, hold_reason=reason[:2000])
 
+    def _hold_unsent(self) -> None:
+        tokens = self.fitted.prompt_tokens if self.fitted is not None else None
+        reason = (
+            f"the prompt cannot fit the {self.budget.context_tokens}-token context "
+            f"({self.budget.source}): {tokens} tokens with the forecast sample alone, plus "
+            f"{self.budget.answer_tokens} for the answer; not sent"
+        )
+        self._commit(None, validation_errors=[], hold_reason=reason)
+
+    def _refit(self, refused: _Answer) -> tuple[_Answer | None, list[dict[str, str | None]]]:
+        """The server refused the prompt as over its context: fit it to the context the refusal
+        named (when that is smaller than what it was fitted to) and ask once more."""
+        used = self.budget.context_tokens
+        if refused.n_ctx is None or (used is not None and refused.n_ctx >= used):
+            return refused, self._messages()
+        self._plan(refused.n_ctx, "context refusal")
+        if self.fitted is not None and not self.fitted.fits:
+            self._hold_unsent()
+            return None, []
+        messages = self._messages()
+        return self._ask(messages, "refit"), messages
+
     # --- asking the competitor -----------------------------------------------------------
 
-    def _ask(self, messages: list[dict[str, str | None]], phase: str) -> _Answer:
+    def _ask(
+        self, messages: list[dict[str, str | None]], phase: str, max_tokens: int | None = None
+    ) -> _Answer:
         competitor = self.entry.competitor
         if not competitor.is_llm:
             return self._ask_baseline(competitor, phase)
@@ -362,13 +454,21 @@ class _Run:
         result: ChatResult = self.client.chat(
             competitor.model_id,
             messages,
-            params=competitor.params or {},
+            params=request_params(
+                competitor, self.budget, self.shown, self.ctx, max_tokens=max_tokens
+            ),
             price_in_per_m=competitor.price_in_per_m,
             price_out_per_m=competitor.price_out_per_m,
         )
         self.attempts.extend(result.attempts)
         store_calls(self.decision, result.attempts, phase)
-        return _Answer(result.ok, result.content, result.error)
+        last = result.attempts[-1] if result.attempts else None
+        if last is not None and not result.ok and last.error_kind == LENGTH:
+            # What was written before the cut is the repair's starting point.
+            return _Answer(False, last.content, result.error, LENGTH)
+        kind = last.error_kind if last is not None else None
+        n_ctx = last.n_ctx if last is not None else None
+        return _Answer(result.ok, result.content, result.error, kind, n_ctx)
 
     def _ask_baseline(self, competitor: Competitor, phase: str) -> _Answer:
         inp = baselines.BaselineInput(
@@ -466,7 +566,7 @@ class _Run:
                     decision=self.decision,
                     at=self.at,
                     fresh_after=self.fresh_after,
-                    shown=self.shown,
+                    shown=self.shown_prices,
                 )
 
     def _forecasts(self, parsed: ParsedDecision) -> list[Forecast]:
@@ -480,7 +580,7 @@ class _Run:
                 source = Forecast.Source.SAMPLE
             else:
                 source = Forecast.Source.OTHER
-            shown = self.shown.get((int(f.market_id), f.outcome))
+            shown = self.shown_prices.get((int(f.market_id), f.outcome))
             rows.append(
                 Forecast(
                     decision=self.decision,

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Max
 
-from agents.llm import Attempt
+from agents.attempts import Attempt
 from cohorts.models import Decision, LLMCall
 from core.text import has_unstorable, storable, storable_json
 

@@ -340,6 +340,9 @@ class Decision(models.Model):
     user_prompt = models.TextField(blank=True)
     forecast_sample = models.JSONField(default=list, blank=True)
     cash_before = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    # What the competitor's context allowed (agents/budget.py): its size and where it came from,
+    # the tokens of the prompt as sent, the markets shown and the ids cut. {} = no budget applied.
+    prompt_budget = models.JSONField(default=dict, blank=True)
 
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)

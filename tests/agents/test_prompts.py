@@ -127,7 +127,10 @@ def test_market_block_formats_prices_volume_and_close():
 
 
 def test_token_estimate_rule():
-    assert prompts.estimate_tokens("x" * 400) == 100
+    # 2.8 characters per token: ids, prices and dates tokenize worse than prose, and an estimate
+    # that runs low gets a prompt refused for its context.
+    assert prompts.estimate_tokens("x" * 280) == 100
+    assert prompts.estimate_tokens("x" * 281) == 101
 
 
 # --- market text is fenced data ----------------------------------------------------------------

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from agents.llm import Attempt
+from agents.attempts import Attempt
 from cohorts.decisions import run_decision
 from cohorts.llm_calls import FIELDS, call_dict, call_row, store_calls
 from cohorts.models import Decision, LLMCall

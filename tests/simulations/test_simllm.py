@@ -21,8 +21,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agents.attempts import LENGTH
 from agents.endpoints import client_for
-from agents.llm import LENGTH, LLMClient
+from agents.llm import LLMClient
 from agents.models import Competitor
 from agents.parsing import DecisionValidationError, parse_decision
 from agents.prompts import (
