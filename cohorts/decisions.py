@@ -509,11 +509,8 @@ class _Run:
             self.entry, bets, sells, self.prices, fresh_after=self.fresh_after
         )
 
-    def _usage(self) -> dict:
-        return usage_totals(self.attempts)
-
     def _fail_all_calls(self, error: str) -> None:
-        if not _finish(self.decision, Decision.Status.FAILED, error=error, **self._usage()):
+        if not _finish(self.decision, Decision.Status.FAILED, error=error, **usage_totals(self.attempts)):
             raise ClaimLost
 
     def _commit(
@@ -549,7 +546,7 @@ class _Run:
                 parsed=parsed.to_json() if parsed else None,
                 validation_errors=validation_errors,
                 hold_reason=hold_reason,
-                **self._usage(),
+                **usage_totals(self.attempts),
             )
             if updated != 1:
                 raise ClaimLost

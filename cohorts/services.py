@@ -31,7 +31,6 @@ from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
 from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.versions import data_changed
-from markets import services as market_services
 from markets.models import Market
 from markets.pricing import outcome_price
 
@@ -575,22 +574,6 @@ def _sell(entry: Entry, book: _Book, sell: SellOrder, prices, decision, at: date
             created_at=at,
         )
     return trade
-
-
-# --- upkeep of what entries hold --------------------------------------------------------------
-
-
-def held_markets() -> QuerySet:
-    """Markets in which some entry holds an open position."""
-    return Market.objects.filter(
-        pk__in=Position.objects.filter(status=Position.Status.OPEN).values("market_id")
-    )
-
-
-def backfill_held_markets(*, days: int = 2, client=None) -> dict:
-    """Fill holes in the price history of held markets (their charts and closing lines)."""
-
-    return market_services.backfill_markets(held_markets(), days=days, client=client)
 
 
 def mark_decisions_retryable(decisions) -> int:

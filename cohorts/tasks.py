@@ -17,7 +17,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
-from cohorts import decisions, seals, services, settlement, snapshots
+from cohorts import decisions, holdings, seals, services, settlement, snapshots
 from cohorts.models import Decision
 from core import clock
 from core.jobs import job_run
@@ -90,7 +90,7 @@ def settle(market_id: int | None = None) -> dict:
 def backfill_held_markets() -> dict:
     """Daily: fill holes a sync outage left in the price history of held markets."""
     with job_run("backfill") as summary:
-        summary.update(services.backfill_held_markets())
+        summary.update(holdings.backfill_held_markets())
         return summary
 
 

@@ -127,7 +127,8 @@ def test_markets_without_tokens_are_skipped(clob, gamma):
 
 
 def test_daily_backfill_covers_only_held_markets(gamma, gamma_client, clob):
-    from cohorts.services import BetOrder, backfill_held_markets, execute_orders
+    from cohorts.holdings import backfill_held_markets
+    from cohorts.services import BetOrder, execute_orders
     from tests.factories import make_cohort_with_entries
 
     held_raw, idle_raw = make_market("11", end_date=soon()), make_market("12", end_date=soon())
