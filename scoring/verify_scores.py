@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from core.methodology import METHODOLOGY_HASH, version_of_hash
+from scoring import metrics
 from scoring.compute import bets_won_lost, forecast_scores
 from scoring.load import MarketInfo, ScopeData, TradeRow, shown_price_map, status_at
 from scoring.questions import build_items, build_questions
@@ -36,9 +37,9 @@ FLOAT_FIELDS = (
     "brier", "brier_lo", "brier_hi", "log_score", "skill_vs_market", "skill_lo", "skill_hi",
     "win_rate",
 )  # fmt: skip
-INT_FIELDS = ("n_forecasts", "n_resolved")
+INT_FIELDS = ("n_forecasts", "n_resolved", "provisional")
 NOT_RECOMPUTED = (
-    "rank, return_pct, return_lo, return_hi, pnl, cost_usd and provisional are not recomputed "
+    "rank, return_pct, return_lo, return_hi, pnl and cost_usd are not recomputed "
     "(money rests on snapshots and positions, which the exports do not carry whole); the "
     "Diebold-Mariano letters are not in the scores export"
 )
@@ -221,6 +222,8 @@ def _differs(published: Any, recomputed: float | int | None, exact: bool) -> boo
 def _show(value: Any) -> str:
     if value in (None, ""):
         return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, float) and not math.isfinite(value):
         return "none"
     return repr(float(value)) if not isinstance(value, int) else str(value)
@@ -284,6 +287,8 @@ def check_run(
                 "skill_lo": float(s.skill_ci[0][ci]),
                 "skill_hi": float(s.skill_ci[1][ci]),
                 "win_rate": won / (won + lost) if won + lost else None,
+                # One sealed threshold for everybody (scoring/present.py make_row).
+                "provisional": int(s.n_resolved[ci]) < metrics.provisional_threshold(),
             }
             check.rows += 1
             for name, value in recomputed.items():

@@ -91,6 +91,15 @@ class Spec:
     chunk: int = CHUNK  # rows per fetch: small for wide rows, so memory stays bounded
 
     @property
+    def header(self) -> list[str]:
+        """Every column a row carries, in order: the queried ones, then the computed ones."""
+        return (
+            [c for c, _ in self.columns]
+            + (["cohort_root"] if self.cohort_root else [])
+            + (["shown_prices"] if self.shown_prices else [])
+        )
+
+    @property
     def date_column(self) -> str:
         return next(name for name, lookup in self.columns if lookup == self.date_field)
 
@@ -498,11 +507,7 @@ def stream(what: str, fmt: str, b: Bounds, note: str | None = None) -> Iterator[
 def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
     writer = csv.writer(_Line())
     spec = SPECS[what]
-    yield writer.writerow(
-        [c for c, _ in spec.columns]
-        + (["cohort_root"] if spec.cohort_root else [])
-        + (["shown_prices"] if spec.shown_prices else [])
-    )
+    yield writer.writerow(spec.header)
     for row in source:
         yield writer.writerow([csv_cell(v) for v in row.values()])
 
