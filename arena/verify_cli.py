@@ -20,6 +20,7 @@ from web import exports
 
 # The exports the scores rest on, by the file name `--scores --export DIR` reads.
 SCORE_EXPORTS = ("scores", "forecasts", "trades")
+MONEY_EXPORT = "snapshots"  # optional: P/L and return are checked when it is there whole
 BAR_AFTER = 2.0  # seconds: a shorter check draws no bar
 
 
@@ -29,8 +30,8 @@ def verify_arguments(parser) -> None:
         "--scores",
         action="store_true",
         help="recompute the latest published leaderboard of each scope from the exports "
-        "(the database's, or with --export DIR the scores.json, forecasts.json and trades.json "
-        "saved there) and name every figure that differs",
+        "(the database's, or with --export DIR the scores.json, forecasts.json, trades.json and "
+        "optionally snapshots.json saved there) and name every figure that differs",
     )
 
 
@@ -50,6 +51,7 @@ def verify(cmd, options) -> None:
                 "rest on (export it per scope with a higher --limit)"
             )
     scores, forecasts, trades = (docs[what]["rows"] for what in SCORE_EXPORTS)
+    snapshots, money_note = _snapshots(directory)
     total = verify_scores.rows_to_check(scores)
     bar = Progress(total, "scores", stream=cmd.stderr._out)
     bar.enabled = bar.enabled and total > 0
@@ -61,13 +63,13 @@ def verify(cmd, options) -> None:
             bar.done += n
 
     try:
-        check = verify_scores.check_scores(scores, forecasts, trades, advance)
+        check = verify_scores.check_scores(scores, forecasts, trades, advance, snapshots)
     except verify_scores.ScoreExportError as exc:
         raise CommandError(f"the exports cannot be read: {exc}") from exc
     finally:
         if time.monotonic() - started > BAR_AFTER:
             bar.close()
-    for note in check.notes:
+    for note in [*([money_note] if money_note else []), *check.notes]:
         cmd.stdout.write(f"note: {note}")
     if not check.runs:
         raise CommandError("verify FAILED: no finished score run in the scores export")
@@ -91,6 +93,18 @@ def _export(what: str) -> dict:
         "rows": [row for doc in docs for row in doc["rows"]],
         "row_cap_reached": any(doc["row_cap_reached"] for doc in docs),
     }
+
+
+def _snapshots(directory: str | None) -> tuple[list[dict] | None, str | None]:
+    """The snapshot rows, or None and why P/L and return are not checked."""
+    if directory and not (Path(directory) / f"{MONEY_EXPORT}.json").exists():
+        return None, f"no {MONEY_EXPORT}.json in {directory}: return_pct and pnl not recomputed"
+    doc = _read(directory, MONEY_EXPORT) if directory else _export(MONEY_EXPORT)
+    if doc.get("row_cap_reached"):
+        return None, (
+            f"the {MONEY_EXPORT} export reached its row cap: return_pct and pnl not recomputed"
+        )
+    return doc["rows"], None
 
 
 def _read(directory: str, what: str) -> dict:

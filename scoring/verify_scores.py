@@ -27,8 +27,16 @@ import numpy as np
 
 from core.methodology import METHODOLOGY_HASH, version_of_hash
 from scoring import metrics
-from scoring.compute import bets_won_lost, forecast_scores
-from scoring.load import MarketInfo, ScopeData, TradeRow, shown_price_map, status_at
+from scoring.compute import bets_won_lost, forecast_scores, money_by_comp
+from scoring.load import (
+    CENT,
+    EntryMoney,
+    MarketInfo,
+    ScopeData,
+    TradeRow,
+    shown_price_map,
+    status_at,
+)
 from scoring.questions import build_items, build_questions
 
 TOLERANCE = 1e-12
@@ -37,11 +45,12 @@ FLOAT_FIELDS = (
     "brier", "brier_lo", "brier_hi", "log_score", "skill_vs_market", "skill_lo", "skill_hi",
     "win_rate",
 )  # fmt: skip
+MONEY_FIELDS = ("return_pct", "pnl")  # from snapshots.json, when it is given
 INT_FIELDS = ("n_forecasts", "n_resolved", "provisional")
 NOT_RECOMPUTED = (
-    "rank, return_pct, return_lo, return_hi, pnl and cost_usd are not recomputed "
-    "(money rests on snapshots and positions, which the exports do not carry whole); the "
-    "Diebold-Mariano letters are not in the scores export"
+    "rank, return_lo, return_hi and cost_usd are not recomputed (they rest on positions and "
+    "model calls, which the exports do not carry whole); the Diebold-Mariano letters are not in "
+    "the scores export"
 )
 ALL = "all"
 
@@ -125,6 +134,7 @@ def scope_from_export(
     forecast_rows: list[dict],
     trade_rows: list[dict],
     slugs: Iterable[str] = (),
+    snapshot_rows: list[dict] | None = None,
 ) -> ScopeData:
     """The ScopeData scoring/load.py would read for this scope at as_of, from exported rows.
 
@@ -140,11 +150,11 @@ def scope_from_export(
         r for r in trade_rows
         if r["cohort_kind"] == scope and _when(r["executed_at"], "executed_at") <= as_of
     ]  # fmt: skip
-    names = sorted({*slugs, *(r["competitor"] for r in f_rows), *(r["competitor"] for r in t_rows)})
+    s_rows = [r for r in snapshot_rows or () if r["cohort_kind"] == scope]
+    every = [*f_rows, *t_rows, *s_rows]
+    names = sorted({*slugs, *(r["competitor"] for r in every)})
     comp = {slug: i for i, slug in enumerate(names)}
-    keys = sorted(
-        {(int(r["cohort_id"]), r["competitor"], int(r["replicate"])) for r in [*f_rows, *t_rows]}
-    )
+    keys = sorted({(int(r["cohort_id"]), r["competitor"], int(r["replicate"])) for r in every})
     entry = {key: i + 1 for i, key in enumerate(keys)}
 
     def entry_of(r: dict) -> int:
@@ -184,6 +194,7 @@ def scope_from_export(
         if r.get("shown_prices") and len(markets[int(r["market_id"])].outcomes) > 2:
             week = shown.setdefault((int(r["cohort_id"]), int(r["week"])), {})
             week[int(r["market_id"])] = shown_price_map(r["shown_prices"])
+    initial, money = _money(s_rows, as_of, entry_of)
     cohorts = sorted({k[0] for k in keys})
     return ScopeData(
         scope=scope,
@@ -194,13 +205,13 @@ def scope_from_export(
             "id": np.asarray([entry[k] for k in keys], dtype=np.int64),
             "cohort": np.asarray([k[0] for k in keys], dtype=np.int64),
             "comp": np.asarray([comp[k[1]] for k in keys], dtype=np.int64),
-            "initial": np.zeros(len(keys)),
+            "initial": np.asarray([initial.get(entry[k], 0.0) for k in keys], dtype=float),
         },
         forecasts=forecasts,
         markets=markets,
         decisions={},
         trades=trades,
-        money={},
+        money=money,
         settlements={},
         market_pnl={},
         usage={},
@@ -208,11 +219,36 @@ def scope_from_export(
     )
 
 
-def _differs(published: Any, recomputed: float | int | None, exact: bool) -> bool:
+def _money(
+    rows: list[dict], as_of: datetime, entry_of: Callable[[dict], int]
+) -> tuple[dict[int, float], dict[int, EntryMoney]]:
+    """Each entry's starting cash, and its money at as_of from its latest snapshot then (entries
+    with none then are left out: the run computed theirs from the ledger)."""
+    initial: dict[int, float] = {}
+    latest: dict[int, tuple[datetime, dict]] = {}
+    for r in rows:
+        e = entry_of(r)
+        initial[e] = float(Decimal(str(r["initial_balance"])))
+        ts = _when(r["ts"], "ts")
+        if ts <= as_of and (e not in latest or latest[e][0] < ts):
+            latest[e] = (ts, r)
+    money = {
+        e: EntryMoney(
+            Decimal(str(r["cash"])), Decimal(str(r["total"])), Decimal(str(r["realized_pnl"])),
+            Decimal(str(r["unrealized_pnl"])), "snapshot",
+        )  # fmt: skip
+        for e, (_, r) in latest.items()
+    }
+    return initial, money
+
+
+def _differs(published: Any, recomputed: float | int | Decimal | None, exact: bool) -> bool:
     if recomputed is not None and isinstance(recomputed, float) and not math.isfinite(recomputed):
         recomputed = None  # a row stores NaN as null (scoring/present.py)
     if published in (None, "") or recomputed is None:
         return published not in (None, "") or recomputed is not None
+    if isinstance(recomputed, Decimal):
+        return Decimal(str(published)) != recomputed
     if exact:
         return int(published) != int(recomputed)
     value = float(published)
@@ -224,6 +260,8 @@ def _show(value: Any) -> str:
         return "none"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, (str, Decimal)):
+        return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "none"
     return repr(float(value)) if not isinstance(value, int) else str(value)
@@ -236,6 +274,7 @@ def check_run(
     trade_rows: list[dict],
     check: ScoreCheck,
     advance: Callable[[int], None] = lambda n: None,
+    snapshot_rows: list[dict] | None = None,
 ) -> None:
     """Recompute the rows of one run and add what differs to `check.problems`."""
     run_id = int(score_rows[0]["run_id"])
@@ -251,7 +290,7 @@ def check_run(
         return
     as_of = _when(score_rows[0]["as_of"], "as_of")
     slugs = {r["competitor"] for r in score_rows}
-    data = scope_from_export(scope, as_of, forecast_rows, trade_rows, slugs)
+    data = scope_from_export(scope, as_of, forecast_rows, trade_rows, slugs, snapshot_rows)
     questions = build_questions(build_items(data), data)
     n_comp = len(data.competitors)
     comp = {slug: i for i, _, slug in data.competitors}
@@ -271,12 +310,22 @@ def check_run(
         s = forecast_scores(questions, sel, n_comp)
         bets = bets_won_lost(data, cohort_ids, entry_comp)
         label = "all cohorts" if group == ALL else f"cohort {group}"
+        e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+        with_money = snapshot_rows is not None and all(
+            e in data.money for e in data.entries["id"][e_sel].tolist()
+        )
+        if snapshot_rows is not None and not with_money:
+            check.notes.append(
+                f"{where}, {label}: an entry has no snapshot by as_of (the run computed its money "
+                "from the ledger): return_pct and pnl not recomputed"
+            )
+        money = money_by_comp(data, e_sel, n_comp) if with_money else None
         seen = set()
         for row in rows:
             ci = comp[row["competitor"]]
             seen.add(ci)
             won, lost = bets.get(ci, (0, 0))
-            recomputed: dict[str, float | int | None] = {
+            recomputed: dict[str, float | int | Decimal | None] = {
                 "n_forecasts": int(s.n_forecasts[ci]),
                 "n_resolved": int(s.n_resolved[ci]),
                 "brier": float(s.brier[ci]),
@@ -290,6 +339,10 @@ def check_run(
                 # One sealed threshold for everybody (scoring/present.py make_row).
                 "provisional": int(s.n_resolved[ci]) < metrics.provisional_threshold(),
             }
+            if money is not None:
+                init, pnl = float(money.initial[ci]), money.pnl[ci]
+                recomputed["return_pct"] = 100.0 * float(pnl) / init if init else None
+                recomputed["pnl"] = pnl.quantize(CENT)
             check.rows += 1
             for name, value in recomputed.items():
                 check.figures += 1
@@ -312,13 +365,14 @@ def check_scores(
     forecast_rows: list[dict],
     trade_rows: list[dict],
     advance: Callable[[int], None] = lambda n: None,
+    snapshot_rows: list[dict] | None = None,
 ) -> ScoreCheck:
     """Recompute every row of the latest run of each scope in `score_rows`; `advance(n)` is
     called as rows are done (a progress bar)."""
     check = ScoreCheck()
     try:
         for scope, rows in latest_runs(score_rows).items():
-            check_run(scope, rows, forecast_rows, trade_rows, check, advance)
+            check_run(scope, rows, forecast_rows, trade_rows, check, advance, snapshot_rows)
     except KeyError as exc:
         raise ScoreExportError(f"an exported row has no column {exc}") from exc
     except (TypeError, ValueError, ArithmeticError) as exc:

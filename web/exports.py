@@ -206,6 +206,8 @@ SPECS: dict[str, Spec] = {
             ("total", "total"),
             ("realized_pnl", "realized_pnl"),
             ("unrealized_pnl", "unrealized_pnl"),
+            # The entry's starting cash: P/L and return are measured from it.
+            ("initial_balance", "entry__initial_balance"),
         ),
         cohort_root=True,
     ),

@@ -20,7 +20,7 @@ from simulations.demo import run_demo
 
 # Two weekly demo cohorts, the clock stopped mid-week (as tests/replay/test_demo.py builds it).
 SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": datetime(2026, 3, 11, 12, tzinfo=UTC)}
-WHATS = ("scores", "forecasts", "trades")
+WHATS = ("scores", "forecasts", "trades", "snapshots")
 
 pytestmark = pytest.mark.django_db
 
@@ -55,18 +55,24 @@ def _doc(directory: Path, what: str) -> dict:
 def test_every_published_row_is_recomputed_from_the_exports(demo_exports):
     scores = _doc(demo_exports, "scores")["rows"]
     check = verify_scores.check_scores(
-        scores, _doc(demo_exports, "forecasts")["rows"], _doc(demo_exports, "trades")["rows"]
+        scores,
+        _doc(demo_exports, "forecasts")["rows"],
+        _doc(demo_exports, "trades")["rows"],
+        snapshot_rows=_doc(demo_exports, "snapshots")["rows"],
     )
     assert check.problems == []
     run = ScoreRun.objects.get(scope="demo", status="done")
     rows = LeaderboardRow.objects.filter(run=run)
     assert check.runs == [("demo", run.pk)] and check.rows == rows.count() > 4
     assert check.figures == check.rows * (
-        len(verify_scores.FLOAT_FIELDS) + len(verify_scores.INT_FIELDS)
+        len(verify_scores.FLOAT_FIELDS)
+        + len(verify_scores.INT_FIELDS)
+        + len(verify_scores.MONEY_FIELDS)
     )
     # The figures compared are real ones: scored rows with intervals and a win rate.
     assert rows.filter(brier__isnull=False, brier_lo__isnull=False, skill_hi__isnull=False).exists()
     assert rows.filter(win_rate__isnull=False).exists()
+    assert rows.exclude(pnl=0).filter(return_pct__isnull=False).exists()
 
 
 def test_the_command_checks_the_database_and_a_saved_directory(demo_exports):
@@ -111,6 +117,32 @@ def test_a_forged_export_fails_naming_the_row(demo_exports, tmp_path):
     assert f"cohort {flipped['cohort_id']}, {flipped['competitor']}: " in text
     with pytest.raises(CommandError, match=r"verify FAILED: \d+ published figures differ; first: "):
         _arena("verify", "--scores", "--export", str(tmp_path))
+
+
+def test_a_forged_snapshot_fails_on_pnl_and_return(demo_exports):
+    doc = _doc(demo_exports, "snapshots")
+    last = max(doc["rows"], key=lambda r: (r["ts"], r["entry_id"]))
+    last["total"] = f"{float(last['total']) + 100:.2f}"
+    check = verify_scores.check_scores(
+        _doc(demo_exports, "scores")["rows"],
+        _doc(demo_exports, "forecasts")["rows"],
+        _doc(demo_exports, "trades")["rows"],
+        snapshot_rows=doc["rows"],
+    )
+    text = "\n".join(check.problems)
+    assert f"cohort {last['cohort_id']}, {last['competitor']}: pnl published" in text
+    assert f"all cohorts, {last['competitor']}: return_pct published" in text
+    # Without the snapshots, money is not compared and a note says so.
+    out, _ = _arena("verify", "--scores", "--export", str(_without_snapshots(demo_exports)))
+    assert "no snapshots.json" in out and out.splitlines()[-1].startswith("ok: ")
+
+
+def _without_snapshots(demo_exports: Path) -> Path:
+    directory = demo_exports.parent / "no-snapshots"
+    directory.mkdir(exist_ok=True)
+    for what in WHATS[:3]:
+        (directory / f"{what}.json").write_text((demo_exports / f"{what}.json").read_text())
+    return directory
 
 
 def test_a_missing_row_and_an_unreadable_export_are_named(demo_exports, tmp_path):
