@@ -1,12 +1,13 @@
 """Scores checkable from outside: the published leaderboard rows of a score run recomputed from
-the exported rows alone (forecasts.json, trades.json, scores.json), with the scoring engine's
-own pipeline (scoring/questions.py, scoring/compute.py), and compared figure by figure.
+the exported rows alone (forecasts.json, trades.json, scores.json and, for P/L, return and rank,
+snapshots.json), with the scoring engine's own pipeline (scoring/questions.py,
+scoring/compute.py, scoring/present.py's ranking), and compared figure by figure.
 
-Pure functions over exported rows (dicts as /exports/ writes them): no query, no ORM. The
-exported rows are turned into the same ScopeData scoring/load.py reads from the database, so
-every number goes through the one implementation of the math; this module only rebuilds the
-inputs and compares. What it cannot rebuild from the exports it says (`ScoreCheck.notes`)
-instead of guessing: money figures rest on snapshots and positions, ranks on them, and the
+Pure functions over exported rows (dicts as /exports/ writes them): no query. The exported rows
+are turned into the same ScopeData scoring/load.py reads from the database, so every number goes
+through the one implementation of the math; this module only rebuilds the inputs and compares.
+What it cannot rebuild from the exports it says (`ScoreCheck.notes`) instead of guessing: the
+return interval rests on each position's P/L, the cost on the model calls, and the
 Diebold-Mariano letters are not in the scores export.
 
 Which run: the latest finished run of each scope in the export (the highest run id, since run
@@ -37,7 +38,9 @@ from scoring.load import (
     shown_price_map,
     status_at,
 )
-from scoring.questions import build_items, build_questions
+from scoring.models import LeaderboardRow
+from scoring.present import rank_rows
+from scoring.questions import Questions, build_items, build_questions
 
 TOLERANCE = 1e-12
 # Published figures recomputed here: (column, kind). Integers and labels compare exactly.
@@ -45,10 +48,10 @@ FLOAT_FIELDS = (
     "brier", "brier_lo", "brier_hi", "log_score", "skill_vs_market", "skill_lo", "skill_hi",
     "win_rate",
 )  # fmt: skip
-MONEY_FIELDS = ("return_pct", "pnl")  # from snapshots.json, when it is given
-INT_FIELDS = ("n_forecasts", "n_resolved", "provisional")
+MONEY_FIELDS = ("return_pct", "pnl", "rank")  # with snapshots.json, when it is given
+INT_FIELDS = ("n_forecasts", "n_resolved", "provisional", "rank")
 NOT_RECOMPUTED = (
-    "rank, return_lo, return_hi and cost_usd are not recomputed (they rest on positions and "
+    "return_lo, return_hi and cost_usd are not recomputed (they rest on positions and "
     "model calls, which the exports do not carry whole); the Diebold-Mariano letters are not in "
     "the scores export"
 )
@@ -292,8 +295,6 @@ def check_run(
     slugs = {r["competitor"] for r in score_rows}
     data = scope_from_export(scope, as_of, forecast_rows, trade_rows, slugs, snapshot_rows)
     questions = build_questions(build_items(data), data)
-    n_comp = len(data.competitors)
-    comp = {slug: i for i, _, slug in data.competitors}
     entry_comp = dict(
         zip(
             data.entries["id"].tolist(),
@@ -305,59 +306,98 @@ def check_run(
         cohort = row.get("cohort_id")
         groups.setdefault(ALL if cohort in (None, "") else int(cohort), []).append(row)
     for group, rows in groups.items():
-        cohort_ids = set(data.cohorts) if group == ALL else {int(group)}
-        sel = np.isin(questions.cohort, list(cohort_ids))
-        s = forecast_scores(questions, sel, n_comp)
-        bets = bets_won_lost(data, cohort_ids, entry_comp)
         label = "all cohorts" if group == ALL else f"cohort {group}"
-        e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
-        with_money = snapshot_rows is not None and all(
-            e in data.money for e in data.entries["id"][e_sel].tolist()
+        _check_group(data, questions, group, rows, f"{where}, {label}", check, entry_comp)
+        advance(len(rows))
+
+
+def _check_group(
+    data: ScopeData,
+    questions: Questions,
+    group: int | str,
+    rows: list[dict],
+    where: str,
+    check: ScoreCheck,
+    entry_comp: dict,
+) -> None:
+    """Recompute one group's rows (a cohort, or all cohorts) and compare them."""
+    n_comp = len(data.competitors)
+    comp = {slug: i for i, _, slug in data.competitors}
+    cohort_ids = set(data.cohorts) if group == ALL else {int(group)}
+    s = forecast_scores(questions, np.isin(questions.cohort, list(cohort_ids)), n_comp)
+    bets = bets_won_lost(data, cohort_ids, entry_comp)
+    e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+    with_money = bool(data.money) and all(
+        e in data.money for e in data.entries["id"][e_sel].tolist()
+    )
+    if data.money and not with_money:
+        check.notes.append(
+            f"{where}: an entry has no snapshot by as_of (the run computed its money from the "
+            "ledger): return_pct, pnl and rank not recomputed"
         )
-        if snapshot_rows is not None and not with_money:
-            check.notes.append(
-                f"{where}, {label}: an entry has no snapshot by as_of (the run computed its money "
-                "from the ledger): return_pct and pnl not recomputed"
-            )
-        money = money_by_comp(data, e_sel, n_comp) if with_money else None
-        seen = set()
-        for row in rows:
-            ci = comp[row["competitor"]]
-            seen.add(ci)
-            won, lost = bets.get(ci, (0, 0))
-            recomputed: dict[str, float | int | Decimal | None] = {
-                "n_forecasts": int(s.n_forecasts[ci]),
-                "n_resolved": int(s.n_resolved[ci]),
-                "brier": float(s.brier[ci]),
-                "brier_lo": float(s.brier_ci[0][ci]),
-                "brier_hi": float(s.brier_ci[1][ci]),
-                "log_score": float(s.log[ci]),
-                "skill_vs_market": float(s.skill[ci]),
-                "skill_lo": float(s.skill_ci[0][ci]),
-                "skill_hi": float(s.skill_ci[1][ci]),
-                "win_rate": won / (won + lost) if won + lost else None,
-                # One sealed threshold for everybody (scoring/present.py make_row).
-                "provisional": int(s.n_resolved[ci]) < metrics.provisional_threshold(),
-            }
-            if money is not None:
-                init, pnl = float(money.initial[ci]), money.pnl[ci]
-                recomputed["return_pct"] = 100.0 * float(pnl) / init if init else None
-                recomputed["pnl"] = pnl.quantize(CENT)
-            check.rows += 1
-            for name, value in recomputed.items():
-                check.figures += 1
-                if _differs(row.get(name), value, name in INT_FIELDS):
-                    check.problems.append(
-                        f"{where}, {label}, {row['competitor']}: {name} published "
-                        f"{_show(row.get(name))}, recomputed {_show(value)}"
-                    )
-            advance(1)
-        for ci in np.flatnonzero(s.n_forecasts > 0).tolist():
-            if ci not in seen:
+    money = money_by_comp(data, e_sel, n_comp) if with_money else None
+    figures: list[dict[str, float | int | Decimal | None]] = []
+    for row in rows:
+        ci = comp[row["competitor"]]
+        won, lost = bets.get(ci, (0, 0))
+        recomputed: dict[str, float | int | Decimal | None] = {
+            "n_forecasts": int(s.n_forecasts[ci]),
+            "n_resolved": int(s.n_resolved[ci]),
+            "brier": float(s.brier[ci]),
+            "brier_lo": float(s.brier_ci[0][ci]),
+            "brier_hi": float(s.brier_ci[1][ci]),
+            "log_score": float(s.log[ci]),
+            "skill_vs_market": float(s.skill[ci]),
+            "skill_lo": float(s.skill_ci[0][ci]),
+            "skill_hi": float(s.skill_ci[1][ci]),
+            "win_rate": won / (won + lost) if won + lost else None,
+            # One sealed threshold for everybody (scoring/present.py make_row).
+            "provisional": int(s.n_resolved[ci]) < metrics.provisional_threshold(),
+        }
+        if money is not None:
+            init, pnl = float(money.initial[ci]), money.pnl[ci]
+            recomputed["return_pct"] = 100.0 * float(pnl) / init if init else None
+            recomputed["pnl"] = pnl.quantize(CENT)
+        figures.append(recomputed)
+    if money is not None:
+        for recomputed, rank in zip(figures, _ranks(rows, figures), strict=True):
+            recomputed["rank"] = rank
+    for row, recomputed in zip(rows, figures, strict=True):
+        check.rows += 1
+        for name, value in recomputed.items():
+            check.figures += 1
+            if _differs(row.get(name), value, name in INT_FIELDS):
                 check.problems.append(
-                    f"{where}, {label}, {data.competitors[ci][1]}: {int(s.n_forecasts[ci])} "
-                    "forecasts in the export but no published row"
+                    f"{where}, {row['competitor']}: {name} published "
+                    f"{_show(row.get(name))}, recomputed {_show(value)}"
                 )
+    published = {comp[row["competitor"]] for row in rows}
+    for ci in np.flatnonzero(s.n_forecasts > 0).tolist():
+        if ci not in published:
+            check.problems.append(
+                f"{where}, {data.competitors[ci][1]}: {int(s.n_forecasts[ci])} forecasts in the "
+                "export but no published row"
+            )
+
+
+def _ranks(rows: list[dict], figures: list[dict]) -> list[int]:
+    """The group's ranks by scoring/present.py's rank_rows over the recomputed headline figures.
+    Its last tie-break is the competitor id, which the export does not carry: rows tied on every
+    figure keep their published order."""
+    ranked = [
+        LeaderboardRow(
+            skill_vs_market=_finite(f["skill_vs_market"]),
+            return_pct=_finite(f["return_pct"]),
+            competitor_id=int(row.get("rank") or 0),
+        )
+        for row, f in zip(rows, figures, strict=True)
+    ]
+    rank_rows(ranked)
+    return [int(r.rank or 0) for r in ranked]
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def check_scores(

@@ -64,11 +64,8 @@ def test_every_published_row_is_recomputed_from_the_exports(demo_exports):
     run = ScoreRun.objects.get(scope="demo", status="done")
     rows = LeaderboardRow.objects.filter(run=run)
     assert check.runs == [("demo", run.pk)] and check.rows == rows.count() > 4
-    assert check.figures == check.rows * (
-        len(verify_scores.FLOAT_FIELDS)
-        + len(verify_scores.INT_FIELDS)
-        + len(verify_scores.MONEY_FIELDS)
-    )
+    fields = {*verify_scores.FLOAT_FIELDS, *verify_scores.INT_FIELDS, *verify_scores.MONEY_FIELDS}
+    assert check.figures == check.rows * len(fields)
     # The figures compared are real ones: scored rows with intervals and a win rate.
     assert rows.filter(brier__isnull=False, brier_lo__isnull=False, skill_hi__isnull=False).exists()
     assert rows.filter(win_rate__isnull=False).exists()
@@ -132,6 +129,25 @@ def test_a_forged_snapshot_fails_on_pnl_and_return(demo_exports):
     text = "\n".join(check.problems)
     assert f"cohort {last['cohort_id']}, {last['competitor']}: pnl published" in text
     assert f"all cohorts, {last['competitor']}: return_pct published" in text
+
+
+def test_ranks_follow_the_recomputed_figures(demo_exports):
+    """Rows swapped in rank are both named: the rank is recomputed from the headline figures."""
+    doc = _doc(demo_exports, "scores")
+    run = max(r["run_id"] for r in doc["rows"])
+    group = [r for r in doc["rows"] if r["run_id"] == run and r["cohort_id"] is None]
+    first, second = sorted(group, key=lambda r: r["rank"])[:2]
+    first["rank"], second["rank"] = second["rank"], first["rank"]
+    check = verify_scores.check_scores(
+        doc["rows"],
+        _doc(demo_exports, "forecasts")["rows"],
+        _doc(demo_exports, "trades")["rows"],
+        snapshot_rows=_doc(demo_exports, "snapshots")["rows"],
+    )
+    assert check.problems == [
+        f"demo run {run}, all cohorts, {first['competitor']}: rank published 2, recomputed 1",
+        f"demo run {run}, all cohorts, {second['competitor']}: rank published 1, recomputed 2",
+    ]
     # Without the snapshots, money is not compared and a note says so.
     out, _ = _arena("verify", "--scores", "--export", str(_without_snapshots(demo_exports)))
     assert "no snapshots.json" in out and out.splitlines()[-1].startswith("ok: ")
