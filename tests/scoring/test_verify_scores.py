@@ -176,3 +176,14 @@ def test_a_missing_row_and_an_unreadable_export_are_named(demo_exports, tmp_path
     (tmp_path / "scores.json").write_text("{not json")
     with pytest.raises(CommandError, match="scores.json is not JSON"):
         _arena("verify", "--scores", "--export", str(tmp_path))
+
+
+def test_a_run_under_another_methodology_is_reported_not_recomputed(demo_exports):
+    rows = _doc(demo_exports, "scores")["rows"]
+    for row in rows:
+        row["methodology_hash"] = "0" * 64
+    check = verify_scores.check_scores(rows, [], [])
+    assert check.figures == 0 and len(check.problems) == 1
+    assert "scored under methodology unknown (000000000000...)" in check.problems[0]
+    with pytest.raises(CommandError, match="without --published and --cohort"):
+        _arena("verify", "--scores", "--cohort", "1")
