@@ -87,7 +87,8 @@ def _export(what: str) -> dict:
     """The export as /exports/<what>.json serves it, of every scope's whole history."""
     docs = []
     for scope in exports.SCOPES:
-        b = exports.bounds(limit=exports.MAX_LIMIT, scope=scope)
+        # All of the scope's time: live exports default to the last days, and a run rests on all.
+        b = exports.bounds(since=exports.FIRST_DAY, limit=exports.MAX_LIMIT, scope=scope)
         docs.append(json.loads("".join(exports.stream(what, "json", b))))
     return {
         "rows": [row for doc in docs for row in doc["rows"]],
