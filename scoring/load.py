@@ -111,18 +111,25 @@ def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
     )  # fmt: skip
     out = {}
     for pk, kind, outcomes, ordered, status, resolved, open_, close, closed, res_at, last in rows:
-        # A resolution recorded after as_of is not known yet at as_of (replays, rescoring).
-        known = res_at is None or res_at <= as_of
-        if status == Market.Status.RESOLVED and not (known and resolved):
-            status = Market.Status.CLOSED
-        if status == Market.Status.VOID and not known:
-            status = Market.Status.CLOSED
+        status = status_at(status, resolved, res_at, as_of)
         out[pk] = MarketInfo(
             kind, list(outcomes or []), bool(ordered), status, resolved or "",
             _ts(open_), _ts(close), _closed_at(status, close, closed, res_at, as_of),
             _ts(res_at), last or {},
         )  # fmt: skip
     return out
+
+
+def status_at(status: str, resolved: str | None, resolved_at: datetime | None, as_of) -> str:
+    """A market's status as known at as_of, from its current row: a resolution (or voiding)
+    recorded after as_of is not known yet then (replays, rescoring), so it reads as closed.
+    Also what `arena verify --scores` applies to exported rows."""
+    known = resolved_at is None or resolved_at <= as_of
+    if status == Market.Status.RESOLVED and not (known and resolved):
+        return Market.Status.CLOSED
+    if status == Market.Status.VOID and not known:
+        return Market.Status.CLOSED
+    return status
 
 
 def _closed_at(status: str, close, closed, resolved_at, as_of: datetime) -> float:
@@ -404,14 +411,22 @@ def _load_shown_prices(cohort_qs, forecasts: dict, markets: dict) -> dict:
         for item in items or []:
             market_id = item.get("market_id")
             if market_id in multi:
-                prices = {}
-                for name, price in (item.get("prices") or {}).items():
-                    try:
-                        prices[name] = float(price)
-                    except (TypeError, ValueError):
-                        continue
-                shown.setdefault((cohort_id, week), {})[market_id] = prices
+                shown.setdefault((cohort_id, week), {})[market_id] = shown_price_map(
+                    item.get("prices")
+                )
     return shown
+
+
+def shown_price_map(prices: dict | None) -> dict[str, float]:
+    """outcome -> price of a universe item's shown prices, unreadable ones left out (also read
+    from the forecasts export's shown_prices by `arena verify --scores`)."""
+    out = {}
+    for name, price in (prices or {}).items():
+        try:
+            out[str(name)] = float(price)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _load_usage(decisions: Q) -> dict[int, tuple[int, Decimal]]:

@@ -46,7 +46,7 @@ from django.http import (
 from django.views.decorators.http import require_safe
 
 from cohorts import seal_verify, seals
-from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade
+from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade, Universe
 from cohorts.seal_models import DecisionDigest, WeekSeal
 from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
@@ -85,7 +85,19 @@ class Spec:
     columns: tuple[tuple[str, str], ...]  # (output column, queryset lookup)
     # Rows that do not come from one decision carry their cohort's root (seals.cohort_root).
     cohort_root: bool = False
+    # Forecast rows also carry what their universe showed for the market's outcomes
+    # (multi-outcome markets only: the prices the unstated outcomes are completed with).
+    shown_prices: bool = False
     chunk: int = CHUNK  # rows per fetch: small for wide rows, so memory stays bounded
+
+    @property
+    def header(self) -> list[str]:
+        """Every column a row carries, in order: the queried ones, then the computed ones."""
+        return (
+            [c for c, _ in self.columns]
+            + (["cohort_root"] if self.cohort_root else [])
+            + (["shown_prices"] if self.shown_prices else [])
+        )
 
     @property
     def date_column(self) -> str:
@@ -172,6 +184,10 @@ SPECS: dict[str, Spec] = {
             ("realized_pnl", "realized_pnl"),
             ("executed_at", "executed_at"),
             ("decision_hash", "decision_hash"),
+            # The market's resolution, for the win rate `arena verify --scores` recomputes.
+            ("market_status", "position__market__status"),
+            ("resolved_outcome", "position__market__resolved_outcome"),
+            ("resolved_at", "position__market__resolved_at"),
         ),
     ),
     "snapshots": Spec(
@@ -190,6 +206,8 @@ SPECS: dict[str, Spec] = {
             ("total", "total"),
             ("realized_pnl", "realized_pnl"),
             ("unrealized_pnl", "unrealized_pnl"),
+            # The entry's starting cash: P/L and return are measured from it.
+            ("initial_balance", "entry__initial_balance"),
         ),
         cohort_root=True,
     ),
@@ -214,7 +232,13 @@ SPECS: dict[str, Spec] = {
             ("market_status", "market__status"),
             ("resolved_outcome", "market__resolved_outcome"),
             ("decision_hash", "decision_hash"),
+            # What `arena verify --scores` needs to score the row as the run did: the market's
+            # outcomes in order (a forecast's place in the vector) and when it resolved (a
+            # resolution after the run's as_of was not known to it).
+            ("market_outcomes", "market__outcomes"),
+            ("resolved_at", "market__resolved_at"),
         ),
+        shown_prices=True,
     ),
     "scores": Spec(
         title="Scores",
@@ -380,6 +404,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
         .values_list(*lookups)[: b.limit]
     )
     roots: dict[int | None, str | None] = {None: None}
+    shown: dict[tuple[int, int], dict] = {}
     for values in qs.iterator(chunk_size=spec.chunk):
         row = {name: _plain(v) for name, v in zip(names, values)}
         if spec.cohort_root:
@@ -387,7 +412,27 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
             if cohort_id not in roots:
                 roots[cohort_id] = seals.cohort_root(cohort_id)
             row["cohort_root"] = roots[cohort_id]
+        if spec.shown_prices:
+            row["shown_prices"] = _shown_prices(row, shown)
         yield row
+
+
+def _shown_prices(row: dict[str, Any], cache: dict[tuple[int, int], dict]) -> Any:
+    """The prices the row's universe showed for the outcomes of its market, when it has more
+    than two outcomes (binary rows: null). One query per cohort-week, kept for the export."""
+    if len(row.get("market_outcomes") or ()) <= 2:
+        return None
+    key = (row["cohort_id"], row["week"])
+    if key not in cache:
+        items = (
+            Universe.objects.filter(cohort_id=key[0], week=key[1])
+            .values_list("markets", flat=True)
+            .first()
+        )
+        cache[key] = {
+            item.get("market_id"): item.get("prices") for item in items or [] if isinstance(item, dict)
+        }
+    return cache[key].get(row["market_id"])
 
 
 def _describe(b: Bounds) -> str:
@@ -464,9 +509,7 @@ def stream(what: str, fmt: str, b: Bounds, note: str | None = None) -> Iterator[
 def _csv(what: str, source: Iterator[dict]) -> Iterator[str]:
     writer = csv.writer(_Line())
     spec = SPECS[what]
-    yield writer.writerow(
-        [c for c, _ in spec.columns] + (["cohort_root"] if spec.cohort_root else [])
-    )
+    yield writer.writerow(spec.header)
     for row in source:
         yield writer.writerow([csv_cell(v) for v in row.values()])
 

@@ -448,7 +448,7 @@ def exports_page(request: HttpRequest) -> HttpResponse:
             {
                 "name": name,
                 "spec": spec,
-                "columns": [column for column, _ in spec.columns],
+                "columns": spec.header,
                 "links": [
                     {
                         "label": label,

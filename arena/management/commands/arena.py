@@ -30,7 +30,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "open-cohort": ("cohorts.cli", "open_cohort", "open the week's cohort (idempotent)"),
     "snapshot": ("cohorts.cli", "snapshot", "settle, mark positions to market, advance cohorts"),
     "doctor": ("cohorts.cli", "doctor", "check the money invariants"),
-    "verify": ("cohorts.seal_cli", "verify", "recompute the sealed records; fail on any change"),
+    "verify": ("arena.verify_cli", "verify", "recompute the sealed records; fail on any change"),
     "decide": ("cohorts.decide_cli", "decide", "run this week's decisions"),
     "score": ("scoring.cli", "score", "recompute the leaderboards"),
     "demo": ("simulations.demo_cli", "demo", "build a labelled synthetic history offline"),
