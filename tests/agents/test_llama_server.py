@@ -125,7 +125,7 @@ def test_real_decisions_through_llama_server(llama_server, settings):
         params={"temperature": 0, "max_tokens": 200},
         **common,
     )
-    # Far too little room for the answer: cut off, repaired, cut off again, held.
+    # Far too little room for the answer: cut off, repaired within as little room, held.
     cut = llm_competitor(None, "smollm2-cut", params={"temperature": 0, "max_tokens": 12}, **common)
     cohort = make_cohort([fitted, overreach, cut])
     markets = make_markets(40)
@@ -182,6 +182,12 @@ def test_real_decisions_through_llama_server(llama_server, settings):
 
     held = decisions["smollm2-cut"]
     phases = [(c.phase, c.finish_reason) for c in held.llm_calls.order_by("attempt")]
-    assert phases == [("initial", "length"), ("repair", "length")]
-    assert held.action == Decision.Action.HOLD and "cut off" in held.hold_reason
+    assert phases[0] == ("initial", "length") and [p for p, _ in phases] == ["initial", "repair"]
+    # The repair has as little room: cut off again, or a short answer that cannot carry the
+    # sample's forecasts (the model decides which). Held with the reason either way, never FAILED.
+    assert held.status != Decision.Status.FAILED and held.action == Decision.Action.HOLD
+    if phases[1][1] == "length":
+        assert "cut off" in held.hold_reason
+    else:
+        assert held.hold_reason and held.validation_errors
     assert held.validation_errors[0]["phase"] == "initial"
