@@ -252,6 +252,12 @@ ARENA_LLM_API_KEY = (
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 # Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
+# Which scope this deployment's live path writes to: "live", or "rehearsal" for `arena rehearse`,
+# whose web, worker and beat run the real sync, decisions and scoring against stand-ins on an
+# accelerated clock and must never write into (or be mixed with) live results.
+ARENA_SCOPE = os.environ.get("ARENA_SCOPE", "live").strip().lower() or "live"
+if ARENA_SCOPE not in ("live", "rehearsal"):
+    raise ImproperlyConfigured(f"ARENA_SCOPE must be live or rehearsal, not {ARENA_SCOPE!r}")
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)
 ARENA_HTTP_TIMEOUT = float(os.environ.get("ARENA_HTTP_TIMEOUT", "20"))

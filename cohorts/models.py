@@ -17,6 +17,8 @@ class Cohort(models.Model):
         LIVE = "live", "Live"
         REPLAY = "replay", "Replay"
         DEMO = "demo", "Demo"
+        # The live path run end to end on an accelerated clock against stand-ins (`arena rehearse`).
+        REHEARSAL = "rehearsal", "Rehearsal"
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Deciding weekly"

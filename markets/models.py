@@ -35,6 +35,7 @@ class Market(models.Model):
         POLYMARKET = "polymarket", "Polymarket"
         FORECASTBENCH = "forecastbench", "ForecastBench replay"
         DEMO = "demo", "Synthetic demo"
+        REHEARSAL = "rehearsal", "Rehearsal stand-in"
 
     class Kind(models.TextChoices):
         BINARY = "binary", "Binary"

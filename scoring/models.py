@@ -12,6 +12,7 @@ class ScoreRun(models.Model):
         LIVE = "live", "Live"
         REPLAY = "replay", "Replay"
         DEMO = "demo", "Demo"
+        REHEARSAL = "rehearsal", "Rehearsal"
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"
