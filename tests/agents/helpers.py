@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -10,6 +12,7 @@ from agents.models import Competitor
 from cohorts.models import Cohort
 from cohorts.services import open_cohort
 from markets.models import Market
+from tests.fakes.openai_server import FakeOpenAIServer
 
 # A Sunday, five minutes after the cohort opened (the beat's decision time).
 WEEK_START = datetime(2026, 11, 22, tzinfo=UTC)
@@ -54,6 +57,33 @@ def make_markets(count: int, **kw) -> list[Market]:
 def allowed_endpoints(server) -> str:
     """ARENA_LLM_ENDPOINTS as an operator would write it to let competitors use the fake."""
     return f"{server.base_url}|{KEY_ENV}"
+
+
+@contextmanager
+def fake_model_server(
+    settings,
+    monkeypatch,
+    *,
+    timeout: float = 5,
+    retries: int = 3,
+    backoff: float = 0.01,
+    max_backoff: float = 0.05,
+    extra_endpoints: str = "",
+    **server_kw,
+) -> Iterator[FakeOpenAIServer]:
+    """A real OpenAI-compatible server on 127.0.0.1 that the operator allows, with retries fast
+    enough for a test (the client's real backoff, scaled down) and the key in the environment."""
+    settings.ARENA_LLM_TIMEOUT = timeout
+    settings.ARENA_LLM_BACKOFF_BASE = backoff
+    settings.ARENA_LLM_MAX_BACKOFF = max_backoff
+    settings.ARENA_LLM_MAX_RETRIES = retries
+    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
+    with FakeOpenAIServer(**server_kw) as fake:
+        allowed = allowed_endpoints(fake)
+        settings.ARENA_LLM_ENDPOINTS = (
+            f"{allowed},{extra_endpoints.format(fake=fake)}" if extra_endpoints else allowed
+        )
+        yield fake
 
 
 def llm_competitor(server, slug: str = "gpt-test", **kw) -> Competitor:

@@ -19,16 +19,14 @@ from cohorts.universe import freeze_universe
 from markets.models import Market
 from tests.agents.helpers import (
     AT,
-    KEY_ENV,
-    allowed_endpoints,
     answer,
     baseline_competitor,
+    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
 )
 from tests.fakes.openai_server import (
-    FakeOpenAIServer,
     bad_gateway,
     empty_content,
     fenced_json,
@@ -44,19 +42,9 @@ pytestmark = pytest.mark.django_db
 INITIAL = Decimal("10000.00")
 
 
-@pytest.fixture(autouse=True)
-def fast_llm(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    settings.ARENA_LLM_MAX_RETRIES = 3
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-
-
 @pytest.fixture
-def server(settings):
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)  # the operator allows the fake
+def server(settings, monkeypatch):
+    with fake_model_server(settings, monkeypatch) as fake:
         yield fake
 
 

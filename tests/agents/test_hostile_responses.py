@@ -15,31 +15,20 @@ from cohorts.models import Decision, LLMCall
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
-    KEY_ENV,
-    allowed_endpoints,
     answer,
+    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
 )
-from tests.fakes.openai_server import FakeOpenAIServer, FakeResponse, success, success_body
+from tests.fakes.openai_server import FakeResponse, success, success_body
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def fast_llm(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    settings.ARENA_LLM_MAX_RETRIES = 3
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-
-
 @pytest.fixture
-def server(settings):
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)
+def server(settings, monkeypatch):
+    with fake_model_server(settings, monkeypatch) as fake:
         yield fake
 
 

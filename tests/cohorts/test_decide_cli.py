@@ -9,28 +9,25 @@ from django.core.management.base import CommandError
 
 from cohorts.models import Decision
 from tests.agents.helpers import (
-    KEY_ENV,
-    allowed_endpoints,
     baseline_competitor,
+    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
 )
-from tests.fakes.openai_server import FakeOpenAIServer, not_found
+from tests.fakes.openai_server import not_found
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def server(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-    with FakeOpenAIServer(default_responder=lambda request: not_found("openai/typo")) as fake:
-        settings.ARENA_LLM_ENDPOINTS = (
-            f"{allowed_endpoints(fake)},{fake.base_url}|ARENA_DECIDE_CLI_MISSING_KEY"
-        )
+    with fake_model_server(
+        settings,
+        monkeypatch,
+        extra_endpoints="{fake.base_url}|ARENA_DECIDE_CLI_MISSING_KEY",
+        default_responder=lambda request: not_found("openai/typo"),
+    ) as fake:
         yield fake
 
 

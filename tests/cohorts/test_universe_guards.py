@@ -24,28 +24,22 @@ from cohorts.universe import MARKET_SYNC_BOUND, freeze_universe
 from core import clock
 from tests.agents.helpers import (
     AT,
-    KEY_ENV,
-    allowed_endpoints,
     answer,
     baseline_competitor,
+    fake_model_server,
     llm_competitor,
     make_cohort,
     make_market,
     make_markets,
 )
-from tests.fakes.openai_server import FakeOpenAIServer, success
+from tests.fakes.openai_server import success
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def server(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)
+    with fake_model_server(settings, monkeypatch) as fake:
         yield fake
 
 

@@ -31,9 +31,8 @@ from cohorts.models import Decision, LLMCall
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
-    KEY_ENV,
-    allowed_endpoints,
     answer,
+    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
@@ -45,7 +44,7 @@ from tests.fakes.hostile import (
     model_body,
     model_recipes,
 )
-from tests.fakes.openai_server import FakeOpenAIServer, FakeResponse, success
+from tests.fakes.openai_server import FakeResponse, success
 
 pytestmark = pytest.mark.django_db
 
@@ -54,19 +53,11 @@ DECISIONS = 24
 UNEXPECTED = re.compile(r"^\w+(Error|Exception)\b")  # run_decision's "crashed" form of error
 
 
-@pytest.fixture(autouse=True)
-def fast_llm(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 10
-    settings.ARENA_LLM_BACKOFF_BASE = 0.001
-    settings.ARENA_LLM_MAX_BACKOFF = 0.002
-    settings.ARENA_LLM_MAX_RETRIES = 1
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-
-
 @pytest.fixture
-def server(settings):
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)
+def server(settings, monkeypatch):
+    with fake_model_server(
+        settings, monkeypatch, timeout=10, retries=1, backoff=0.001, max_backoff=0.002
+    ) as fake:
         yield fake
 
 
