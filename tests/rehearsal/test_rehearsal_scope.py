@@ -17,9 +17,10 @@ from cohorts import decisions, snapshots
 from cohorts.models import Cohort, Decision, Snapshot, Universe
 from cohorts.scope import LiveDataPresent, exit_on_live_data, live_path_kind, refuse_live_data
 from core.clock import SimulatedClock, running_on
+from markets.clob import ClobClient
 from markets.gamma import GammaClient
-from markets.models import Market, live_path_source
-from markets.sync import sync_markets
+from markets.models import Market, PricePoint, live_path_source
+from markets.sync import backfill_markets, sync_markets
 from markets.upstream import resolve_markets
 from scoring.models import ScoreRun
 from scoring.tasks import scopes_with_cohorts, score_all
@@ -100,6 +101,19 @@ def test_sync_writes_rehearsal_markets_and_leaves_polymarket_ones_alone(
     assert real.status == Market.Status.OPEN
 
 
+def test_backfill_fills_rehearsal_markets_from_the_standin(rehearsal, clock, server):
+    with running_on(clock):
+        sync_markets(4, client=_client(server))
+    real = make_market("Real?", source=Market.Source.POLYMARKET, token_ids=["1", "2"])
+    clock.set(START + timedelta(days=1))
+    clob = ClobClient(server.url, timeout=2.0, retries=0)
+    with running_on(clock):
+        summary = backfill_markets(Market.objects.all(), days=1, client=clob)
+    assert summary["markets"] == 4 and summary["points"] > 0 and summary["failed"] == 0
+    assert not PricePoint.objects.filter(market=real).exists()
+    assert PricePoint.objects.filter(market__source="rehearsal", ts__gt=START).exists()
+
+
 def test_a_live_sync_never_touches_rehearsal_markets(world, clock, server):
     key = world.listed(START)[0].key
     mine = make_market("Rehearsed?", source=Market.Source.REHEARSAL, external_id=key, tracked=True)
@@ -158,6 +172,8 @@ def test_a_live_process_leaves_a_rehearsal_alone(clock):
 # --- the live-data guard ------------------------------------------------------------------
 
 
+# Sent here without a worker, the signals make Celery's Django fix-up warn about its sender.
+@pytest.mark.filterwarnings("ignore::celery.exceptions.FixupWarning")
 def test_a_rehearsal_refuses_a_database_holding_live_cohorts(settings, capsys):
     make_cohort_with_entries(1, kind=Cohort.Kind.LIVE)
     refuse_live_data()  # live: never refused
@@ -183,6 +199,8 @@ def test_a_rehearsal_refuses_a_database_holding_live_cohorts(settings, capsys):
         assert exited.value.code == 1
 
 
+# Sent here without a worker, the signals make Celery's Django fix-up warn about its sender.
+@pytest.mark.filterwarnings("ignore::celery.exceptions.FixupWarning")
 def test_a_rehearsal_database_without_live_cohorts_passes(settings):
     settings.ARENA_SCOPE = "rehearsal"
     make_cohort_with_entries(1, kind=Cohort.Kind.DEMO)
