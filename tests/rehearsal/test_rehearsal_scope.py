@@ -14,8 +14,10 @@ from django.core.management import CommandError, call_command
 
 from agents.models import Competitor
 from cohorts import decisions, snapshots
+from cohorts import tasks as cohort_tasks
 from cohorts.models import Cohort, Decision, Snapshot, Universe
 from cohorts.scope import LiveDataPresent, exit_on_live_data, live_path_kind, refuse_live_data
+from cohorts.seal_models import EventLogEntry, WeekSeal
 from core.clock import SimulatedClock, running_on
 from markets.clob import ClobClient
 from markets.gamma import GammaClient
@@ -24,6 +26,7 @@ from markets.sync import backfill_markets, sync_markets
 from markets.upstream import resolve_markets
 from scoring.models import ScoreRun
 from scoring.tasks import scopes_with_cohorts, score_all
+from scoring.tasks import score as score_task
 from simulations.demo_plan import build_plan
 from simulations.world import RESOLVE_DELAY, World
 from simulations.world_server import WorldServer
@@ -140,6 +143,21 @@ def _rehearse_one_week(clock, server) -> Cohort:
         assert snapshots.take_snapshot() == 3
         score_all()
     return Cohort.objects.get()
+
+
+def test_the_beat_tasks_snapshot_seal_and_score_the_rehearsal(rehearsal, clock, server):
+    cohort = _rehearse_one_week(clock, server)
+    clock.set(START + timedelta(days=1))
+    with running_on(clock):
+        assert cohort_tasks.snapshot() == 3  # the beat's tick: settle, mark, advance, seal
+        score_task()
+    seal = WeekSeal.objects.get(cohort=cohort, week=1)
+    assert seal.scope == "rehearsal"
+    scopes = set(EventLogEntry.objects.values_list("scope", flat=True))
+    assert scopes == {"rehearsal"}
+    latest = ScoreRun.objects.filter(status=ScoreRun.Status.DONE).latest("finished_at")
+    assert (latest.scope, latest.as_of) == ("rehearsal", START + timedelta(days=1))
+    assert not ScoreRun.objects.filter(scope="live").exists()
 
 
 def test_a_rehearsed_week_makes_only_rehearsal_rows(rehearsal, clock, server):
