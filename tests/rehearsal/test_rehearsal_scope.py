@@ -5,6 +5,7 @@ a database that holds live cohorts."""
 
 from __future__ import annotations
 
+import runpy
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
@@ -211,6 +212,9 @@ def test_a_rehearsal_refuses_a_database_holding_live_cohorts(settings, capsys):
     assert exited.value.code == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "live cohort" in err
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("arena.wsgi")  # what gunicorn loads
+    assert exited.value.code == 4
     for signal in (signals.worker_init, signals.beat_init):
         with pytest.raises(SystemExit) as exited:
             signal.send(sender=None)
