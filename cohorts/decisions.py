@@ -511,9 +511,7 @@ class _Run:
         )
 
     def _fail_all_calls(self, error: str) -> None:
-        if not _finish(
-            self.decision, Decision.Status.FAILED, error=error, **usage_totals(self.attempts)
-        ):
+        if not _finish(self.decision, Decision.Status.FAILED, error=error, **usage_totals(self.attempts)):
             raise ClaimLost
 
     def _commit(
