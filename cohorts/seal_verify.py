@@ -26,7 +26,7 @@ from typing import Any
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
 from cohorts.seal_checks import check_scope, must_be_sealed
-from cohorts.seal_events import event_records
+from cohorts.seal_events import READERS, event_records
 from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_published import compare
@@ -371,9 +371,12 @@ def _verify_events(report: Report, scope: str) -> None:
             report.problems.append(f"{name}: the row is missing")
             return
         if record_hash(found.record) != e.record_hash:
-            path = first_difference(
-                json.loads(e.record_bytes()), json.loads(canonical(found.record))
-            )
+            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(found.record))
+            reader = READERS.get(e.kind)
+            if reader is not None and reader.explain is not None:
+                report.problems.append(f"{name}: {reader.explain(e.ref, sealed, now)}")
+                return
+            path = first_difference(sealed, now)
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
     check_scope(report.problems, scope, rows)
