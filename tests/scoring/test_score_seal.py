@@ -86,7 +86,10 @@ def test_the_inputs_digest_is_the_documented_canonical_bytes(run):
 def test_a_leaderboard_row_edited_afterwards_is_named(run, how):
     row = LeaderboardRow.objects.filter(run=run).order_by("pk")[1]
     if how == "sql":
-        _sql("UPDATE scoring_leaderboardrow SET n_forecasts = n_forecasts + 1 WHERE id = %s", [row.pk])
+        _sql(
+            "UPDATE scoring_leaderboardrow SET n_forecasts = n_forecasts + 1 WHERE id = %s",
+            [row.pk],
+        )
     else:
         LeaderboardRow.objects.filter(pk=row.pk).update(brier=0.01)
     problem = _problem()
