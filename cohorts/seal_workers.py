@@ -11,6 +11,7 @@ transaction (the tests') and not on an in-memory SQLite database.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
@@ -63,9 +64,13 @@ def in_workers(
     if database:
         connections.close_all()  # each worker opens its own; a shared socket would garble both
     _TASK = task
+    # Inherited objects out of the collector's sight: a worker's collection would otherwise
+    # touch every page of its parent's heap and copy it (a parsed export is gigabytes).
+    gc.freeze()
     try:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             return list(pool.map(_run, items))
     finally:
+        gc.unfreeze()
         _TASK = None
