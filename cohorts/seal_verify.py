@@ -188,7 +188,9 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
     # Cohorts first, then each scope's log: the order of the report, whoever checks which.
     parts: list[tuple[str, Any]] = [("cohort", pk) for pk, _ in ids_kinds]
     parts += [("events", scope) for scope in sorted(scopes)]
-    for part in in_workers(_part_report, parts, workers_for(len(parts))):
+    digests = DecisionDigest.objects.filter(cohort_id__in=[pk for pk, _ in ids_kinds])
+    workers = workers_for(len(parts), records=digests.count())
+    for part in in_workers(_part_report, parts, workers):
         report.merge(part)
     if published is not None and not report.problems:
         roots = {
@@ -424,7 +426,8 @@ def verify_export(doc: dict, published: Any = None) -> Report:
     roots: dict[tuple[int, int, int], str] = {}
     cohorts = doc.get("cohorts") or []
     # The workers are forked after the parse: each reads its cohorts from the inherited document.
-    workers = workers_for(len(cohorts), database=False)
+    records = sum(len(w.get("digests") or []) for c in cohorts for w in c.get("weeks") or [])
+    workers = workers_for(len(cohorts), database=False, records=records)
     parts = in_workers(
         lambda i: _export_cohort(cohorts[i]), range(len(cohorts)), workers, database=False
     )

@@ -8,6 +8,7 @@ import json
 import pytest
 from django.db import connection
 
+from cohorts import seal_workers
 from cohorts.models import Decision
 from cohorts.seal_verify import export_chunks, verify_database, verify_export
 from cohorts.seal_workers import workers_for
@@ -20,6 +21,11 @@ from tests.replay.test_demo import SMALL
 def demo(settings):
     settings.ARENA_LLM_API_KEY = ""
     run_demo(**SMALL)
+
+
+@pytest.fixture(autouse=True)
+def _small_is_enough(monkeypatch):
+    monkeypatch.setattr(seal_workers, "MIN_RECORDS", 0)  # the demo is small: fork anyway
 
 
 def _both(settings, check):
@@ -59,3 +65,11 @@ def test_the_export_verify_in_workers_is_the_one_process_verify(demo, settings):
     doc["cohorts"][-1]["weeks"][0]["digests"][0]["record"]["decision"]["reasoning"] = "x"
     one, two = _both(settings, lambda: verify_export(doc))
     assert one.problems == two.problems and "does not match its sealed hash" in two.problems[0]
+
+
+def test_too_little_work_is_checked_in_one_process(settings, monkeypatch):
+    settings.ARENA_VERIFY_WORKERS = 2
+    monkeypatch.setattr(seal_workers, "MIN_RECORDS", 600)
+    assert workers_for(3, database=False, records=599) == 1
+    assert workers_for(3, database=False, records=600) == 2
+    assert workers_for(1, database=False, records=10_000) == 1  # one part: nothing to share
