@@ -10,6 +10,11 @@ decision with 20 forecasts, 20 forecasts and one BUY (trade + ledger row) per en
 bulk-inserted (running 1,200 decisions through the pipeline would measure the pipeline); sealing
 and verifying then run the real code over them.
 
+With --scores, the 20 forecast markets are then resolved through the resolution service (their
+settlements and events included), the live scope is scored once (the run's record goes into the
+event log, so the database verify checks its published rows too), and `arena verify --scores`
+(every scope's exports rebuilt and the latest run recomputed from them) is timed as well.
+
 Targets: sealing one 12-entry week <= 1 s; verifying 20 cohorts x --weeks (5) weeks x 12 entries
 <= 10 s. Each figure is also given as a ratio to a floor measured in the same run on the same
 rows: reading them (the five queries seal and verify make) and hashing their canonical bytes, so
@@ -45,6 +50,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--weeks", type=int, default=5)
     p.add_argument("--markets", type=int, default=500)
     p.add_argument("--profile", action="store_true", help="print where verify spends its time")
+    p.add_argument(
+        "--scores",
+        action="store_true",
+        help="also resolve the forecast markets, score the scope and time `arena verify --scores`",
+    )
     return p.parse_args()
 
 
@@ -297,6 +307,9 @@ def _bench(args) -> None:
             total = e.ledger.aggregate(total=Sum("amount"))["total"]
             Entry.objects.filter(pk=e.pk).update(cash=total)
         cohorts.append(cohort)
+    # The template's universe only lent its markets: gone, so the resolutions below are not
+    # read against a replay cohort holding live markets.
+    template_cohort.delete()
     build_s = time.perf_counter() - t0
     per_record = len(seals.canonical(template["request"])) * 2 + len(user) + len(system)
 
@@ -329,6 +342,7 @@ def _bench(args) -> None:
             assert seal is not None and seal.count == len(lineup)
     seal_med = statistics.median(seal_times)
     floor_med = statistics.median(read_floor) + statistics.median(hash_floor)
+    scored = _score(template) if args.scores else None
 
     # --- verify: every cohort, from the database --------------------------------------------
     load_before_verify = load_average()
@@ -392,7 +406,76 @@ def _bench(args) -> None:
         f"{export_verify_s:.2f} s (parse + check); floor (canonical bytes + hash of every "
         f"record) {export_floor:.2f} s, ratio {export_verify_s / export_floor:.1f}x"
     )
+    if scored is not None:
+        _bench_scores(scored)
     print(f"load average: {load_before_verify} before verify, {load_average()} at the end")
+
+
+def _score(template) -> dict:
+    """Resolve the forecast markets (the real service: settlements and events too) and score."""
+    from markets.models import Market
+    from markets.resolution import record_resolution
+    from scoring.services import compute_scores
+
+    t = time.perf_counter()
+    for n, market_id in enumerate(template["universe"].forecast_sample[:20]):
+        record_resolution(
+            market_id,
+            status=Market.Status.RESOLVED,
+            outcome="Yes" if n % 3 else "No",
+            by=Market.ResolvedBy.ADMIN,
+            reason="bench",
+            rescore=False,
+        )
+    resolve_s = time.perf_counter() - t
+    t = time.perf_counter()
+    run = compute_scores("live")
+    return {"run": run, "resolve_s": resolve_s, "score_s": time.perf_counter() - t}
+
+
+def _bench_scores(scored: dict) -> None:
+    """`arena verify --scores` (exports of every scope built from the database, then the latest
+    run recomputed), its floor (the rows the exports read, and hashing the run's published rows),
+    and the score run's part of the database verify."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from cohorts.models import Forecast, Trade
+    from scoring.models import LeaderboardRow
+    from scoring.services_seal import ROW_FIELDS, published_parts, record_hash, row_record
+
+    run = scored["run"]
+    t = time.perf_counter()
+    out = StringIO()
+    call_command("arena", "verify", "--scores", stdout=out, stderr=StringIO())
+    scores_s = time.perf_counter() - t
+    assert "\nok: " in "\n" + out.getvalue(), out.getvalue()
+    t = time.perf_counter()
+    len(Forecast.objects.filter(entry__cohort__kind="live").values_list(
+        "id", "decision_id", "entry_id", "market_id", "outcome", "probability", "market_price",
+        "created_at", "market__status", "market__resolved_outcome", "market__resolved_at",
+    ))  # fmt: skip
+    len(Trade.objects.filter(entry__cohort__kind="live").values_list(
+        "id", "entry_id", "side", "amount", "price", "executed_at", "position__market_id",
+    ))  # fmt: skip
+    rows = list(LeaderboardRow.objects.filter(run=run).values(*ROW_FIELDS))
+    for row in rows:
+        record_hash(row_record(row))
+    floor = time.perf_counter() - t
+    t = time.perf_counter()
+    published_parts([run.pk])
+    seal_check_s = time.perf_counter() - t
+    print(
+        f"scores: resolved 20 markets in {scored['resolve_s']:.2f} s, scored the live scope in "
+        f"{scored['score_s']:.2f} s (run {run.pk}, {len(rows)} rows, {run.n_forecasts} forecasts)"
+    )
+    print(
+        f"verify --scores: {scores_s:.2f} s ({out.getvalue().strip().splitlines()[-1][:90]}); floor (read the "
+        f"forecast, trade and score rows + hash the run's rows) {floor:.2f} s, ratio "
+        f"{scores_s / floor:.1f}x; the run's published-rows digest from the database "
+        f"{seal_check_s * 1000:.0f} ms (inside the database verify above)"
+    )
 
 
 if __name__ == "__main__":

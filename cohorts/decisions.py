@@ -83,7 +83,7 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 # later run (a staff re-run, the 15-minute catch-up of skipped decisions) would otherwise get a
 # free look at the future; it trades at each market's current marked price instead, and only
 # when that price was itself marked within this window, keeping the frozen price beside it.
-# A sealed methodology constant: the rule is part of how a week is played.
+# A frozen methodology constant: the rule is part of how a week is played.
 UNIVERSE_PRICE_WINDOW = timedelta(minutes=CONSTANTS.universe_price_window_minutes)
 
 

@@ -1,7 +1,10 @@
 """The event log: one hash chain per scope (live, replay, demo) of everything that moves money
 or truth after the decisions: resolution changes (every source), settlements and reversals, and
 of what the decisions are read against: every week seal, competitor identities and cohort
-states (cohorts/seal_state.py). Its signed checkpoints (cohorts/seal_sign.py) cover all of it.
+states (cohorts/seal_state.py); and of what was published from them: every finished score run
+(a floor above, scoring, builds its record and appends it with `append_event`, and registers how
+its record is rebuilt from the live rows: `register_kind`). Its signed checkpoints
+(cohorts/seal_sign.py) cover all of it.
 
 Entries are appended in the transaction that writes the row (the resolution receiver, settlement)
 and caught up by the snapshot tick for anything missed, so a row and its log entry commit
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -90,6 +93,7 @@ _KIND_ORDER: dict[str, int] = {
     K.RESOLUTION: 3,
     K.REVERSAL: 4,
     K.SETTLEMENT: 5,
+    K.SCORE_RUN: 6,
 }
 STATE_KINDS: dict[str, str] = {
     K.IDENTITY: StateRecord.Subject.COMPETITOR,
@@ -106,6 +110,23 @@ class Event:
     at: datetime
 
 
+@dataclass(frozen=True)
+class KindReader:
+    """How the records of a kind whose rows live on a floor above are read (`event_records`)
+    and how a difference from the logged record is named (None: by its first differing field)."""
+
+    read: Callable[[list[int]], dict[int, Event]]
+    explain: Callable[[int, dict, dict], str] | None = None
+
+
+# Registered by the owning app's ready(): cohorts may not import the floors above it.
+READERS: dict[str, KindReader] = {}
+
+
+def register_kind(kind: str, reader: KindReader) -> None:
+    READERS[kind] = reader
+
+
 def settlement_ledger(settlement_ids: Iterable[int]) -> dict[int, list[Row]]:
     out: dict[int, list[Row]] = defaultdict(list)
     rows = LedgerEntry.objects.filter(settlement_id__in=list(settlement_ids)).order_by("id")
@@ -118,6 +139,8 @@ def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
     """ref -> its Event, for the rows of `kind` as they are in the database now."""
     refs = list(refs)
     out: dict[int, Event] = {}
+    if kind in READERS:
+        return READERS[kind].read(refs)
     if kind == K.SEAL:
         for ws in WeekSeal.objects.filter(pk__in=refs).values(*SEAL_FIELDS):
             out[ws["id"]] = Event(ws["scope"], seal_record(ws), ws["sealed_at"])
@@ -259,3 +282,38 @@ def _log_events(market_id: int | None, refs: dict[str, list[int]] | None = None)
         checkpoint(scope)  # each new head signed in the transaction that appended it
     data_changed()  # /api/seals shows the log heads
     return len(rows)
+
+
+def append_event(scope: str, kind: str, ref: int, record: Record) -> EventLogEntry:
+    """Append one record to the scope's log (in the caller's transaction, so it commits with the
+    row it records) and sign the new head. For kinds the catch-up does not read (a score run):
+    a lost race with another appender is retried, and a log that still cannot be appended to
+    raises, so the caller's row never commits without its record."""
+    data = canonical(record)
+    h = sha256_hex(data)
+    for attempt in range(3):
+        try:
+            with transaction.atomic():
+                head = EventLogEntry.objects.filter(scope=scope).defer("record").order_by("-seq")
+                last = head.first()
+                prev = last.link if last else record_hash(events_genesis_record(scope))
+                seq = last.seq + 1 if last else 1
+                entry = EventLogEntry.objects.create(
+                    scope=scope,
+                    seq=seq,
+                    kind=kind,
+                    ref=ref,
+                    record=pack(data),
+                    record_hash=h,
+                    prev=prev,
+                    link=link_hash(prev, h, seq),
+                    created_at=clock.now(),
+                )
+                checkpoint(scope)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            continue  # another process appended to the same scope first: read the head again
+        data_changed()
+        return entry
+    raise AssertionError("unreachable")

@@ -6,7 +6,7 @@
     WeekSeal        a root over the chain of one cohort-week: seq 1 is the week's seal, later
                     seqs are amendments (decisions that became final after the seal)
     EventLogEntry   one link of the event log of a scope (live/replay/demo): week seals,
-                    resolutions, settlements, reversals, identity and cohort states
+                    resolutions, settlements, reversals, identity and cohort states, score runs
     StateRecord     a competitor's identity or a cohort's state as the application last wrote
                     it in a scope (what the event log's identity/cohort records are read from)
     Checkpoint      a signed (size, head, time) of a scope's event log (cohorts/seal_sign.py)
@@ -151,10 +151,11 @@ class EventLogEntry(Chained):
         SEAL = "seal", "Week seal"
         IDENTITY = "identity", "Competitor identity"
         COHORT = "cohort_state", "Cohort state"
+        SCORE_RUN = "score_run", "Score run"
 
     kind = models.CharField(max_length=12, choices=Kind.choices)
     ref = models.BigIntegerField(
-        help_text="ResolutionChange, Settlement, WeekSeal or StateRecord id"
+        help_text="ResolutionChange, Settlement, WeekSeal, StateRecord or ScoreRun id"
     )
 
     class Meta:

@@ -26,7 +26,7 @@ from typing import Any
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
 from cohorts.seal_checks import check_scope, must_be_sealed
-from cohorts.seal_events import event_records
+from cohorts.seal_events import READERS, event_records
 from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_published import compare
@@ -37,6 +37,7 @@ from cohorts.seal_records import (
     pending_record,
 )
 from cohorts.seal_sign import public_key_hex
+from cohorts.seal_workers import in_workers, workers_for
 from cohorts.seals import FINAL, RERUNNABLE
 from cohorts.universe import content_hash
 
@@ -55,6 +56,15 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def merge(self, other: Report) -> None:
+        """Add a report of one part (a cohort) checked on its own."""
+        self.problems += other.problems
+        self.notes += other.notes
+        self.weeks += other.weeks
+        self.digests += other.digests
+        self.seals += other.seals
+        self.events += other.events
 
     def summary(self) -> str:
         saved = f", {self.checkpoints} signed checkpoints" if self.checkpoints else ""
@@ -171,14 +181,17 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
     cohorts = Cohort.objects.order_by("id")
     if cohort_id is not None:
         cohorts = cohorts.filter(pk=cohort_id)
-    scopes = set()
-    for cohort in cohorts:
-        scopes.add(cohort.kind)
-        _verify_cohort(report, cohort)
+    ids_kinds = list(cohorts.values_list("pk", "kind"))
+    scopes = {kind for _, kind in ids_kinds}
     if cohort_id is None:
         scopes |= set(EventLogEntry.objects.values_list("scope", flat=True).distinct())
-    for scope in sorted(scopes):
-        _verify_events(report, scope)
+    # Cohorts first, then each scope's log: the order of the report, whoever checks which.
+    parts: list[tuple[str, Any]] = [("cohort", pk) for pk, _ in ids_kinds]
+    parts += [("events", scope) for scope in sorted(scopes)]
+    digests = DecisionDigest.objects.filter(cohort_id__in=[pk for pk, _ in ids_kinds])
+    workers = workers_for(len(parts), records=digests.count())
+    for part in in_workers(_part_report, parts, workers):
+        report.merge(part)
     if published is not None and not report.problems:
         roots = {
             (c, w, q): r
@@ -192,6 +205,18 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
         report.published += compare(
             report.problems, published, roots, links, public_key_hex(), "the database"
         )
+    return report
+
+
+def _part_report(part: tuple[str, Any]) -> Report:
+    """One cohort's or one scope's event-log checks on a report of their own (run in a worker
+    process when there are many: cohorts/seal_workers.py)."""
+    report = Report()
+    what, key = part
+    if what == "cohort":
+        _verify_cohort(report, Cohort.objects.get(pk=key))
+    else:
+        _verify_events(report, key)
     return report
 
 
@@ -371,9 +396,12 @@ def _verify_events(report: Report, scope: str) -> None:
             report.problems.append(f"{name}: the row is missing")
             return
         if record_hash(found.record) != e.record_hash:
-            path = first_difference(
-                json.loads(e.record_bytes()), json.loads(canonical(found.record))
-            )
+            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(found.record))
+            reader = READERS.get(e.kind)
+            if reader is not None and reader.explain is not None:
+                report.problems.append(f"{name}: {reader.explain(e.ref, sealed, now)}")
+                return
+            path = first_difference(sealed, now)
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
     check_scope(report.problems, scope, rows)
@@ -396,36 +424,18 @@ def verify_export(doc: dict, published: Any = None) -> Report:
         raise ExportFormatError(f"unknown seal format {doc.get('seal_format')!r}")
     report = Report()
     roots: dict[tuple[int, int, int], str] = {}
-    for cohort in doc.get("cohorts") or []:
-        for week in cohort.get("weeks") or []:
-            where = f"cohort {cohort['id']} week {week['week']}"
-            genesis = week["genesis"]
-            if genesis.get("cohort") != cohort["id"] or genesis.get("week") != week["week"]:
-                report.problems.append(f"{where}: the genesis belongs to another cohort-week")
-                return report
-            links = [
-                {
-                    "seq": d["seq"],
-                    "record": None if d["record"] is None else canonical(d["record"]),
-                    "parsed": d["record"],
-                    "record_hash": d["record_hash"],
-                    "prev": d["prev"],
-                    "link": d["link"],
-                    "entry": d["entry"],
-                    "decision": d["decision"],
-                    "amendment": d["amendment"],
-                    "name": _digest_name(d["decision"], d["entry"], d["state"]),
-                }
-                for d in week.get("digests") or []
-            ]
-            report.weeks += 1
-            report.digests += len(links)
-            if not check_chain(report, where, record_hash(genesis), links, week["seals"]):
-                return report
-            if not check_records(report, where, cohort["id"], week["week"], links):
-                return report
-            for s in week["seals"]:
-                roots[(cohort["id"], week["week"], s["seq"])] = s["root"]
+    cohorts = doc.get("cohorts") or []
+    # The workers are forked after the parse: each reads its cohorts from the inherited document.
+    records = sum(len(w.get("digests") or []) for c in cohorts for w in c.get("weeks") or [])
+    workers = workers_for(len(cohorts), database=False, records=records)
+    parts = in_workers(
+        lambda i: _export_cohort(cohorts[i]), range(len(cohorts)), workers, database=False
+    )
+    for part, part_roots in parts:
+        report.merge(part)
+        roots.update(part_roots)
+        if report.problems:
+            return report
     for log in doc.get("event_logs") or []:
         where = f"event log {log['scope']}"
         links = [
@@ -454,3 +464,39 @@ def verify_export(doc: dict, published: Any = None) -> Report:
         docs = published if isinstance(published, list) else [published]
         report.published = compare(report.problems, docs, roots, links_now, key, "the export")
     return report
+
+
+def _export_cohort(cohort: dict) -> tuple[Report, dict[tuple[int, int, int], str]]:
+    """One exported cohort's chains, roots and records, on a report of its own."""
+    report = Report()
+    roots: dict[tuple[int, int, int], str] = {}
+    for week in cohort.get("weeks") or []:
+        where = f"cohort {cohort['id']} week {week['week']}"
+        genesis = week["genesis"]
+        if genesis.get("cohort") != cohort["id"] or genesis.get("week") != week["week"]:
+            report.problems.append(f"{where}: the genesis belongs to another cohort-week")
+            return report, roots
+        links = [
+            {
+                "seq": d["seq"],
+                "record": None if d["record"] is None else canonical(d["record"]),
+                "parsed": d["record"],
+                "record_hash": d["record_hash"],
+                "prev": d["prev"],
+                "link": d["link"],
+                "entry": d["entry"],
+                "decision": d["decision"],
+                "amendment": d["amendment"],
+                "name": _digest_name(d["decision"], d["entry"], d["state"]),
+            }
+            for d in week.get("digests") or []
+        ]
+        report.weeks += 1
+        report.digests += len(links)
+        if not check_chain(report, where, record_hash(genesis), links, week["seals"]):
+            return report, roots
+        if not check_records(report, where, cohort["id"], week["week"], links):
+            return report, roots
+        for s in week["seals"]:
+            roots[(cohort["id"], week["week"], s["seq"])] = s["root"]
+    return report, roots

@@ -34,7 +34,7 @@ PRICE_PLACES = Decimal("0.000001")
 # A live universe is built only from markets the sync refreshed this recently (the sync runs
 # every 15 minutes): with the sync failing, the week is refused rather than decided on nothing
 # or on last week's prices. A market never synced (entered by hand) is taken as it is.
-# A sealed methodology constant, like the other rules of the game.
+# A frozen methodology constant, like the other rules of the game.
 MARKET_SYNC_BOUND = timedelta(minutes=CONSTANTS.market_sync_bound_minutes)
 
 

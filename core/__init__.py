@@ -2,5 +2,5 @@
 
 http (Retry-After parsing for outbound clients), versions (data/scores version tokens that caches
 key on), jobs + models (JobRun records of periodic jobs), progress (terminal progress bars), and
-methodology (the sealed scoring constants). Nothing here knows about markets, cohorts or pages.
+methodology (the frozen scoring constants). Nothing here knows about markets, cohorts or pages.
 """

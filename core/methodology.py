@@ -1,13 +1,13 @@
-"""The sealed methodology: every scoring constant, read from one versioned JSON file.
+"""The frozen methodology: every scoring constant, read from one versioned JSON file.
 
 The file's SHA-256 is published on /methodology and stored on every cohort and score run, so a
 number on the site can always be traced to the exact constants that produced it. Changing a
 constant (or what one means) means adding methodology_v<N+1>.json and bumping
-METHODOLOGY_VERSION, never editing an earlier file: tests pin the hash of every sealed version.
+METHODOLOGY_VERSION, never editing an earlier file: tests pin the hash of every published version.
 
 Which version applies where:
 - a cohort keeps the version (and hash) it was opened under: its trading rules and its universe
-  sample seed were sealed then, and they are never rewritten;
+  sample seed were fixed then, and they are never rewritten;
 - a score run always computes with the current version (the fixes of a new version are fixes,
   and scores are recomputed from raw data every run); the run and every leaderboard row record
   the version that scored them, next to the version each cohort started under.
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 METHODOLOGY_VERSION = "3"
-VERSIONS = ("1", "2", "3")  # every sealed file, oldest first
+VERSIONS = ("1", "2", "3")  # every published file, oldest first
 
 _DIR = Path(__file__).resolve().parent
 
-# Hashes that were stored on cohorts and score runs but belong to no sealed file. Commit 2c88d7d
+# Hashes that were stored on cohorts and score runs but belong to no published file. Commit 2c88d7d
 # edited v1 in place (one meaning text; every value unchanged): rows written between that commit
 # and v2 carry this hash. They are v1 rule-wise.
 UNSEALED_HASHES = {
@@ -104,7 +104,7 @@ class Constants:
 
 @dataclasses.dataclass(frozen=True)
 class Document:
-    """One sealed file as published: any version, not only the current one."""
+    """One frozen file as published: any version, not only the current one."""
 
     version: str
     sha256: str
@@ -126,7 +126,7 @@ def _freeze(value: Any) -> Any:
 
 
 def read(version: str, path: Path | None = None) -> Document:
-    """Read any sealed file (for the changelog and for checking a stored hash)."""
+    """Read any published file (for the changelog and for checking a stored hash)."""
     raw = (path or path_for(version)).read_bytes()
     doc = json.loads(raw)
     if str(doc.get("version")) != version:
@@ -174,12 +174,12 @@ def describe() -> list[tuple[str, Any, str]]:
 
 @functools.cache
 def sealed(version: str) -> Document:
-    """A sealed file, read once per process (they never change while it runs)."""
+    """A published file, read once per process (they never change while it runs)."""
     return read(version)
 
 
 def history() -> list[dict[str, Any]]:
-    """Every sealed version, newest first, with its hash, its changelog and what differs from
+    """Every published version, newest first, with its hash, its changelog and what differs from
     the version before it (constants added, removed, or with a new value), for /methodology."""
     docs = [sealed(v) for v in VERSIONS]
     out = []

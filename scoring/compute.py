@@ -5,7 +5,7 @@ Owns the paired market bootstrap (cluster_bootstrap_ratio_ci), forecast scores p
 (Brier, log, skill vs the market, the three Brier skill scores, calibration, RPS), money and
 bets per competitor, the implied-confidence diagnostic, and the assembly of a competitor's
 numbers (competitor_stats). Questions come from scoring/questions.py, the edge statistics from
-scoring/edge.py, formulas from scoring.metrics, constants from the sealed methodology.
+scoring/edge.py, formulas from scoring.metrics, constants from the frozen methodology.
 
 Rules a reader should know about (also stored in run.details["notes"], see scoring/present.py):
 - Replicates of one competitor are pooled (their forecasts together; money summed; the return
@@ -132,7 +132,7 @@ def forecast_scores(q: Questions, sel: BoolArray, n_comp: int) -> ForecastScores
 
     Skill vs the market is mean(m_brier - brier) over the questions with a market reference;
     BSS vs the market is 1 - sum(brier) / sum(m_brier) over the same questions. BSS vs the base
-    rate (sealed bss_base_rate_reference) uses the binary questions only: reference Brier
+    rate (frozen bss_base_rate_reference) uses the binary questions only: reference Brier
     b (1 - b) with b the competitor's observed YES frequency there.
     """
     comp = q.comp[sel]
@@ -219,7 +219,7 @@ def bets_won_lost(
     data: ScopeData, cohort_ids: set[int], entry_comp: EntryComp
 ) -> dict[int, list[int]]:
     """Per competitor [won, lost] over its BUY trades on markets resolved by as_of (void left
-    out): one bet counts once, whatever position it averaged into (sealed win_rate_unit)."""
+    out): one bet counts once, whatever position it averaged into (frozen win_rate_unit)."""
     out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for entry_id, _d, side, _amount, _price, _at, market_id, outcome, _pk in data.trades:
         cohort, ci = entry_comp.get(entry_id, (None, None))
@@ -305,7 +305,7 @@ def market_return_ci(
     level: float | None = None,
     seed: int | None = None,
 ) -> dict[int, tuple[float, float]]:
-    """Percentile interval of each competitor's return, resampling markets (sealed
+    """Percentile interval of each competitor's return, resampling markets (frozen
     return_interval_unit): a resample draws the group's traded markets with replacement, the
     same draws for every competitor, and its return is the drawn markets' P/L (each as often
     as drawn) plus the P/L outside them, over the starting cash. Entries of one competitor in

@@ -1,7 +1,7 @@
 """Edge statistics of one scope: closing lines and closing-line value (CLV) of trades, the
 pairwise Diebold-Mariano tables of a group, and the market-information test per competitor.
 
-Pure computation over a loaded ScopeData (formulas in scoring.metrics, constants sealed in the
+Pure computation over a loaded ScopeData (formulas in scoring.metrics, constants frozen in the
 methodology); model classes are imported only for their choice constants.
 """
 
@@ -40,7 +40,7 @@ class TradeClv(NamedTuple):
 def closing_price(data: ScopeData, market_id: int, outcome: str) -> tuple[float, float]:
     """(closing line, time of the price it comes from) of one outcome, NaN when there is none.
 
-    Sealed clv_closing_rule: the anchor is the earliest of the market's scheduled end, its
+    Frozen clv_closing_rule: the anchor is the earliest of the market's scheduled end, its
     recorded close and its resolution (each as known at as_of; a market still trading at as_of
     has no closing line); the closing line is the last price point at or before anchor minus
     clv_close_horizon_hours, so the outcome is not yet public in it. A binary market's missing
@@ -191,7 +191,7 @@ def clv_summary(rows: list[TradeClv], seed: int | None = None) -> Clv:
 
 def holm_labels(clvs: list[Clv]) -> list[Clv]:
     """The published edge labels of one group: each tested p-value Holm-adjusted across the
-    group's competitors (sealed edge_multiple_comparison) and labelled at the sealed levels.
+    group's competitors (frozen edge_multiple_comparison) and labelled at the frozen levels.
 
     Monte Carlo error: every p moved edge_borderline_z standard errors up (all together, the
     adjusted p is monotone in each of them) gives the published label, the one a luckier seed

@@ -96,7 +96,7 @@ class LeaderboardRow(models.Model):
 class TradeCLV(models.Model):
     """Closing-line value of one BUY: how the price moved from entry to the market's close.
 
-    Probability form c - q and log-odds form logit(c) - logit(q), with c the sealed closing
+    Probability form c - q and log-odds form logit(c) - logit(q), with c the closing
     price (last price point before the close, de-vigged when quotes sum above 1). Rewritten by
     every score run, so a corrected price history corrects it too.
     """

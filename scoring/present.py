@@ -8,8 +8,8 @@ comes in one CompetitorStats from scoring/compute.py, and the row's details are 
 scoring/stored.py's RowDetails, the same type pages read them back with.
 
 Every row records the methodology version that scored it (details["methodology"]) next to the
-versions its cohorts were opened under: scores are always recomputed with the current sealed
-version, while a cohort keeps the version its trading rules were sealed under.
+versions its cohorts were opened under: scores are always recomputed with the current frozen
+version, while a cohort keeps the version its trading rules were frozen under.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MULTICLASS_CONVENTION = "Brier (1950), summed over the K outcomes, range 0..2"
 
 
 def notes() -> list[str]:
-    """The rules behind a run's numbers, stored with it (run.details["notes"]); the sealed
+    """The rules behind a run's numbers, stored with it (run.details["notes"]); the frozen
     amounts in them are read from the current methodology, which every run is scored with."""
     return [
         "Replicates of a competitor are pooled into one row; return_ci bootstraps over its "
@@ -106,7 +106,7 @@ def json_safe(value: Any) -> Any:
 def make_row(stats: CompetitorStats) -> LeaderboardRow:
     """An unsaved row of one competitor in one group, its details stored as RowDetails."""
     n_res = stats.n_resolved
-    required = metrics.provisional_threshold()  # one threshold for everybody (sealed)
+    required = metrics.provisional_threshold()  # one threshold for everybody (a frozen constant)
     money, paper, clv = stats.money, stats.paper, stats.clv
     initial = money.initial
     bets = money.bets_won + money.bets_lost

@@ -7,8 +7,9 @@ queries, whatever the number of forecasts), scoring/questions.py builds the scor
 scoring/compute.py computes each competitor's CompetitorStats as numpy over the whole scope (with
 scoring/edge.py for CLV, Diebold-Mariano and the information test, scoring/paper.py for
 champion's clothes and scoring/tournament.py for the tournament), scoring/present.py shapes and
-ranks the rows, scoring/stored.py types the JSON they store, and this module orchestrates the
-groups and writes. Scopes (live / replay / demo) are never mixed: a run reads only cohorts of its
+ranks the rows, scoring/stored.py types the JSON they store, scoring/services_seal.py writes
+the finished run's record into its scope's event log, and this module orchestrates the groups
+and writes. Scopes (live / replay / demo) are never mixed: a run reads only cohorts of its
 own kind, and produces rows per cohort and across all of the scope's cohorts (cohort=None).
 
 Owns every write of the scoring engine and nothing else: no query beyond the run bookkeeping
@@ -44,6 +45,7 @@ from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
 from scoring.paper import PaperEntry, paper_candidates, paper_portfolios
 from scoring.present import ALL, HEADLINE_RULE, json_safe, make_row, notes, rank_rows
 from scoring.questions import Questions, build_items, build_questions, yes_view
+from scoring.services_seal import inputs_digest, seal_run
 from scoring.stored import CohortRef, DmTables, Methodology, RunDetails, TournamentTable
 from scoring.tournament import TournamentPairs, tournament_pairs, tournament_table
 
@@ -96,6 +98,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
                 n_resolved=scored.n_resolved,
                 details=json_safe(scored.details.to_json()),
             )
+            seal_run(run.pk, scope, scored.inputs)  # what it read and published, in the log
             scores_changed()  # a new leaderboard: every cached page is stale
     except Exception as exc:
         ScoreRun.objects.filter(pk=run.pk).update(
@@ -161,6 +164,7 @@ class _Scored:
     n_resolved: int
     clv: list[TradeClv]
     buys: list[int]  # every BUY of the scope (those without a closing line lose their CLV)
+    inputs: dict  # the digest of what was scored (scoring/services_seal.py)
 
 
 def _score(scope: str, as_of: datetime) -> _Scored:
@@ -204,7 +208,13 @@ def _score(scope: str, as_of: datetime) -> _Scored:
         details.tournament[str(group)] = tournament
     buys = [t.pk for t in data.trades if t.side == Trade.Side.BUY]
     return _Scored(
-        rows, details, int(questions.t.size), int(questions.scored.sum()), shared.clv, buys
+        rows,
+        details,
+        int(questions.t.size),
+        int(questions.scored.sum()),
+        shared.clv,
+        buys,
+        inputs_digest(data),
     )
 
 

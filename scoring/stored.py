@@ -330,7 +330,7 @@ class TournamentTable:
 
 @dataclass(frozen=True)
 class CohortRef:
-    """A cohort the run scored, with the methodology version its rules were sealed under."""
+    """A cohort the run scored, with the methodology version its rules were frozen under."""
 
     id: int | None
     week_start: str | None

@@ -5,12 +5,12 @@ Owns the vectorised form of metrics.tournament_question_score (tournament_pair_s
 per-(entry, question) pairs of a run and a group's tournament table. Pure computation over
 loaded data: it never touches the ORM and never writes.
 
-Reference (sealed tournament_reference, v2): the price shown at each of the competitor's
+Reference (frozen tournament_reference, v2): the price shown at each of the competitor's
 decisions, carried forward exactly like its forecast. Competitors update only at decisions
 (weekly); against the live price path a weekly forecast would lose to every tick the market moves
 toward the outcome, every take would come out near 1e-12 and market copiers would take most of
 the prize.
-Coverage (sealed tournament_take) is over the scheduled life.
+Coverage (frozen tournament_take) is over the scheduled life.
 """
 
 from __future__ import annotations

@@ -351,7 +351,7 @@ def _check_group(
             "skill_lo": float(s.skill_ci[0][ci]),
             "skill_hi": float(s.skill_ci[1][ci]),
             "win_rate": won / (won + lost) if won + lost else None,
-            # One sealed threshold for everybody (scoring/present.py make_row).
+            # One frozen threshold for everybody (scoring/present.py make_row).
             "provisional": int(s.n_resolved[ci]) < metrics.provisional_threshold(),
         }
         if money is not None:

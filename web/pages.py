@@ -39,7 +39,7 @@ from web.cache import is_partial, page
 from web.plain_text import strip_markdown
 from web.templatetags.arena import version
 
-# The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the sealed
+# The trading rules in prose; {min_bet} and {max_bet_fraction} are filled from the frozen
 # constants (trading_rules), so the page cannot drift from the rules the game enforces.
 TRADING_RULES = [
     "Every entry starts a cohort with $10,000 of paper cash; every cash movement is a ledger row.",
@@ -62,7 +62,7 @@ TRADING_RULES = [
 
 
 def trading_rules() -> list[str]:
-    """TRADING_RULES with the sealed amounts of the current methodology."""
+    """TRADING_RULES with the frozen amounts of the current methodology."""
     from core.methodology import CONSTANTS
 
     amounts = {
@@ -426,7 +426,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "provisional_n": provisional_threshold(),
         "horizon_hours": m.CONSTANTS.clv_close_horizon_hours,
         "history": m.history(),
-        "unsealed": sorted(m.UNSEALED_HASHES.items()),
+        "stray_hashes": sorted(m.UNSEALED_HASHES.items()),
         "glossary": glossary.TERMS,
         "signing_key": seal_sign.public_key_info(),
     }

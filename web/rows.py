@@ -22,11 +22,11 @@ from django.utils.text import Truncator
 from cohorts.models import Decision
 from web.templatetags.arena import (
     ci,
+    frozen,
     money,
     num,
     pct,
     ratio_pct,
-    sealed,
     signed,
     simulated_badge,
     simulated_mark,
@@ -219,13 +219,13 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
         if row.required_n:
             provisional_title += (
                 f" of the {row.required_n} needed to detect a "
-                f"{sealed('provisional_brier_delta')} Brier edge"
+                f"{frozen('provisional_brier_delta')} Brier edge"
             )
         method = row.stored_details.methodology
         method_label = version(method.version) if method and method.version else ""
         method_title = f"Scored with methodology {method_label}"
         if method and method.cohort_versions:
-            method_title += "; cohort rules sealed under v" + ", v".join(
+            method_title += "; cohort rules frozen under v" + ", v".join(
                 str(v) for v in method.cohort_versions
             )
         baseline = c.kind == "baseline"

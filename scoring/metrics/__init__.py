@@ -2,7 +2,7 @@
 
 Each formula the methodology page describes lives in one of these modules, under a stable name
 re-exported here, so a researcher can `from scoring import metrics` and check any of them against
-other libraries. Defaults come from the sealed methodology constants (core/methodology_v<N>.json,
+other libraries. Defaults come from the frozen methodology constants (core/methodology_v<N>.json,
 the current version), never from literals in this package.
 
 Conventions: ``p`` is a probability of YES (or of the outcome), ``o`` an outcome (0/1, or a

@@ -179,7 +179,7 @@ def required_n_for_brier_edge(
 def provisional_threshold() -> int:
     """Resolved questions a competitor needs before it is no longer provisional.
 
-    One number for everybody, from sealed constants only (enough to detect a
+    One number for everybody, from frozen constants only (enough to detect a
     provisional_brier_delta Brier edge at provisional_power): required_n_for_brier_edge with the
     variance provisional_reference_sd^2. A variance estimated from each competitor's own
     differences to the market would let a competitor that stays near the market leave the badge

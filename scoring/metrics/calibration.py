@@ -2,7 +2,7 @@
 calibration error, the Murphy decomposition of the Brier score (with within-bin terms), and the
 implied-confidence diagnostic read from bet sizes.
 
-Bins are equal-width, 1/calibration_bins wide (sealed), the last one closed.
+Bins are equal-width, 1/calibration_bins wide (a frozen constant), the last one closed.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def stationary_bootstrap_sharpe(
     """Edge label from a stationary bootstrap of the Sharpe ratio mean / sd of a CLV series.
 
     The series keeps its time order (e.g. trades by entry time). Block length is automatic
-    (optimal_block_length) unless given. Bias correction (sealed sb_bias_correction), precisely:
+    (optimal_block_length) unless given. Bias correction (frozen sb_bias_correction), precisely:
     b = mean(S*) - S over the finite replicates S*; every replicate is corrected to S* - b, so
     the reported `sharpe_bc` is S - b and each percentile interval is [q_lo(S*) - b,
     q_hi(S*) - b]. (Shifting by -2b would double the Monte Carlo noise of b in the bounds,
@@ -197,7 +197,7 @@ def stationary_bootstrap_sharpe(
 
     p: the one-sided bootstrap p-value of no positive edge, the share of corrected replicates at
     or below 0; p_se its Monte Carlo standard error. Label (edge_label): GENUINE_EDGE if p is at
-    most the first sealed edge level, WEAK_EDGE at most the second (the same events as the 95%
+    most the first frozen edge level, WEAK_EDGE at most the second (the same events as the 95%
     and 90% corrected lower bounds above 0 for the v2 levels), else NO_EDGE; NO_EDGE with a flag for fewer than sb_min_n values ("too_few") and for
     a series without real variance ("zero_variance"): sample sd at most sb_min_sd, an absolute
     tolerance in the series' own unit. A series of equal prices' differences is exact zeros
@@ -260,7 +260,7 @@ def stationary_bootstrap_sharpe(
 
 
 def edge_label(p: float) -> str:
-    """GENUINE_EDGE at p <= the first sealed edge level, WEAK_EDGE at p <= the second, else
+    """GENUINE_EDGE at p <= the first frozen edge level, WEAK_EDGE at p <= the second, else
     NO_EDGE (p one-sided; on a leaderboard, the Holm-adjusted p of the group)."""
     genuine, weak, none = C.edge_labels
     strict, loose = C.edge_label_alphas

@@ -49,13 +49,13 @@ def question_brier_loss(P: ArrayLike, o: ArrayLike) -> FloatArray:
     """Per-question leaderboard Brier: half the Brier (1950) sum over the K outcomes.
 
     For K = 2 this is exactly the binary Brier (p_yes - o_yes)^2, range 0..1, and a market with
-    more outcomes counts once on the same scale (sealed brier_question_convention).
+    more outcomes counts once on the same scale (frozen brier_question_convention).
     """
     return 0.5 * brier_multiclass_loss(P, o)
 
 
 def complete_forecast(stated: ArrayLike, shown: ArrayLike | None = None) -> FloatArray:
-    """Full probability vectors from the outcomes a decision stated (sealed forecast_completion).
+    """Full probability vectors from the outcomes a decision stated (frozen forecast_completion).
 
     stated is (n, K) with NaN for the outcomes not stated; shown (same shape, optional) holds the
     prices shown at the decision, NaN where unknown. Per row: stated values are kept; the
@@ -110,7 +110,7 @@ def _log_outcome_prob(p: ArrayLike, o: ArrayLike, eps: float | None) -> FloatArr
 
 
 def log_score(p: ArrayLike, o: ArrayLike, eps: float | None = None) -> float:
-    """Mean log loss (lower is better); eps defaults to the sealed log_eps."""
+    """Mean log loss (lower is better); eps defaults to the frozen log_eps."""
     logs = _log_outcome_prob(p, o, eps)
     return -float(logs.mean()) if logs.size else NAN
 

@@ -43,7 +43,7 @@ def diebold_mariano(
 ) -> tuple[float, float]:
     """Diebold-Mariano test of equal expected loss, d = loss_a - loss_b.
 
-    Newey-West/Bartlett long-run variance with the sealed bandwidth (or `lags`), the
+    Newey-West/Bartlett long-run variance with the frozen bandwidth (or `lags`), the
     Harvey-Leybourne-Newbold factor sqrt((n + 1 - 2h + h(h-1)/n) / n), Student t with n - 1
     degrees of freedom, two-sided p. A negative statistic means a has the lower loss.
     Pairs where either loss is not finite are dropped. With fewer than dm_min_n pairs or a

@@ -84,3 +84,22 @@ def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(demo, 
     bad["event_logs"] = []
     code, out = _run(tmp_path, doc, bad)
     assert code == 1 and "signature does not verify" in out
+
+
+def test_the_example_verifier_accepts_score_run_events(demo, tmp_path):
+    """The demo's score run is in its event log; the outsider's verifier checks it like any
+    other record, and a published digest rewritten in the export is a broken hash."""
+    doc = json.loads("".join(export_chunks(kind="demo")))
+    log = next(log for log in doc["event_logs"] if log["scope"] == "demo")
+    runs = [e for e in log["entries"] if e["kind"] == "score_run"]
+    assert runs and runs[-1]["record"]["type"] == "score_run"
+    assert set(runs[-1]["record"]["published"]) == {"run", "rows", "rows_digest", "row_hashes"}
+    code, out = _run(tmp_path, doc)
+    assert code == 0 and out.startswith("ok: "), out
+
+    forged = json.loads(json.dumps(doc))
+    log = next(log for log in forged["event_logs"] if log["scope"] == "demo")
+    run = next(e for e in log["entries"] if e["kind"] == "score_run")
+    run["record"]["published"]["rows_digest"] = "0" * 64
+    code, out = _run(tmp_path, forged)
+    assert code == 1 and "does not match its hash" in out, out

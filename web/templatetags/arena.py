@@ -144,13 +144,13 @@ _KIND_BADGES = {
 
 
 @register.simple_tag
-def sealed(name: str, form: str = "") -> str:
-    """A sealed methodology constant as prose shows it (`{% sealed "provisional_brier_delta" %}`,
-    `{% sealed "provisional_power" "percent" %}`), so no page repeats a number the rules own."""
+def frozen(name: str, form: str = "") -> str:
+    """A frozen methodology constant as prose shows it (`{% frozen "provisional_brier_delta" %}`,
+    `{% frozen "provisional_power" "percent" %}`), so no page repeats a number the rules own."""
     from core.methodology import CONSTANTS
 
     value = getattr(CONSTANTS, name)
-    if form.isdigit():  # one element of a sealed list, `{% sealed "edge_label_alphas" "0" %}`
+    if form.isdigit():  # one element of a listed constant, `{% frozen "edge_label_alphas" "0" %}`
         value = value[int(form)]
     return f"{value:.0%}" if form == "percent" else f"{value:g}"
 
