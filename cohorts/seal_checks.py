@@ -29,6 +29,7 @@ from django.db.models import Sum
 
 from agents.models import Competitor
 from cohorts.models import Cohort, Entry, LedgerEntry, Settlement, Universe
+from cohorts.scope import on_live_path
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_state import COHORT, COMPETITOR, current_states
 from core import clock
@@ -188,6 +189,8 @@ def must_be_sealed(
     if markets and Settlement.objects.filter(market_id__in=markets).exists():
         return "a market of its universe has settled"
     grace = timedelta(minutes=getattr(settings, "ARENA_SEAL_GRACE_MINUTES", 60))
-    if cohort.kind == Cohort.Kind.LIVE and frozen_at + grace + DEADLINE_SLACK < clock.now():
+    # Only the deployment's own live path keeps wall-clock deadlines (a rehearsal verified under
+    # ARENA_SCOPE=rehearsal, on its accelerated clock); replay and demo seal on their own clock.
+    if on_live_path(cohort.kind) and frozen_at + grace + DEADLINE_SLACK < clock.now():
         return "its seal deadline has long passed"
     return None
