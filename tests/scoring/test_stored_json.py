@@ -4,12 +4,17 @@ The expected JSON in tests/scoring/data/ was written by this module's `stored` o
 scoring engine passed dicts of arrays from compute to the rows; the typed results that replaced
 them must store exactly the same bytes (key order included) and the same row columns. Cohort
 primary keys are the only values that differ between databases, so they are named, not numbered.
+
+Floating-point figures are compared to 1e-9 relative: numpy's sums take different SIMD paths on
+different CPUs (AVX-512 against AVX2), which moves the last bits of a bootstrap interval or a
+p-value from one machine to the next. Keys, their order, strings and the shape are exact.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -75,14 +80,45 @@ def test_stored_json_is_unchanged(fixture, as_of, request):
     request.getfixturevalue(fixture)
     run = compute_scores("live", as_of=as_of)
     expected = (DATA / f"stored_{fixture}.json").read_text()
-    if connection.vendor == "sqlite":  # stores the JSON text as written, key order included
-        assert stored(run) == expected
-    else:  # jsonb keeps its own key order: the same objects, compared key by key
-        assert _sorted(stored(run)) == _sorted(expected)
+    # SQLite stores the JSON text as written, key order included; jsonb keeps its own key order.
+    keep_order = connection.vendor == "sqlite"
+    assert _differences(json.loads(stored(run)), json.loads(expected), "$", keep_order) == []
 
 
-def _sorted(text: str) -> str:
-    return json.dumps(json.loads(text), sort_keys=True)
+def _number(value: Any) -> float | None:
+    """A float, or a column's text of a float ("0.1234"), as a number; None for anything else."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, str) and any(c in value for c in ".eE") and value not in ("", "None"):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _differences(got: Any, want: Any, path: str, keep_order: bool) -> list[str]:
+    """Where `got` differs from `want`: exact but for floats, equal to 1e-9 relative."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        if (list(got) if keep_order else sorted(got)) != (
+            list(want) if keep_order else sorted(want)
+        ):
+            return [f"{path}: keys {list(got)} != {list(want)}"]
+        return [d for k in want for d in _differences(got[k], want[k], f"{path}.{k}", keep_order)]
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return [f"{path}: {len(got)} items != {len(want)}"]
+        pairs = zip(got, want, strict=True)
+        return [
+            d
+            for i, (g, w) in enumerate(pairs)
+            for d in _differences(g, w, f"{path}[{i}]", keep_order)
+        ]
+    g, w = _number(got), _number(want)
+    if g is not None and w is not None and type(got) is type(want):
+        same = (math.isnan(g) and math.isnan(w)) or math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12)
+        return [] if same else [f"{path}: {got!r} != {want!r}"]
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]
 
 
 @pytest.mark.parametrize("fixture", ["scripted", "scenario"])
