@@ -4,6 +4,7 @@
         uv run python bench/decision_round.py --reset --workers 2
     ... --workers 4                                  # four worker units
     ... --workers 1 --pool prefork --concurrency 4   # a variant: four single-slot processes
+    ... --workers 4 --provider-limit 16              # the provider answers 429 above 16 calls
     ... --competitors 5 --markets 50 --latency 1,2   # a quick check of the plumbing
 
 What is real: PostgreSQL (the database in DATABASE_URL, dropped and re-created with --reset), the
@@ -319,7 +320,7 @@ def start_workers(args: argparse.Namespace, var: Path, probe: Path) -> list[subp
     env = dict(os.environ, **{PROBE_ENV: str(probe)})
     procs = []
     for n in range(args.workers):
-        log = open(var / f"worker-{n}.log", "w")  # noqa: SIM115 (lives as long as the worker)
+        log = open(var / f"{args.label or 'round'}-worker-{n}.log", "w")  # noqa: SIM115 (lives as long as the worker)
         cmd = [
             sys.executable, "-m", "celery", "-A", "arena", "worker",
             "--pool", args.pool, "--concurrency", str(args.concurrency),
@@ -328,7 +329,7 @@ def start_workers(args: argparse.Namespace, var: Path, probe: Path) -> list[subp
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     deadline = time.monotonic() + 120
     for n, proc in enumerate(procs):
-        path = var / f"worker-{n}.log"
+        path = var / f"{args.label or 'round'}-worker-{n}.log"
         while "ready." not in path.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop_workers(procs)
@@ -442,6 +443,8 @@ def list_schedule(durations: list[float], slots: int) -> float:
 
 
 def analyse(args, cohort, round_: dict, server: CountingServer, probe: Path, prompt: dict):
+    from django.conf import settings
+
     from cohorts.models import Decision, LLMCall
 
     sent = round_["sent"]
@@ -493,6 +496,10 @@ def analyse(args, cohort, round_: dict, server: CountingServer, probe: Path, pro
         "slots": slots,
         "provider_limit": args.provider_limit,
         "provider_retry_after": args.provider_retry_after,
+        "llm_retry_policy": {
+            name: getattr(settings, name)
+            for name in ("ARENA_LLM_MAX_RETRIES", "ARENA_LLM_MAX_BACKOFF", "ARENA_LLM_TIMEOUT")
+        },
         "wall_s": round(wall, 1),
         "catch_up_sends_s": round_["catch_up_sends_s"],
         "run_decision_tasks": len(runs),
