@@ -15,7 +15,9 @@ Routes (under /v1): POST /chat/completions, GET /models. The answer has the Open
 character, `usage.cost` 0 (nothing is billed; the pages say "simulated"), and a finish_reason of
 "length" when max_tokens cuts the answer. Latency is realistic (seconds to the first token plus
 tokens over a per-character throughput, seeded) times `latency_scale`: 1 for real time, small
-for the demo, 0 in tests.
+for the demo, 0 in tests. `latency_seconds=(low, high)` replaces that with a flat band: every call
+waits a uniform draw in it, whatever the character writes (a provider's latency, for sizing the
+workers that wait on it).
 
 Bad requests get OpenAI-style error bodies and a 4xx: not JSON, no messages, an unknown model,
 a body over MAX_BODY_BYTES, and any request carrying an API key (a simulated competitor never has
@@ -63,12 +65,21 @@ class MappingWorld:
 
 class SimulatedLLMServer:
     def __init__(
-        self, port: int = 0, latency_scale: float = 1.0, world: World | None = None
+        self,
+        port: int = 0,
+        latency_scale: float = 1.0,
+        world: World | None = None,
+        latency_seconds: tuple[float, float] | None = None,
     ) -> None:
         if latency_scale < 0:
             raise ValueError("latency_scale must be at least 0")
+        if latency_seconds is not None and not 0 <= latency_seconds[0] <= latency_seconds[1]:
+            raise ValueError("latency_seconds must be (low, high) with 0 <= low <= high")
         self.port = port
         self.latency_scale = latency_scale
+        self.latency_seconds = latency_seconds
+        # Its own generator: the band's draws differ between identical prompts, as a provider's do.
+        self._band_rng = random.Random()
         self.world = world
         self.stopping = threading.Event()
         self.served = 0
@@ -197,7 +208,13 @@ class SimulatedLLMServer:
         }
 
     def _wait(self, character: simmodels.Character, tokens: int, rng: random.Random) -> None:
-        """Sleep as long as the character would take to answer, times latency_scale."""
+        """Sleep as long as the character would take to answer, times latency_scale (or a draw
+        in the latency_seconds band when one is set)."""
+        if self.latency_seconds is not None:
+            with self._lock:
+                seconds = self._band_rng.uniform(*self.latency_seconds)
+            self.stopping.wait(seconds)
+            return
         if not self.latency_scale:
             return
         seconds = rng.uniform(*character.first_token) + tokens / rng.uniform(
