@@ -40,7 +40,7 @@ from agents.attempts import CONTEXT, LENGTH, Attempt
 from agents.budget import Budget, Counter, Fit, Server, budget_for, fit, server_for
 from agents.endpoints import client_for, probe_seconds
 from agents.llm import ChatResult, LLMClient
-from agents.models import Competitor
+from agents.models import Competitor, Release
 from agents.parsing import DecisionContext, DecisionValidationError, ParsedDecision, parse_decision
 from agents.prompts import (
     PROMPT_SHA256,
@@ -51,12 +51,8 @@ from agents.prompts import (
     user_prompt,
 )
 from cohorts import seals
-from cohorts.decision_room import (
-    cut_off_problem,
-    least_answer,
-    repair_within_budget,
-    request_params,
-)
+from cohorts.decision_room import cut_off_problem, least_answer, repair_within_budget, request_params
+from cohorts.lineage import pinned_release
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.services import (
@@ -77,7 +73,6 @@ from core.versions import data_changed
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-
 # A live decision trades at the prices its universe froze only this soon after the freeze. A
 # later run (a staff re-run, the 15-minute catch-up of skipped decisions) would otherwise get a
 # free look at the future; it trades at each market's current marked price instead, and only
@@ -176,14 +171,15 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
 # --- claiming ---------------------------------------------------------------------------
 
 
-def claim_decision(entry_id: int, week: int) -> Decision | None:
-    """Insert the claim row, or take over a stale/retryable one; None if someone else has it."""
-    now = clock.now()
-    token = uuid.uuid4().hex
+def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> Decision | None:
+    """Insert the claim row (naming the entry's release), or take over a stale/retryable one;
+    None if someone else has it."""
+    now, token = clock.now(), uuid.uuid4().hex
+    pinned = {"release_id": release_id} if release_id is not None else {}
     try:
         with transaction.atomic():
             return Decision.objects.create(
-                entry_id=entry_id, week=week, claim_token=token, claimed_at=now
+                entry_id=entry_id, week=week, claim_token=token, claimed_at=now, **pinned
             )
     except IntegrityError:
         pass  # the row exists: maybe it is reclaimable
@@ -200,6 +196,7 @@ def claim_decision(entry_id: int, week: int) -> Decision | None:
         error="",
         hold_reason="",
         validation_errors=[],
+        **pinned,
     )
     if taken != 1:
         return None
@@ -217,10 +214,11 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     retry.
     """
     at = at or clock.now()
-    entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
+    entry = Entry.objects.select_related("competitor", "cohort", "release").get(pk=entry_id)
+    release = pinned_release(entry)
     # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
     with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
-        decision = claim_decision(entry_id, week)
+        decision = claim_decision(entry_id, week, release.pk)
         if decision is None:
             return Decision.objects.get(entry_id=entry_id, week=week)
         with logcontext.bound(decision=decision.pk):
@@ -273,7 +271,8 @@ class _Answer:
 class _Run:
     """One claimed decision being worked on; execute() fills in what the prompt showed (the
     universe, positions, prices, the parser's context and the two prompt texts) and the client
-    of a model competitor."""
+    of a model competitor. The model called is the entry's release (`model`), never the
+    competitor's current fields."""
 
     decision: Decision
     entry: Entry
@@ -294,6 +293,9 @@ class _Run:
     fitted: Fit | None = field(init=False, default=None)
     shown: list[dict] = field(init=False, default_factory=list)
 
+    @property
+    def model(self) -> Release:  # the entry's release (run_decision pinned it)
+        return pinned_release(self.entry)
     def execute(self) -> None:
         competitor = self.entry.competitor
         self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
@@ -305,10 +307,10 @@ class _Run:
             self.prices, self.fresh_after = {}, self.at - UNIVERSE_PRICE_WINDOW
         skip_reason = ""
         if competitor.is_llm:
-            self.client, skip_reason = client_for(competitor)
+            self.client, skip_reason = client_for(competitor, self.model)
             if self.client is not None and not competitor.simulated:
-                self.server = server_for(self.client, competitor.base_url, probe_seconds())
-        self._plan(competitor.context_tokens, "competitor")
+                self.server = server_for(self.client, self.model.base_url, probe_seconds())
+        self._plan(self.model.context_tokens, "competitor")
         if competitor.is_llm and self.client is None:
             _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
             return
@@ -319,7 +321,7 @@ class _Run:
         competitor = self.entry.competitor
         self.system = system_prompt()
         if competitor.is_llm and self.client is not None:
-            self.budget = budget_for(context_tokens, competitor.params or {}, self.server, source)
+            self.budget = budget_for(context_tokens, self.model.params or {}, self.server, source)
         self.fitted = fit(
             self.universe.markets,
             self.universe.forecast_sample,
@@ -451,14 +453,13 @@ class _Run:
             return self._ask_baseline(competitor, phase)
         if self.client is None:
             raise RuntimeError("a model competitor is asked without a client")  # see execute()
+        model = self.model
         result: ChatResult = self.client.chat(
-            competitor.model_id,
+            model.model_id,
             messages,
-            params=request_params(
-                competitor, self.budget, self.shown, self.ctx, max_tokens=max_tokens
-            ),
-            price_in_per_m=competitor.price_in_per_m,
-            price_out_per_m=competitor.price_out_per_m,
+            params=request_params(model, self.budget, self.shown, self.ctx, max_tokens=max_tokens),
+            price_in_per_m=model.price_in_per_m,
+            price_out_per_m=model.price_out_per_m,
         )
         self.attempts.extend(result.attempts)
         store_calls(self.decision, result.attempts, phase)
