@@ -139,3 +139,33 @@ def test_an_entry_made_without_open_cohort_is_pinned_by_its_first_decision(serve
     decision = run_decision(entry.pk, 1, AT)
     entry.refresh_from_db()
     assert entry.release == Release.current(competitor) == decision.release
+
+
+def test_the_admin_makes_a_release_per_model_change_and_shows_used_ones_read_only(
+    servers, admin_client, settings
+):
+    old, new = servers
+    competitor = llm_competitor(old)
+    make_cohort([competitor])  # release 1 is used from now on
+    form = {"slug": competitor.slug, "display_name": "GPT test", "kind": "llm", "replicates": 1,
+            "provider": "openrouter", "model_id": "openai/gpt-next", "params": '{"temperature": 0}',
+            "price_in_per_m": "1.25", "price_out_per_m": "10", "active": "on",
+            "endpoint": f"{new.base_url}|{KEY_ENV}"}  # fmt: skip
+    url = f"/admin/agents/competitor/{competitor.pk}/change/"
+    assert admin_client.post(url, form).status_code == 302
+    releases = list(competitor.releases.order_by("number"))
+    assert [(r.number, r.model_id, r.base_url) for r in releases] == [
+        (1, "openai/gpt-test", old.base_url),
+        (2, "openai/gpt-next", new.base_url),
+    ]
+    page = admin_client.get(url).content.decode()
+    assert "release 2</a>: openai/gpt-next" in page and "release 1</a>: openai/gpt-test" in page
+
+    used = admin_client.get(f"/admin/agents/release/{releases[0].pk}/change/").content.decode()
+    assert 'name="model_id"' not in used  # read-only: shown as text
+    unused = admin_client.get(f"/admin/agents/release/{releases[1].pk}/change/").content.decode()
+    assert 'name="model_id"' in unused
+    # A forged POST to the used release changes nothing.
+    admin_client.post(f"/admin/agents/release/{releases[0].pk}/change/", {"model_id": "x/y"})
+    releases[0].refresh_from_db()
+    assert releases[0].model_id == "openai/gpt-test"
