@@ -140,7 +140,7 @@ class CompetitorAdmin(admin.ModelAdmin):
                     "context_tokens",
                     "structured_output",
                     "knowledge_cutoff",
-                )
+                ),
             },
         ),
         ("Endpoint", {"fields": ("endpoint", "simulated")}),

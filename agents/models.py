@@ -94,16 +94,16 @@ class Competitor(models.Model):
     def __str__(self) -> str:
         return self.display_name
 
-    @property
-    def is_llm(self) -> bool:
-        return self.kind == self.Kind.LLM
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         # A change of the model is a new release at once (the admin's and code's saves alike),
         # so the next cohort opened runs it while the open cohorts keep theirs.
         with transaction.atomic():
             super().save(*args, **kwargs)
             Release.current(self)
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind == self.Kind.LLM
 
     def clean(self) -> None:
         if not self.simulated:
@@ -154,14 +154,6 @@ class Release(models.Model):
     def __str__(self) -> str:
         return f"{self.competitor_id} release {self.number}: {self.model_id or 'builtin'}"
 
-    @property
-    def is_used(self) -> bool:
-        # The reverse accessor of cohorts' Entry.release: no import of a higher floor.
-        return self.pk is not None and self.entries.exists()  # type: ignore[attr-defined]
-
-    def identity(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in RELEASE_FIELDS}
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.created_at is None:
             self.created_at = clock.now()
@@ -181,6 +173,14 @@ class Release(models.Model):
                     "which makes a new release for cohorts opened after it"
                 )
         super().save(*args, **kwargs)
+
+    @property
+    def is_used(self) -> bool:
+        # The reverse accessor of cohorts' Entry.release: no import of a higher floor.
+        return self.pk is not None and self.entries.exists()
+
+    def identity(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RELEASE_FIELDS}
 
     @classmethod
     def current(cls, competitor: Competitor) -> Release:

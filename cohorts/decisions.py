@@ -51,7 +51,12 @@ from agents.prompts import (
     user_prompt,
 )
 from cohorts import seals
-from cohorts.decision_room import cut_off_problem, least_answer, repair_within_budget, request_params
+from cohorts.decision_room import (
+    cut_off_problem,
+    least_answer,
+    repair_within_budget,
+    request_params,
+)
 from cohorts.lineage import pinned_release
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
@@ -73,6 +78,7 @@ from core.versions import data_changed
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
 # A live decision trades at the prices its universe froze only this soon after the freeze. A
 # later run (a staff re-run, the 15-minute catch-up of skipped decisions) would otherwise get a
 # free look at the future; it trades at each market's current marked price instead, and only
@@ -175,11 +181,10 @@ def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> D
     """Insert the claim row (naming the entry's release), or take over a stale/retryable one;
     None if someone else has it."""
     now, token = clock.now(), uuid.uuid4().hex
-    pinned = {"release_id": release_id} if release_id is not None else {}
     try:
         with transaction.atomic():
             return Decision.objects.create(
-                entry_id=entry_id, week=week, claim_token=token, claimed_at=now, **pinned
+                entry_id=entry_id, week=week, claim_token=token, claimed_at=now, release_id=release_id
             )
     except IntegrityError:
         pass  # the row exists: maybe it is reclaimable
@@ -196,7 +201,6 @@ def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> D
         error="",
         hold_reason="",
         validation_errors=[],
-        **pinned,
     )
     if taken != 1:
         return None
@@ -215,10 +219,9 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     """
     at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort", "release").get(pk=entry_id)
-    release = pinned_release(entry)
     # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
     with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
-        decision = claim_decision(entry_id, week, release.pk)
+        decision = claim_decision(entry_id, week, pinned_release(entry).pk)
         if decision is None:
             return Decision.objects.get(entry_id=entry_id, week=week)
         with logcontext.bound(decision=decision.pk):
@@ -271,8 +274,7 @@ class _Answer:
 class _Run:
     """One claimed decision being worked on; execute() fills in what the prompt showed (the
     universe, positions, prices, the parser's context and the two prompt texts) and the client
-    of a model competitor. The model called is the entry's release (`model`), never the
-    competitor's current fields."""
+    of a model competitor; the model called is the entry's release, never the competitor's."""
 
     decision: Decision
     entry: Entry
@@ -292,12 +294,11 @@ class _Run:
     budget: Budget = field(init=False, default_factory=lambda: Budget(None, "", 0))
     fitted: Fit | None = field(init=False, default=None)
     shown: list[dict] = field(init=False, default_factory=list)
+    model: Release = field(init=False)  # the entry's release
 
-    @property
-    def model(self) -> Release:  # the entry's release (run_decision pinned it)
-        return pinned_release(self.entry)
     def execute(self) -> None:
         competitor = self.entry.competitor
+        self.model = pinned_release(self.entry)  # what is called, whatever the competitor says
         self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
         self.positions = position_views(self.entry, self.universe)
         self.shown_prices = price_book(self.universe)
@@ -448,9 +449,8 @@ class _Run:
     def _ask(
         self, messages: list[dict[str, str | None]], phase: str, max_tokens: int | None = None
     ) -> _Answer:
-        competitor = self.entry.competitor
-        if not competitor.is_llm:
-            return self._ask_baseline(competitor, phase)
+        if not self.entry.competitor.is_llm:
+            return self._ask_baseline(self.entry.competitor, phase)
         if self.client is None:
             raise RuntimeError("a model competitor is asked without a client")  # see execute()
         model = self.model

@@ -16,6 +16,6 @@ def pinned_release(entry: Entry) -> Release:
         release = Release.current(entry.competitor)
         Entry.objects.filter(pk=entry.pk, release__isnull=True).update(release=release)
         entry.refresh_from_db(fields=["release"])
-    release = entry.release
-    assert release is not None  # pinned just above
-    return release
+    pinned = entry.release
+    assert pinned is not None  # pinned just above
+    return pinned

@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from agents.models import Release
 from cohorts.seal_canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
 
 Row = Mapping[str, Any]  # one `.values()` row

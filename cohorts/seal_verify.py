@@ -174,7 +174,7 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
 
 
 def _format_problem(rec: dict) -> str:
-    """"" when the record has a known format and the fields that format requires: a /2
+    """ "" when the record has a known format and the fields that format requires: a /2
     decision names its release (of the entry's competitor), a /1 record has none."""
     fmt = rec.get("format")
     if fmt not in RECORD_FORMATS:

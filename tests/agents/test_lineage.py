@@ -120,9 +120,12 @@ def test_a_used_release_never_changes(servers):
     release.save()  # nothing changed: no write, no error
     with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic():
         Release.objects.filter(pk=release.pk).update(model_id="edited/by-update")
-    with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute("UPDATE agents_release SET params = '{}' WHERE id = %s", [release.pk])
+    with (
+        pytest.raises((IntegrityError, DatabaseError)),
+        transaction.atomic(),
+        connection.cursor() as cur,
+    ):
+        cur.execute("UPDATE agents_release SET params = '{}' WHERE id = %s", [release.pk])
     release.refresh_from_db()
     assert release.model_id == "openai/gpt-test"
 

@@ -13,10 +13,10 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from agents.models import Release
 from cohorts import seals
+from cohorts.decisions import run_decision
 from cohorts.models import Decision, Entry
 from cohorts.seal_models import DecisionDigest
 from cohorts.seal_verify import export_chunks, verify_database, verify_export
-from cohorts.decisions import run_decision
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 from tests.cohorts.test_seal_bytes import _week
@@ -134,9 +134,12 @@ def test_an_sql_edit_of_a_sealed_release_fails_verify_naming_it(mixed_week):
     release = entry.release
     assert verify_database().ok
     # The database refuses it while the trigger is there...
-    with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute("UPDATE agents_release SET provider = 'x' WHERE id = %s", [release.pk])
+    with (
+        pytest.raises((IntegrityError, DatabaseError)),
+        transaction.atomic(),
+        connection.cursor() as cur,
+    ):
+        cur.execute("UPDATE agents_release SET provider = 'x' WHERE id = %s", [release.pk])
     # ...and an operator who drops the trigger first is caught by verify, the field named.
     with connection.cursor() as cur:
         if connection.vendor == "postgresql":
@@ -150,9 +153,7 @@ def test_an_sql_edit_of_a_sealed_release_fails_verify_naming_it(mixed_week):
     assert problem.endswith("release.provider differs")
 
 
-def test_the_export_verifiers_refuse_a_format_2_decision_without_its_release(
-    mixed_week, tmp_path
-):
+def test_the_export_verifiers_refuse_a_format_2_decision_without_its_release(mixed_week, tmp_path):
     doc = json.loads("".join(export_chunks(mixed_week.pk)))
     # The release removed and every hash recomputed: consistent hashes, but not a /2 record.
     forged = json.loads(json.dumps(doc))

@@ -97,7 +97,9 @@ def test_the_api_and_the_decisions_export_carry_the_release(client, lineage):
     assert by_id[str(d2.pk)]["release_model_id"] == "openai/gpt-new"
     rows = json.loads(
         b"".join(
-            client.get("/exports/decisions.json?scope=live&since=2026-11-01&until=2026-12-31").streaming_content
+            client.get(
+                "/exports/decisions.json?scope=live&since=2026-11-01&until=2026-12-31"
+            ).streaming_content
         )
     )
     items = rows["rows"] if isinstance(rows, dict) else rows
