@@ -202,5 +202,7 @@ class Release(models.Model):
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    # A Decimal typed as "1.25" and stored as Decimal("1.250000") is the same price.
-    return all(a[k] == b[k] for k in RELEASE_FIELDS)
+    # Compared as the columns hold them: a price typed "1.25" is the stored Decimal("1.250000"),
+    # a cutoff typed "2025-06-30" the stored date.
+    fields = {name: Release._meta.get_field(name) for name in RELEASE_FIELDS}
+    return all(fields[k].to_python(a[k]) == fields[k].to_python(b[k]) for k in RELEASE_FIELDS)

@@ -4,7 +4,7 @@ A competitor's model id, endpoint and parameters are changed mid-cohort; the ope
 keeps calling the old model on the old server, a cohort opened afterwards calls the new one.
 """
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -96,11 +96,19 @@ def test_an_unchanged_save_makes_no_release_and_a_queryset_update_is_caught(serv
     competitor.display_name = "Renamed"  # not a model field
     competitor.save()
     assert competitor.releases.count() == 1
+    # Values typed as text are the stored ones: "1.25" is the price already registered.
+    competitor.price_in_per_m, competitor.knowledge_cutoff = "1.25", "2025-06-30"
+    competitor.save()
+    competitor.save()
+    assert list(competitor.releases.values_list("number", "knowledge_cutoff")) == [
+        (1, None),
+        (2, date(2025, 6, 30)),
+    ]
     # A model change that bypasses save() is still a new release when the next cohort opens.
     type(competitor).objects.filter(pk=competitor.pk).update(model_id="openai/other")
     cohort = make_cohort([type(competitor).objects.get(pk=competitor.pk)])
     assert cohort.entries.get().release.model_id == "openai/other"
-    assert competitor.releases.count() == 2
+    assert competitor.releases.count() == 3
 
 
 def test_a_used_release_never_changes(servers):
