@@ -104,3 +104,19 @@ def test_the_api_and_the_decisions_export_carry_the_release(client, lineage):
     )
     items = rows["rows"] if isinstance(rows, dict) else rows
     assert {r["release_number"] for r in items} == {1, 2}
+
+
+def test_calls_of_another_model_from_before_releases_are_still_pointed_out(client, lineage):
+    """A decision made before releases could hold calls of two model ids (a re-run after the
+    competitor changed); its page still says where the model id changed."""
+    d1, _ = lineage["decisions"]
+    first = d1.llm_calls.get()
+    d1.llm_calls.create(
+        attempt=2,
+        phase="initial",
+        request={**first.request, "model": "openai/gpt-other"},
+        raw_response="{}",
+        started_at=first.started_at,
+    )
+    page = client.get(f"/decisions/{d1.pk}/").content.decode()
+    assert "model id changed from openai/gpt-old to openai/gpt-other" in page
