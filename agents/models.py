@@ -204,5 +204,9 @@ class Release(models.Model):
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     # Compared as the columns hold them: a price typed "1.25" is the stored Decimal("1.250000"),
     # a cutoff typed "2025-06-30" the stored date.
-    fields = {name: Release._meta.get_field(name) for name in RELEASE_FIELDS}
-    return all(fields[k].to_python(a[k]) == fields[k].to_python(b[k]) for k in RELEASE_FIELDS)
+    for name in RELEASE_FIELDS:
+        field = Release._meta.get_field(name)
+        assert isinstance(field, models.Field)  # a column, not a relation
+        if field.to_python(a[name]) != field.to_python(b[name]):
+            return False
+    return True

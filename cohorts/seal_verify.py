@@ -352,7 +352,7 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
         if live is None or live["id"] != dg.decision_id:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
-        if rows.record(cohort.pk, week, entry, dg.decision_id) is None:
+        if dg.decision_id not in rows.decisions:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
         if rows.sealed_as(cohort.pk, week, entry, dg.decision_id, dg.record_hash):
