@@ -1,4 +1,5 @@
-"""Admin: competitors are edited by staff; decisions and their calls are a read-only audit."""
+"""Admin: competitors are edited by staff; their releases are made by those edits and are
+read-only once an entry used them; decisions and their calls are a read-only audit."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any, cast
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from agents import endpoints
-from agents.models import Competitor
+from agents.models import RELEASE_FIELDS, Competitor, Release
 
 NOT_ALLOWED = "not-allowed"
 MOVED = ("base_url", "api_key_env")  # model fields the form sets from `endpoint`
@@ -80,6 +83,30 @@ class CompetitorForm(forms.ModelForm):
         super()._update_errors(errors)  # type: ignore[misc]  # a private hook the stubs omit
 
 
+@admin.register(Release)
+class ReleaseAdmin(admin.ModelAdmin):
+    """A release an entry used is shown read-only (the model and the database refuse a change
+    too); an unused one may still be corrected."""
+
+    list_display = ("competitor", "number", "model_id", "provider", "base_url", "created_at")
+    list_filter = ("provider",)
+    search_fields = ("competitor__slug", "model_id")
+    ordering = ("competitor", "-number")
+
+    def get_readonly_fields(self, request, obj=None):
+        # The endpoint is chosen from the operator's list on the competitor, never typed here.
+        fixed = ("competitor", "number", "created_at", "base_url", "api_key_env")
+        if obj is not None and obj.is_used:
+            return (*fixed, *(f for f in RELEASE_FIELDS if f not in fixed))
+        return fixed
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a release is made by changing the competitor's model fields
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return obj is None or not obj.is_used
+
+
 @admin.register(Competitor)
 class CompetitorAdmin(admin.ModelAdmin):
     form = CompetitorForm
@@ -98,12 +125,14 @@ class CompetitorAdmin(admin.ModelAdmin):
     list_editable = ("active", "replicates")
     search_fields = ("slug", "display_name", "model_id")
     prepopulated_fields = {"slug": ("display_name",)}
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("created_at", "updated_at", "releases")
     fieldsets = (
         (None, {"fields": ("slug", "display_name", "kind", "family", "active", "replicates")}),
         (
             "Model",
             {
+                "description": "A change of any model, endpoint or price field is a new release: "
+                "cohorts opened after it run it, open cohorts keep the release they started with.",
                 "fields": (
                     "provider",
                     "model_id",
@@ -111,10 +140,11 @@ class CompetitorAdmin(admin.ModelAdmin):
                     "context_tokens",
                     "structured_output",
                     "knowledge_cutoff",
-                )
+                ),
             },
         ),
         ("Endpoint", {"fields": ("endpoint", "simulated")}),
+        ("Releases", {"fields": ("releases",)}),
         (
             "Fallback prices (USD per million tokens)",
             {"fields": ("price_in_per_m", "price_out_per_m")},
@@ -122,3 +152,24 @@ class CompetitorAdmin(admin.ModelAdmin):
         ("Baseline", {"fields": ("strategy",)}),
         (None, {"fields": ("notes", "created_at", "updated_at")}),
     )
+
+    @admin.display(description="Releases (newest first)")
+    def releases(self, obj: Competitor) -> str:
+        # Read-only text, not an inline: a release is made by saving the fields above.
+        if obj.pk is None or not obj.releases.exists():
+            return "none yet"
+        items = format_html_join(
+            "",
+            '<li><a href="{}">release {}</a>: {} ({}){}</li>',
+            (
+                (
+                    reverse("admin:agents_release_change", args=[r.pk]),
+                    r.number,
+                    r.model_id or "builtin",
+                    r.base_url or "default endpoint",
+                    ", used by entries" if r.is_used else "",
+                )
+                for r in obj.releases.order_by("-number")
+            ),
+        )
+        return format_html("<ul>{}</ul>", items)

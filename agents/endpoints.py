@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from agents.llm import LLMClient
-from agents.models import Competitor
+from agents.models import Competitor, Release
 from agents.simulated import endpoint_for
 
 _VAR = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
@@ -123,8 +123,12 @@ def check(base_url: str, key_env: str) -> str:
     )
 
 
-def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
-    """The competitor's client, or (None, why it cannot run).
+def client_for(
+    competitor: Competitor, release: Release | None = None
+) -> tuple[LLMClient | None, str]:
+    """The competitor's client, or (None, why it cannot run). With `release` (a decision
+    passes its entry's), the endpoint and key variable are the release's, not the competitor's
+    current ones.
 
     A simulated competitor calls the simulated endpoint (agents/simulated.py), loopback only and
     without any key, whatever its fields say. Any other competitor's endpoint must be the default
@@ -133,22 +137,23 @@ def client_for(competitor: Competitor) -> tuple[LLMClient | None, str]:
     competitor); no key at all for an allowed endpoint without a variable (a local
     vLLM/Ollama server); the default OpenRouter key from settings for the default endpoint.
     """
+    model: Competitor | Release = release if release is not None else competitor
     if competitor.simulated:
         # Its own guard, stricter than the allow-list: loopback only and never a key, so no
         # stored field can send a secret anywhere.
-        simulated_url, reason = endpoint_for(competitor.base_url)
+        simulated_url, reason = endpoint_for(model.base_url)
         if simulated_url is None:
             return None, reason
         return _client(simulated_url, ""), ""
-    refused = check(competitor.base_url, competitor.api_key_env)
+    refused = check(model.base_url, model.api_key_env)
     if refused:
         return None, refused
-    base_url = competitor.base_url or settings.ARENA_LLM_BASE_URL
-    if competitor.api_key_env:
-        key = os.environ.get(competitor.api_key_env, "")
+    base_url = model.base_url or settings.ARENA_LLM_BASE_URL
+    if model.api_key_env:
+        key = os.environ.get(model.api_key_env, "")
         if not key:
-            return None, f"no API key: the env var {competitor.api_key_env} is not set"
-    elif competitor.base_url:
+            return None, f"no API key: the env var {model.api_key_env} is not set"
+    elif model.base_url:
         key = ""
     else:
         key = settings.ARENA_LLM_API_KEY

@@ -1,11 +1,32 @@
-"""Who competes: competitors, with the endpoint and key policy they are called under.
+"""Who competes: competitors, with the endpoint and key policy they are called under, and the
+releases of their model (the exact model, endpoint and settings an entry is pinned to).
 
 What they decide in a cohort (Decision, LLMCall, Forecast) belongs to the game, in cohorts."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import IntegrityError, models, transaction
 
 from agents.simulated import is_loopback_url
+from core import clock
+
+# What a release is: the model fields of a competitor that decide what is called and how. A
+# change of any of them is a new release; a release an entry used never changes.
+RELEASE_FIELDS = (
+    "model_id",
+    "provider",
+    "base_url",
+    "api_key_env",
+    "params",
+    "context_tokens",
+    "structured_output",
+    "price_in_per_m",
+    "price_out_per_m",
+    "knowledge_cutoff",
+)
 
 
 class Competitor(models.Model):
@@ -73,6 +94,13 @@ class Competitor(models.Model):
     def __str__(self) -> str:
         return self.display_name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A change of the model is a new release at once (the admin's and code's saves alike),
+        # so the next cohort opened runs it while the open cohorts keep theirs.
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            Release.current(self)
+
     @property
     def is_llm(self) -> bool:
         return self.kind == self.Kind.LLM
@@ -89,3 +117,96 @@ class Competitor(models.Model):
             errors["base_url"] = "A simulated competitor only calls a loopback endpoint."
         if errors:
             raise ValidationError(errors)
+
+
+class ReleaseInUse(ValueError):
+    """A release an entry has used was about to change."""
+
+
+class Release(models.Model):
+    """One exact model of a competitor: numbered 1, 2, ... per competitor, never changed once an
+    entry has used it (the model refuses, the admin shows it read-only and the database refuses
+    an UPDATE of a used row). An entry is pinned to the release current when its cohort opened,
+    and every decision of that entry calls this release, whatever the competitor says now."""
+
+    competitor = models.ForeignKey(Competitor, on_delete=models.CASCADE, related_name="releases")
+    number = models.PositiveIntegerField(help_text="1, 2, ... per competitor")
+    provider = models.CharField(max_length=60, blank=True)
+    model_id = models.CharField(max_length=200, blank=True)
+    base_url = models.URLField(max_length=300, blank=True, help_text="blank: the default endpoint")
+    api_key_env = models.CharField(max_length=100, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    context_tokens = models.PositiveIntegerField(null=True, blank=True)
+    structured_output = models.BooleanField(default=False)
+    price_in_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    price_out_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    knowledge_cutoff = models.DateField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["competitor", "number"], name="release_competitor_number_uniq"
+            )
+        ]
+        ordering = ["competitor", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.competitor_id} release {self.number}: {self.model_id or 'builtin'}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.created_at is None:
+            self.created_at = clock.now()
+        if self.pk is not None and not self._state.adding:
+            stored = Release.objects.filter(pk=self.pk).first()
+            if stored is not None and stored.is_used:
+                changed = [
+                    k
+                    for k in ("competitor_id", "number", *RELEASE_FIELDS)
+                    if getattr(stored, k) != getattr(self, k)
+                ]
+                if not changed:
+                    return  # nothing to write (and the database refuses any UPDATE of it)
+                raise ReleaseInUse(
+                    f"release {stored.number} of competitor {stored.competitor_id} is used by an "
+                    f"entry and never changes ({', '.join(changed)}): change the competitor, "
+                    "which makes a new release for cohorts opened after it"
+                )
+        super().save(*args, **kwargs)
+
+    @property
+    def is_used(self) -> bool:
+        # The reverse accessor of cohorts' Entry.release: no import of a higher floor.
+        return self.pk is not None and self.entries.exists()
+
+    def identity(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RELEASE_FIELDS}
+
+    @classmethod
+    def current(cls, competitor: Competitor) -> Release:
+        """The competitor's latest release, or a new one when its model fields differ from it
+        (an edit by the admin, the ORM or a queryset update all end here)."""
+        wanted = {name: getattr(competitor, name) for name in RELEASE_FIELDS}
+        latest = cls.objects.filter(competitor=competitor).order_by("-number").first()
+        if latest is not None and _same(latest.identity(), wanted):
+            return latest
+        number = (latest.number + 1) if latest is not None else 1
+        try:
+            with transaction.atomic():
+                return cls.objects.create(competitor=competitor, number=number, **wanted)
+        except IntegrityError:  # another process made this number first: take the newest
+            newest = cls.objects.filter(competitor=competitor).order_by("-number").first()
+            if newest is not None and _same(newest.identity(), wanted):
+                return newest
+            raise
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    # Compared as the columns hold them: a price typed "1.25" is the stored Decimal("1.250000"),
+    # a cutoff typed "2025-06-30" the stored date.
+    for name in RELEASE_FIELDS:
+        field = Release._meta.get_field(name)
+        assert isinstance(field, models.Field)  # a column, not a relation
+        if field.to_python(a[name]) != field.to_python(b[name]):
+            return False
+    return True

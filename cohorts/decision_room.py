@@ -7,7 +7,7 @@ Split from cohorts/decisions.py, which runs the phases; these only build what a 
 from __future__ import annotations
 
 from agents.budget import MAX_QUOTED_CHARS, MIN_ANSWER_TOKENS, Budget, Counter, Server
-from agents.models import Competitor
+from agents.models import Competitor, Release
 from agents.parsing import DecisionContext
 from agents.prompts import repair_prompt
 from agents.schema import response_format
@@ -16,14 +16,14 @@ Messages = list[dict[str, str | None]]
 
 
 def request_params(
-    competitor: Competitor,
+    competitor: Competitor | Release,
     budget: Budget,
     shown: list[dict],
     ctx: DecisionContext,
     *,
     max_tokens: int | None = None,
 ) -> dict:
-    """The competitor's params as one phase sends them."""
+    """The params of the competitor's release (or the competitor) as one phase sends them."""
     params = dict(competitor.params or {})
     if budget.context_tokens is not None:
         # Within a budget the answer's room is always bounded, or a server generates until the

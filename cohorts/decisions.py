@@ -40,7 +40,7 @@ from agents.attempts import CONTEXT, LENGTH, Attempt
 from agents.budget import Budget, Counter, Fit, Server, budget_for, fit, server_for
 from agents.endpoints import client_for, probe_seconds
 from agents.llm import ChatResult, LLMClient
-from agents.models import Competitor
+from agents.models import Competitor, Release
 from agents.parsing import DecisionContext, DecisionValidationError, ParsedDecision, parse_decision
 from agents.prompts import (
     PROMPT_SHA256,
@@ -57,6 +57,7 @@ from cohorts.decision_room import (
     repair_within_budget,
     request_params,
 )
+from cohorts.lineage import pinned_release
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.scope import on_live_path
@@ -177,14 +178,14 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
 # --- claiming ---------------------------------------------------------------------------
 
 
-def claim_decision(entry_id: int, week: int) -> Decision | None:
-    """Insert the claim row, or take over a stale/retryable one; None if someone else has it."""
-    now = clock.now()
-    token = uuid.uuid4().hex
+def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> Decision | None:
+    """Insert the claim row (naming the entry's release), or take over a stale/retryable one;
+    None if someone else has it."""
+    now, token = clock.now(), uuid.uuid4().hex
     try:
         with transaction.atomic():
             return Decision.objects.create(
-                entry_id=entry_id, week=week, claim_token=token, claimed_at=now
+                entry_id=entry_id, week=week, claim_token=token, claimed_at=now, release_id=release_id
             )
     except IntegrityError:
         pass  # the row exists: maybe it is reclaimable
@@ -218,10 +219,10 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     retry.
     """
     at = at or clock.now()
-    entry = Entry.objects.select_related("competitor", "cohort").get(pk=entry_id)
+    entry = Entry.objects.select_related("competitor", "cohort", "release").get(pk=entry_id)
     # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
     with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
-        decision = claim_decision(entry_id, week)
+        decision = claim_decision(entry_id, week, pinned_release(entry).pk)
         if decision is None:
             return Decision.objects.get(entry_id=entry_id, week=week)
         with logcontext.bound(decision=decision.pk):
@@ -274,7 +275,7 @@ class _Answer:
 class _Run:
     """One claimed decision being worked on; execute() fills in what the prompt showed (the
     universe, positions, prices, the parser's context and the two prompt texts) and the client
-    of a model competitor."""
+    of a model competitor; the model called is the entry's release, never the competitor's."""
 
     decision: Decision
     entry: Entry
@@ -294,9 +295,11 @@ class _Run:
     budget: Budget = field(init=False, default_factory=lambda: Budget(None, "", 0))
     fitted: Fit | None = field(init=False, default=None)
     shown: list[dict] = field(init=False, default_factory=list)
+    model: Release = field(init=False)  # the entry's release
 
     def execute(self) -> None:
         competitor = self.entry.competitor
+        self.model = pinned_release(self.entry)  # what is called, whatever the competitor says
         self.universe = freeze_universe(self.entry.cohort, self.week, self.at)
         self.positions = position_views(self.entry, self.universe)
         self.shown_prices = price_book(self.universe)
@@ -306,10 +309,10 @@ class _Run:
             self.prices, self.fresh_after = {}, self.at - UNIVERSE_PRICE_WINDOW
         skip_reason = ""
         if competitor.is_llm:
-            self.client, skip_reason = client_for(competitor)
+            self.client, skip_reason = client_for(competitor, self.model)
             if self.client is not None and not competitor.simulated:
-                self.server = server_for(self.client, competitor.base_url, probe_seconds())
-        self._plan(competitor.context_tokens, "competitor")
+                self.server = server_for(self.client, self.model.base_url, probe_seconds())
+        self._plan(self.model.context_tokens, "competitor")
         if competitor.is_llm and self.client is None:
             _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
             return
@@ -320,7 +323,7 @@ class _Run:
         competitor = self.entry.competitor
         self.system = system_prompt()
         if competitor.is_llm and self.client is not None:
-            self.budget = budget_for(context_tokens, competitor.params or {}, self.server, source)
+            self.budget = budget_for(context_tokens, self.model.params or {}, self.server, source)
         self.fitted = fit(
             self.universe.markets,
             self.universe.forecast_sample,
@@ -447,19 +450,17 @@ class _Run:
     def _ask(
         self, messages: list[dict[str, str | None]], phase: str, max_tokens: int | None = None
     ) -> _Answer:
-        competitor = self.entry.competitor
-        if not competitor.is_llm:
-            return self._ask_baseline(competitor, phase)
+        if not self.entry.competitor.is_llm:
+            return self._ask_baseline(self.entry.competitor, phase)
         if self.client is None:
             raise RuntimeError("a model competitor is asked without a client")  # see execute()
+        model = self.model
         result: ChatResult = self.client.chat(
-            competitor.model_id,
+            model.model_id,
             messages,
-            params=request_params(
-                competitor, self.budget, self.shown, self.ctx, max_tokens=max_tokens
-            ),
-            price_in_per_m=competitor.price_in_per_m,
-            price_out_per_m=competitor.price_out_per_m,
+            params=request_params(model, self.budget, self.shown, self.ctx, max_tokens=max_tokens),
+            price_in_per_m=model.price_in_per_m,
+            price_out_per_m=model.price_out_per_m,
         )
         self.attempts.extend(result.attempts)
         store_calls(self.decision, result.attempts, phase)

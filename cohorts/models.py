@@ -74,6 +74,16 @@ class Entry(models.Model):
     competitor = models.ForeignKey(
         "agents.Competitor", on_delete=models.PROTECT, related_name="entries"
     )
+    # The exact model this entry runs (the competitor's current release when the cohort
+    # opened): every decision of the entry calls it. Null only for an entry made outside
+    # open_cohort, which its first decision pins (cohorts/decisions.py).
+    release = models.ForeignKey(
+        "agents.Release",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="entries",
+    )
     replicate = models.PositiveSmallIntegerField(default=1)
     cash = models.DecimalField(max_digits=14, decimal_places=2)
     initial_balance = models.DecimalField(max_digits=14, decimal_places=2, default=INITIAL_BALANCE)
@@ -312,6 +322,14 @@ class Decision(models.Model):
         HOLD = "HOLD", "Hold"
 
     entry = models.ForeignKey("Entry", on_delete=models.CASCADE, related_name="decisions")
+    # The release called (its entry's): sealed with the decision's record.
+    release = models.ForeignKey(
+        "agents.Release",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decisions",
+    )
     week = models.PositiveSmallIntegerField(help_text="1-based week of the cohort")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.CLAIMED)
     claim_token = models.CharField(max_length=40, blank=True)

@@ -1,4 +1,5 @@
-"""The canonical bytes of a sealed record, and the hashes over them (format "arena-seal/1").
+"""The canonical bytes of a sealed record, and the hashes over them (format "arena-seal/1";
+decision records since releases: "arena-seal/2", the same bytes rules with the release added).
 
 A record is a JSON value serialised by RFC 8785 (JSON Canonicalization Scheme): object keys
 sorted by UTF-16 code units, no whitespace, strings with only the mandatory escapes and UTF-8
@@ -19,6 +20,10 @@ from json.encoder import encode_basestring as _quote  # JSON string, only mandat
 from typing import Any
 
 FORMAT = "arena-seal/1"
+# A decision record that names the release it called. Links, genesis objects and the other
+# records keep FORMAT; a decision sealed as /1 stays /1 (its bytes are what was sealed).
+DECISION_FORMAT = "arena-seal/2"
+RECORD_FORMATS = (FORMAT, DECISION_FORMAT)
 _EXP_LIMIT = 2**53
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seal_canonical import FORMAT, canonical
+from cohorts.seal_canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
 from cohorts.seal_events import event_records
 from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seal_records import DecisionRows, events_genesis_record, genesis_record
@@ -52,6 +52,8 @@ def export_chunks(
     head = {
         "format": EXPORT_FORMAT,
         "seal_format": FORMAT,
+        # Decision records are /2 (with their release) since releases, /1 before.
+        "record_formats": list(RECORD_FORMATS),
         "generated_at": clock.now().isoformat(),
         "cohort": cohort_id,
     }
@@ -137,7 +139,10 @@ def _export_record(dg, latest, rows, live, cohort_id, week, entries) -> str:
     stored = dg.record_bytes().decode("utf-8", "surrogatepass")
     if dg.state == "pending" or latest[dg.entry_id] != dg.pk:
         return stored
-    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id)
+    # Rebuilt in the format it was sealed in: a /1 record stays /1 in every export.
+    fmt = json.loads(stored).get("format")
+    fmt = fmt if fmt in RECORD_FORMATS else DECISION_FORMAT
+    now = rows.record(cohort_id, week, entries.get(dg.entry_id, {}), dg.decision_id, fmt)
     if now is None:
         return "null"
     d = live[dg.decision_id]

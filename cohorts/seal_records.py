@@ -6,7 +6,9 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
 
     genesis     link 0 of a cohort-week chain (cohort, kind, start, week, universe hash), or of
                 a scope's event log; a chain cannot be moved to another cohort-week or scope
-    decision    one final decision with its LLM calls, forecasts, trades and their ledger rows
+    decision    one final decision with its LLM calls, forecasts, trades and their ledger rows,
+                and (format /2) the release it called: model id, provider, endpoint, params,
+                context and structured-output settings, prices, knowledge cutoff
     pending     the placeholder of an entry whose decision was not final when its week sealed
     resolution  one ResolutionChange (every source: upstream, staff, replay, demo)
     settlement  one Settlement with its payout or refund ledger rows
@@ -29,10 +31,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from cohorts.seal_canonical import FORMAT, dec, ts
+from cohorts.seal_canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
 
 Row = Mapping[str, Any]  # one `.values()` row
 Record = dict[str, Any]
@@ -61,6 +64,21 @@ DECISION_FIELDS = (
     "cost_usd",
     "latency_ms",
     "claimed_at",
+    "release_id",
+)
+RELEASE_FIELDS = (
+    "id",
+    "competitor_id",
+    "number",
+    "model_id",
+    "provider",
+    "base_url",
+    "params",
+    "context_tokens",
+    "structured_output",
+    "price_in_per_m",
+    "price_out_per_m",
+    "knowledge_cutoff",
 )
 CALL_FIELDS = ("id", "decision_id", *LLM_CALL_FIELDS)
 FORECAST_FIELDS = (
@@ -116,7 +134,7 @@ def events_genesis_record(scope: str) -> Record:
 
 
 class DecisionRows:
-    """Everything a set of decisions' records need, read in five queries."""
+    """Everything a set of decisions' records need, read in six queries."""
 
     def __init__(self, decision_ids: Iterable[int]):
         ids = sorted(set(decision_ids))
@@ -139,11 +157,23 @@ class DecisionRows:
         ledger = LedgerEntry.objects.filter(trade_id__in=trade_ids).order_by("id")
         for row in ledger.values("trade_id", *LEDGER_FIELDS):
             self.ledger[row["trade_id"]].append(row)
+        release_ids = {d["release_id"] for d in self.decisions.values()} - {None}
+        self.releases: dict[int, Row] = {
+            r["id"]: r for r in Release.objects.filter(pk__in=release_ids).values(*RELEASE_FIELDS)
+        }
 
-    def record(self, cohort_id: int, week: int, entry: Row, decision_id: int) -> Record | None:
+    def record(
+        self, cohort_id: int, week: int, entry: Row, decision_id: int, fmt: str | None = None
+    ) -> Record | None:
+        """The decision's record in `fmt`; by default /2 for a decision that names its release
+        and /1 for one that names none (made before releases, or by hand). A record sealed in
+        one format is rebuilt in that format to compare it with its seal."""
         d = self.decisions.get(decision_id)
         if d is None:
             return None
+        release = self.releases.get(d["release_id"]) if d["release_id"] is not None else None
+        if fmt is None:
+            fmt = DECISION_FORMAT if d["release_id"] is not None else FORMAT
         return decision_record(
             cohort_id,
             week,
@@ -152,6 +182,19 @@ class DecisionRows:
             self.calls.get(decision_id, []),
             self.forecasts.get(decision_id, []),
             [(t, self.ledger.get(t["id"], [])) for t in self.trades.get(decision_id, [])],
+            release=release,
+            fmt=fmt,
+        )
+
+    def sealed_as(
+        self, cohort_id: int, week: int, entry: Row, decision_id: int, sealed_hash: str
+    ) -> bool:
+        """Whether the live rows rebuild the sealed record, in whichever format it was sealed
+        (the hash covers the format field, so a /2 record never passes as /1)."""
+        return any(
+            (rec := self.record(cohort_id, week, entry, decision_id, fmt)) is not None
+            and record_hash(rec) == sealed_hash
+            for fmt in (DECISION_FORMAT, FORMAT)
         )
 
 
@@ -181,15 +224,20 @@ def decision_record(
     calls: list[Row],
     forecasts: list[Row],
     trades: list[tuple[Row, list[Row]]],
+    *,
+    release: Row | None = None,
+    fmt: str = DECISION_FORMAT,
 ) -> Record:
     """The full record of one final decision (see the module docstring for the fixed forms)."""
     base: Record = {
-        "format": FORMAT,
+        "format": fmt,
         "type": "decision",
         "cohort": cohort_id,
         "week": week,
         "entry": _entry_part(entry),
     }
+    if fmt == DECISION_FORMAT:
+        base["release"] = release_part(release) if release is not None else None
     if d["status"] == Decision.Status.SKIPPED:
         # No model saw anything: the attempt's prompt and times would change on every retry.
         base["decision"] = {"id": d["id"], "status": d["status"], "error": d["error"]}
@@ -199,6 +247,25 @@ def decision_record(
     base["forecasts"] = [_forecast_part(f) for f in forecasts]
     base["trades"] = [_trade_part(t, ledger) for t, ledger in trades]
     return base
+
+
+def release_part(r: Row) -> Record:
+    """The release a decision called, as format /2 seals it."""
+    cutoff = r["knowledge_cutoff"]
+    return {
+        "id": r["id"],
+        "competitor": r["competitor_id"],
+        "number": r["number"],
+        "model_id": r["model_id"],
+        "provider": r["provider"],
+        "endpoint": r["base_url"],
+        "params": r["params"],
+        "context_tokens": r["context_tokens"],
+        "structured_output": r["structured_output"],
+        "price_in_per_m": _usd6(r["price_in_per_m"]),
+        "price_out_per_m": _usd6(r["price_out_per_m"]),
+        "knowledge_cutoff": cutoff.isoformat() if cutoff is not None else None,
+    }
 
 
 def _decision_part(d: Row) -> Record:

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seal_canonical import FORMAT, canonical, link_hash, record_hash, sha256_hex
+from cohorts.seal_canonical import (
+    FORMAT,
+    RECORD_FORMATS,
+    canonical,
+    link_hash,
+    record_hash,
+    sha256_hex,
+)
 from cohorts.seal_checks import check_scope, must_be_sealed
 from cohorts.seal_events import READERS, event_records
 from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
@@ -162,6 +169,10 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
         if rec.get("type") == "decision" and decision != row["decision"]:
             report.problems.append(f"{name}: the record is of decision {decision}")
             return False
+        why = _format_problem(rec)
+        if why:
+            report.problems.append(f"{name}: {why}")
+            return False
         calls = rec.get("llm_calls")
         if calls is not None:
             earlier = last_calls.get(entry, [])
@@ -170,6 +181,26 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
                 return False
             last_calls[entry] = calls
     return True
+
+
+def _format_problem(rec: dict) -> str:
+    """ "" when the record has a known format and the fields that format requires: a /2
+    decision names its release (of the entry's competitor), a /1 record has none."""
+    fmt = rec.get("format")
+    if fmt not in RECORD_FORMATS:
+        return f"unknown record format {fmt!r}"
+    has_release = "release" in rec
+    if rec.get("type") != "decision" or fmt == FORMAT:
+        return "a release in a record of format arena-seal/1" if has_release else ""
+    release = rec.get("release")
+    if not has_release:
+        return "an arena-seal/2 decision record without its release"
+    competitor = (rec.get("entry") or {}).get("competitor")
+    if release is not None and (
+        not isinstance(release, dict) or release.get("competitor") != competitor
+    ):
+        return "the release is not of the entry's competitor"
+    return ""
 
 
 # --- from the database ----------------------------------------------------------------------
@@ -346,11 +377,10 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
         if live is None or live["id"] != dg.decision_id:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
-        now = rows.record(cohort.pk, week, entry, dg.decision_id)
-        if now is None:
+        if dg.decision_id not in rows.decisions:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
-        if record_hash(now) == dg.record_hash:
+        if rows.sealed_as(cohort.pk, week, entry, dg.decision_id, dg.record_hash):
             continue
         rerun = dg.status in RERUNNABLE and (
             live["status"] not in FINAL or live["claimed_at"] > dg.created_at
@@ -361,6 +391,9 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
         sealed = link.get("parsed") or _stored(report, where, dg, link)
         if sealed is None:
             return False
+        # Rebuilt in the sealed record's own format, so the difference named is a fact's.
+        fmt = sealed.get("format") if sealed.get("format") in RECORD_FORMATS else FORMAT
+        now = rows.record(cohort.pk, week, entry, dg.decision_id, fmt)
         path = first_difference(sealed, json.loads(canonical(now)))
         report.problems.append(f"{name}: does not match its seal: {path} differs")
         return False

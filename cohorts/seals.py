@@ -243,10 +243,7 @@ def _amendable(
     chosen = []
     for e, decision_id, digest in candidates:
         # A re-run that ended exactly as sealed (a skip skipped again) changes nothing.
-        if (
-            sha256_hex(canonical(rows.record(cohort.pk, week, e, decision_id)))
-            != digest["record_hash"]
-        ):
+        if not rows.sealed_as(cohort.pk, week, e, decision_id, digest["record_hash"]):
             chosen.append((e, decision_id))
     return chosen
 

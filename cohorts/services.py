@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents.models import Competitor
+from agents.models import Competitor, Release
 from cohorts import seal_state
 from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
@@ -130,10 +130,14 @@ def open_cohort(
 
 
 def _fund_entries(cohort: Cohort, competitors, at: datetime) -> list[Entry]:
+    # Each entry is pinned to its competitor's release as of now: a later change of the
+    # model is a new release for cohorts opened after it, never for this one.
+    releases = {c.pk: Release.current(c) for c in competitors}
     entries = [
         Entry(
             cohort=cohort,
             competitor=competitor,
+            release=releases[competitor.pk],
             replicate=rep,
             cash=cohort.initial_balance,
             initial_balance=cohort.initial_balance,

@@ -30,7 +30,7 @@ from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
 from cohorts.seal_sign import checkpoint_dict, latest_checkpoints, public_key_info
 from markets.models import Market
-from web import chart_reads, charts, params, selectors
+from web import chart_reads, charts, lineage, params, selectors
 from web.api_errors import api_view
 from web.cache import page
 
@@ -223,6 +223,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             ],
             "trades": [_trade_dict(t) for t in d.trades.all()],
             "seal": _decision_seal(d),
+            "release": lineage.release_dict(d.release),
         }
     )
 

@@ -161,6 +161,11 @@ SPECS: dict[str, Spec] = {
             ("latency_ms", "latency_ms"),
             ("record_hash", "sealed_hash"),
             ("week_root", "sealed_root"),
+            # The release the decision called (sealed with it since record format /2).
+            ("release_number", "release__number"),
+            ("release_model_id", "release__model_id"),
+            ("release_provider", "release__provider"),
+            ("release_endpoint", "release__base_url"),
         ),
         chunk=16,  # each row holds both prompts (up to ~1 MB): 16 rows is ~16 MB at worst
     ),

@@ -29,6 +29,7 @@ from web import (
     exports,
     glossary,
     leaders,
+    lineage,
     params,
     rows,
     selectors,
@@ -339,6 +340,7 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
         "champions": details.champions_clothes,
         "costs": selectors.competitor_costs(competitor),
         "entries": selectors.competitor_entries(competitor),
+        "releases": lineage.competitor_releases(competitor),
     }
     return context
 
@@ -409,6 +411,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
         "calls": attempts.call_views(decision, list(decision.llm_calls.all())),
         "model_called": model_called,
         "seal": selectors.decision_seal(decision),
+        "release": lineage.release_view(decision.release) if decision.release else None,
     }
     return render(request, "arena/decision_detail.html", context)
 

@@ -486,7 +486,9 @@ def market_resolution_trail(market: Market) -> list[ResolutionChange]:
 
 def get_decision(decision_id: int) -> Decision:
     return get_object_or_404(
-        Decision.objects.select_related("entry__competitor", "entry__cohort").prefetch_related(
+        Decision.objects.select_related(
+            "entry__competitor", "entry__cohort", "release"
+        ).prefetch_related(
             Prefetch("llm_calls", queryset=LLMCall.objects.order_by("attempt")),
             Prefetch(
                 "forecasts", queryset=Forecast.objects.select_related("market").order_by("id")

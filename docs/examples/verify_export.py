@@ -149,6 +149,30 @@ def check_chain(where: str, genesis: str, items: list[dict], seals: list[dict]) 
     return links
 
 
+RELEASE_KEYS = {"id", "competitor", "number", "model_id", "provider", "endpoint", "params",
+                "context_tokens", "structured_output", "price_in_per_m", "price_out_per_m",
+                "knowledge_cutoff"}  # fmt: skip
+
+
+def check_format(name: str, record: dict) -> None:
+    """A known record format with its fields: an arena-seal/2 decision names the release it
+    called (of its entry's competitor), an arena-seal/1 record names none."""
+    fmt = record.get("format")
+    if fmt not in ("arena-seal/1", "arena-seal/2"):
+        raise Failed(f"{name}: unknown record format {fmt!r}")
+    if fmt == "arena-seal/1" or record.get("type") != "decision":
+        if "release" in record:
+            raise Failed(f"{name}: a release in a record of format {fmt}")
+        return
+    if "release" not in record:
+        raise Failed(f"{name}: an arena-seal/2 decision record without its release")
+    release = record["release"]
+    if release is not None and (
+        set(release) != RELEASE_KEYS or release["competitor"] != record["entry"]["competitor"]
+    ):
+        raise Failed(f"{name}: the release is not a release of the entry's competitor")
+
+
 def check_checkpoint(cp: dict, logs: dict[str, list[str]], key: str | None) -> None:
     name = f"checkpoint {cp['scope']}@{cp['size']}"
     body = jcs({k: cp[k] for k in ("format", "scope", "size", "head", "signed_at")}).encode()
@@ -174,8 +198,10 @@ def verify(doc: dict, saved: list) -> str:
             g = week["genesis"]
             if g["cohort"] != cohort["id"] or g["week"] != week["week"]:
                 raise Failed(f"cohort {cohort['id']} week {week['week']}: foreign genesis")
-            check_chain(f"cohort {cohort['id']} week {week['week']}", H(g), week["digests"],
-                        week["seals"])  # fmt: skip
+            where = f"cohort {cohort['id']} week {week['week']}"
+            check_chain(where, H(g), week["digests"], week["seals"])
+            for d in week["digests"]:
+                check_format(f"{where} #{d['seq']}", d["record"])
             weeks, digests = weeks + 1, digests + len(week["digests"])
             for s in week["seals"]:
                 roots[(cohort["id"], week["week"], s["seq"])] = s["root"]

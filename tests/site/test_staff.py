@@ -147,7 +147,8 @@ def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
     assert rerun_url in staff.get(change_url).content.decode()
     assert staff.get(rerun_url).status_code == 405  # a button, never a link
 
-    # The operator fixed the key and moved the competitor to another model id meanwhile.
+    # The operator fixed the key and moved the competitor to another model id meanwhile: a new
+    # release, for cohorts opened after it; the re-run keeps the entry's release.
     competitor.model_id = "openai/gpt-test-2"
     competitor.save()
     llm_server.enqueue(success(answer(universe)))
@@ -165,7 +166,13 @@ def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
     public = client.get(reverse("decision-detail", args=[decision.pk])).content.decode()
     assert "Attempt 1" in public and "earlier run" in public
     assert "Attempt 2" in public and "re-run by staff" in public
-    assert "model id changed from openai/gpt-test to openai/gpt-test-2" in public
+    # Before releases the re-run called the competitor's new model id and the page said "model
+    # id changed from openai/gpt-test to openai/gpt-test-2"; now it calls the entry's release.
+    assert [c.request["model"] for c in LLMCall.objects.filter(decision=decision)] == [
+        "openai/gpt-test",
+        "openai/gpt-test",
+    ]
+    assert "model id changed" not in public and "release 1 of" in public
 
 
 def test_rerun_of_a_finished_decision_changes_nothing(staff, settled_market):
