@@ -242,3 +242,22 @@ def test_any_history_gives_the_per_request_figures(plan):
             cohort.delete()
         for comp in competitors:
             comp.delete()
+
+
+def test_the_migration_replaces_stored_plain_means_with_the_growth_factors():
+    """Databases from before stored a plain mean return per grid point in the same rows: the
+    migration recomputes every scope's factors from the entries' stored chunks."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    comp = make_competitor("migrated")
+    _, (entry,) = make_cohort_with_entries(1, week_start=T0, competitors=[comp])
+    store_snapshots([_snap(entry, T0 + i * TEN, 10_000 + 5 * i) for i in range(300)])
+    factors = _factors()
+    assert factors
+    ScopeSeriesChunk.objects.update(values=np.full(series.CHUNK, 1.5).astype("<f8").tobytes())
+    ScopeSeriesChunk.objects.filter(step=series.FINEST).delete()
+    migration = import_module("cohorts.migrations.0009_overview_growth_factors")
+    migration.recompute(apps, None)
+    assert _factors() == factors
