@@ -258,6 +258,6 @@ def test_the_migration_replaces_stored_plain_means_with_the_growth_factors():
     assert factors
     ScopeSeriesChunk.objects.update(values=np.full(series.CHUNK, 1.5).astype("<f8").tobytes())
     ScopeSeriesChunk.objects.filter(step=series.FINEST).delete()
-    migration = import_module("cohorts.migrations.0009_overview_growth_factors")
+    migration = import_module("cohorts.migrations.0011_overview_growth_factors")
     migration.recompute(apps, None)
     assert _factors() == factors

@@ -23,6 +23,6 @@ def recompute(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("cohorts", "0008_rehearsal_scope")]
+    dependencies = [("cohorts", "0010_entry_decision_release")]
 
     operations = [migrations.RunPython(recompute, migrations.RunPython.noop)]
