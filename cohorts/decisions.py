@@ -179,8 +179,7 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
 
 
 def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> Decision | None:
-    """Insert the claim row (naming the entry's release), or take over a stale/retryable one;
-    None if someone else has it."""
+    """Insert the claim row (with the entry's release) or take over a stale one; None if taken."""
     now, token = clock.now(), uuid.uuid4().hex
     try:
         with transaction.atomic():
