@@ -362,6 +362,7 @@ def _check_group(
     if money is not None:
         for recomputed, rank in zip(figures, _ranks(rows, figures), strict=True):
             recomputed["rank"] = rank
+        check.problems.extend(f"{where}, {p}" for p in _ranked_but_blank(rows, figures))
     for row, recomputed in zip(rows, figures, strict=True):
         check.rows += 1
         for name, value in recomputed.items():
@@ -380,20 +381,43 @@ def _check_group(
             )
 
 
-def _ranks(rows: list[dict], figures: list[dict]) -> list[int]:
-    """The group's ranks by scoring/present.py's rank_rows over the recomputed headline figures.
-    Its last tie-break is the competitor id, which the export does not carry: rows tied on every
-    figure keep their published order."""
+def _ranks(rows: list[dict], figures: list[dict]) -> list[int | None]:
+    """The ranks the pages show, recomputed: scoring/present.py's rank_rows over the recomputed
+    headline figures of the rows published with a rank (an unscored row is published without
+    one, and _ranked_but_blank checks that it is unscored), numbered 1.. among them. Its last
+    tie-break is the competitor id, which the export does not carry: rows tied on every figure
+    keep their published order."""
     ranked = [
         LeaderboardRow(
             skill_vs_market=_finite(f["skill_vs_market"]),
             return_pct=_finite(f["return_pct"]),
-            competitor_id=int(row.get("rank") or 0),
+            competitor_id=int(row["rank"]),
         )
         for row, f in zip(rows, figures, strict=True)
+        if row.get("rank") not in (None, "")
     ]
     rank_rows(ranked)
-    return [int(r.rank or 0) for r in ranked]
+    shown = iter(int(r.rank or 0) for r in ranked)
+    return [None if row.get("rank") in (None, "") else next(shown) for row in rows]
+
+
+def _ranked_but_blank(rows: list[dict], figures: list[dict]) -> list[str]:
+    """Rows published without a rank whose recomputed figures would rank them: the headline
+    (skill vs market when any row of the group has it, else return %) is there and the row
+    is not one of a competitor that made no forecast and moved no money."""
+    use_skill = any(_finite(f["skill_vs_market"]) is not None for f in figures)
+    name = "skill_vs_market" if use_skill else "return_pct"
+    problems = []
+    for row, f in zip(rows, figures, strict=True):
+        if row.get("rank") not in (None, "") or _finite(f.get(name)) is None:
+            continue
+        if f["n_forecasts"] == 0 and not f.get("pnl"):
+            continue
+        problems.append(
+            f"{row['competitor']}: published without a rank, but its recomputed {name} "
+            f"{_show(f.get(name))} ranks it"
+        )
+    return problems
 
 
 def _finite(value: Any) -> float | None:

@@ -50,7 +50,7 @@ from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade, Universe
 from cohorts.seal_models import DecisionDigest, WeekSeal
 from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
-from web import params
+from web import params, standings
 from web.export_text import csv_cell, json_row, number_text
 
 DEFAULT_DAYS = 90
@@ -89,6 +89,9 @@ class Spec:
     # Forecast rows also carry what their universe showed for the market's outcomes
     # (multi-outcome markets only: the prices the unstated outcomes are completed with).
     shown_prices: bool = False
+    # Leaderboard rows are ranked as the pages rank them: an unscored row has no rank, and
+    # `unranked_reason` says why (web/standings.py, the one place that decides it).
+    page_ranks: bool = False
     chunk: int = CHUNK  # rows per fetch: small for wide rows, so memory stays bounded
 
     @property
@@ -98,6 +101,7 @@ class Spec:
             [c for c, _ in self.columns]
             + (["cohort_root"] if self.cohort_root else [])
             + (["shown_prices"] if self.shown_prices else [])
+            + (["unranked_reason"] if self.page_ranks else [])
         )
 
     @property
@@ -281,6 +285,7 @@ SPECS: dict[str, Spec] = {
             ("provisional", "provisional"),
         ),
         cohort_root=True,
+        page_ranks=True,
     ),
 }
 # The sealed records themselves (JSON only): what `arena verify --export` checks.
@@ -411,6 +416,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
     )
     roots: dict[int | None, str | None] = {None: None}
     shown: dict[tuple[int, int], dict] = {}
+    ranks: dict[int, dict[tuple[int | None, str], tuple[int | None, str | None]]] = {}
     for values in qs.iterator(chunk_size=spec.chunk):
         row = {name: _plain(v) for name, v in zip(names, values)}
         if spec.cohort_root:
@@ -420,7 +426,27 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
             row["cohort_root"] = roots[cohort_id]
         if spec.shown_prices:
             row["shown_prices"] = _shown_prices(row, shown)
+        if spec.page_ranks:
+            if row["run_id"] not in ranks:
+                ranks[row["run_id"]] = _page_ranks(row["run_id"])
+            key = (row.get("cohort_id"), row["competitor"])
+            row["rank"], row["unranked_reason"] = ranks[row["run_id"]].get(key, (None, None))
         yield row
+
+
+def _page_ranks(run_id: int) -> dict[tuple[int | None, str], tuple[int | None, str | None]]:
+    """(cohort id or None, competitor slug) -> (the rank the pages show, why it has none) for
+    every row of one run, each group ranked as its leaderboard page ranks it. One query per run."""
+    run = ScoreRun.objects.get(pk=run_id)
+    groups: dict[int | None, list[LeaderboardRow]] = {}
+    for r in LeaderboardRow.objects.filter(run_id=run_id).select_related("competitor"):
+        groups.setdefault(r.cohort_id, []).append(r)
+    out: dict[tuple[int | None, str], tuple[int | None, str | None]] = {}
+    for cohort_id, rows_ in groups.items():
+        board = standings.build(run, rows_, group="all" if cohort_id is None else str(cohort_id))
+        for st in board.scored + board.unscored:
+            out[(cohort_id, st.row.competitor.slug)] = (st.rank, st.reason or None)
+    return out
 
 
 def _shown_prices(row: dict[str, Any], cache: dict[tuple[int, int], dict]) -> Any:

@@ -189,3 +189,22 @@ def test_unscored_rows_are_not_ranked_and_say_why(client):
         # One common question is below the test's minimum: no difference, one shared letter.
         assert rows["ben"]["group_letters"] == rows["ann"]["group_letters"] == "a"
         assert rows["idle"]["group_letters"] is None
+
+
+def test_the_scores_export_ranks_as_the_api_does(client):
+    """The scores export shows the pages' rank, not the run's stored order: the competitor with
+    no forecast has none, with the same reason, in CSV and JSON."""
+    _cohort(slugs=("ann", "ben", "idle"))
+    compute_scores("live", as_of=AT + timedelta(days=1))
+    query = {"scope": "live", "since": "2000-01-01"}
+    body = b"".join(client.get("/exports/scores.json", query).streaming_content)
+    rows = json.loads(body)["rows"]
+    ranks = {(r["cohort_id"], r["competitor"]): (r["rank"], r["unranked_reason"]) for r in rows}
+    for group in {r["cohort_id"] for r in rows}:
+        assert ranks[(group, "ben")] == (1, None) and ranks[(group, "ann")] == (2, None)
+        assert ranks[(group, "idle")] == (None, "no forecast made yet")
+    csv_text = b"".join(client.get("/exports/scores.csv", query).streaming_content).decode()
+    header, *lines = csv_text.splitlines()
+    assert header.split(",")[-1] == "unranked_reason"
+    idle = next(line for line in lines if ",idle," in line)
+    assert idle.endswith(",no forecast made yet") and ",idle,False,," in idle

@@ -187,3 +187,33 @@ def test_a_run_under_another_methodology_is_reported_not_recomputed(demo_exports
     assert "scored under methodology unknown (000000000000...)" in check.problems[0]
     with pytest.raises(CommandError, match="without --published and --cohort"):
         _arena("verify", "--scores", "--cohort", "1")
+
+
+def test_the_export_ranks_as_the_pages_do_and_a_blanked_rank_is_caught(demo_exports, client):
+    """An unscored row is exported without a rank and with the reason the pages give; ranked
+    rows are 1..k in each group, as /api/leaderboard shows them. Blanking a scored row's rank
+    in the export (hiding it from the ranking) is named."""
+    doc = _doc(demo_exports, "scores")
+    groups: dict[tuple, list[dict]] = {}
+    for r in doc["rows"]:
+        assert (r["rank"] is None) == bool(r["unranked_reason"]), r
+        groups.setdefault((r["run_id"], r["cohort_id"]), []).append(r)
+    for group in groups.values():
+        ranks = sorted(r["rank"] for r in group if r["rank"] is not None)
+        assert ranks == list(range(1, len(ranks) + 1))
+    run = max(r["run_id"] for r in doc["rows"])
+    api = client.get("/api/leaderboard", {"scope": "demo"}).json()
+    exported = {r["competitor"]: r["rank"] for r in groups[(run, None)]}
+    assert {r["competitor"]: r["rank"] for r in api["rows"]} == exported
+
+    scored = next(r for r in groups[(run, None)] if r["rank"] is not None)
+    scored["rank"] = None
+    check = verify_scores.check_scores(
+        doc["rows"],
+        _doc(demo_exports, "forecasts")["rows"],
+        _doc(demo_exports, "trades")["rows"],
+        snapshot_rows=_doc(demo_exports, "snapshots")["rows"],
+    )
+    assert any(f"{scored['competitor']}: published without a rank" in p for p in check.problems), (
+        check.problems
+    )
