@@ -15,6 +15,7 @@ about 20-40 s per engine on the 2-core development machine.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import re
 import time
@@ -63,14 +64,21 @@ def server(settings, monkeypatch):
 
 def _parse_within_linear_time(text: str, ctx) -> None:
     # This thread's CPU time: the fake server's threads and the load of other processes do not
-    # count; a garbage collection pass may, hence the constant.
-    started = time.thread_time()
-    with contextlib.suppress(DecisionValidationError):
-        parse_decision(text, ctx)
-    with contextlib.suppress(ValueError):
-        extract_json(text)
-    spent = time.thread_time() - started
-    assert spent <= 0.3 + len(text) / 1_000_000, f"{spent:.2f}s for {len(text)} chars"
+    # count, but a garbage collection pass, or a loaded machine's shared caches, may slow one
+    # pass down: the fastest of up to three passes is what is held to the bound, so noise
+    # cannot fail it while a parser that is really superlinear fails all three.
+    budget = 0.3 + len(text) / 1_000_000
+    spent = math.inf
+    for _ in range(3):
+        started = time.thread_time()
+        with contextlib.suppress(DecisionValidationError):
+            parse_decision(text, ctx)
+        with contextlib.suppress(ValueError):
+            extract_json(text)
+        spent = min(spent, time.thread_time() - started)
+        if spent <= budget:
+            return
+    raise AssertionError(f"{spent:.2f}s for {len(text)} chars (budget {budget:.2f}s)")
 
 
 def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(server):
