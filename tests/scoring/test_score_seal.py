@@ -17,8 +17,10 @@ from cohorts.seal_canonical import canonical, sha256_hex
 from cohorts.seal_models import Checkpoint, EventLogEntry
 from cohorts.seal_verify import verify_database
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
+from scoring.load import load_scope
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.services import compute_scores, prune_runs
+from scoring.services_seal import inputs_digest
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +58,10 @@ def test_a_finished_run_is_logged_with_its_inputs_and_published_rows(run):
     assert record["type"] == "score_run" and record["run"] == run.pk and record["scope"] == "live"
     assert record["methodology"] == {"version": METHODOLOGY_VERSION, "hash": METHODOLOGY_HASH}
     assert record["as_of"].endswith("Z") and record["finished_at"].endswith("Z")
-    assert record["inputs"]["forecasts"] == run.n_forecasts > 0
+    # The inputs are every forecast row the run read (one per outcome stated, so at least as
+    # many as the questions it scored): loading the scope again at its as_of gives the same.
+    assert record["inputs"] == inputs_digest(load_scope("live", run.as_of))
+    assert record["inputs"]["forecasts"] >= run.n_forecasts > 0
     assert record["inputs"]["markets"] > 0 and len(record["inputs"]["digest"]) == 64
     rows = list(LeaderboardRow.objects.filter(run=run).order_by("pk").values_list("pk", flat=True))
     published = record["published"]
