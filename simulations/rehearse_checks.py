@@ -72,13 +72,14 @@ def unfinished(run: Any) -> bool:
 
 
 def pick_corrections(cohort_ids: list[int]) -> tuple[Market, Market] | None:
-    """Two markets resolved Yes or No upstream and held by an entry of the rehearsal: the first
-    to be reversed, the second voided (50-50). None until two exist."""
-    held = Position.objects.filter(entry__cohort_id__in=cohort_ids).values("market_id")
-    markets = list(
-        Market.objects.filter(pk__in=held, status=Market.Status.RESOLVED,
-                              resolved_outcome__in=["Yes", "No"]).order_by("pk")[:2]
-    )  # fmt: skip
+    """Two markets resolved Yes or No upstream, those held by an entry of the rehearsal first
+    (their settlements are what a correction reverses): the first to be reversed, the second
+    voided (50-50). None until two exist."""
+    held = set(Position.objects.filter(entry__cohort_id__in=cohort_ids)
+               .values_list("market_id", flat=True))  # fmt: skip
+    resolved = Market.objects.filter(status=Market.Status.RESOLVED,
+                                     resolved_outcome__in=["Yes", "No"]).order_by("pk")  # fmt: skip
+    markets = sorted(resolved[:200], key=lambda m: (m.pk not in held, m.pk))[:2]
     return (markets[0], markets[1]) if len(markets) == 2 else None
 
 

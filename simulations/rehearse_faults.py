@@ -190,5 +190,5 @@ def _kill_backends(stage: Stage) -> str:
 def _corrections(stage: Stage) -> str:
     done = stage.staff_corrections()
     if done is None:
-        raise NotYet("no resolved market held by an entry yet")
+        raise NotYet("no market resolved Yes or No yet")
     return done
