@@ -30,6 +30,21 @@ def _one_log_format(loglevel=None, **kwargs) -> None:
         logging.getLogger().setLevel(loglevel)
 
 
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _refuse_live_data(**kwargs) -> None:
+    """A rehearsal's worker or beat exits before its first task when the database holds live
+    cohorts (cohorts.scope.refuse_live_data)."""
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()
+    from cohorts.scope import exit_on_live_data
+
+    exit_on_live_data()
+
+
 app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -17,6 +17,7 @@ from cohorts.models import (
     Trade,
     Universe,
 )
+from cohorts.scope import on_live_path
 from cohorts.seal_models import DecisionDigest, EventLogEntry, SealPublication, WeekSeal
 from core import clock
 
@@ -70,7 +71,7 @@ class PositionInline(ReadOnlyInline):
 def cohort_started(cohort: Cohort) -> bool:
     """Whether the cohort is running: a live one from its first Sunday, any kind from its first
     frozen universe or claimed decision (replay and demo run on their own simulated clock)."""
-    if cohort.kind == Cohort.Kind.LIVE and cohort.week_start <= clock.now():
+    if on_live_path(cohort.kind) and cohort.week_start <= clock.now():
         return True
     return (
         Universe.objects.filter(cohort=cohort).exists()

@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from cohorts import doctor as doctor_checks
 from cohorts import lineup, seals, series, services, settlement, snapshots
 from cohorts.models import Cohort
+from cohorts.scope import live_path_kind
 from core import clock
 
 
@@ -17,7 +18,8 @@ def open_cohort_arguments(parser) -> None:
     parser.add_argument(
         "--week", help="the Sunday the week starts, YYYY-MM-DD (default: this week)"
     )
-    parser.add_argument("--kind", default=Cohort.Kind.LIVE, choices=Cohort.Kind.values)
+    # Default: the live path's kind (rehearsal under ARENA_SCOPE=rehearsal, see cohorts.scope).
+    parser.add_argument("--kind", default=None, choices=Cohort.Kind.values)
     parser.add_argument("--label", default="")
 
 
@@ -38,7 +40,7 @@ def open_cohort(cmd, options) -> None:
     try:
         cohort, created = services.open_cohort(
             week,
-            kind=options.get("kind") or Cohort.Kind.LIVE,
+            kind=options.get("kind") or live_path_kind(),
             label=options.get("label") or "",
             refuse_empty=True,
         )
@@ -65,13 +67,13 @@ def snapshot(cmd, options) -> None:
     moved = services.advance_cohorts(at)
     sealed = seals.upkeep(at)
     line = (
-        f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} live "
+        f"snapshot {snapshots.bucket_for(at):%Y-%m-%d %H:%M}: {written} {live_path_kind()} "
         f"entr{'y' if written == 1 else 'ies'} marked; settled {settled['settled']} positions"
         f"{_reversed(settled)}; cohorts to tracking {moved['tracking']}, "
         f"completed {moved['completed']}; weeks sealed {sealed['sealed']}, "
         f"amended {sealed['amended']}"
     )
-    simulated = Cohort.objects.exclude(kind=Cohort.Kind.LIVE).exclude(
+    simulated = Cohort.objects.exclude(kind=live_path_kind()).exclude(
         status=Cohort.Status.COMPLETED
     )
     if not written and simulated.exists():

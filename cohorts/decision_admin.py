@@ -13,7 +13,8 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cohorts.correction_impact import SettlementImpact
-from cohorts.models import Cohort, Decision, Forecast, LLMCall
+from cohorts.models import Decision, Forecast, LLMCall
+from cohorts.scope import on_live_path
 from cohorts.services import mark_decisions_retryable
 from cohorts.tasks import enqueue_decisions
 from markets.admin import IMPACT
@@ -160,7 +161,7 @@ class DecisionAdmin(ReadOnlyAdmin):
                 return back
             self.log_change(request, decision, self.RERUN_MESSAGE)
             # A simulated cohort decides on its own clock: the re-run keeps the decision's time.
-            at = decision.claimed_at if decision.entry.cohort.kind != Cohort.Kind.LIVE else None
+            at = None if on_live_path(decision.entry.cohort.kind) else decision.claimed_at
             # enqueue_decisions sends the task once this transaction commits.
             enqueue_decisions([decision.entry_id], decision.week, at)
         self.message_user(

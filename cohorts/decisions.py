@@ -59,6 +59,7 @@ from cohorts.decision_room import (
 )
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
+from cohorts.scope import on_live_path
 from cohorts.services import (
     BetOrder,
     ExecutionError,
@@ -130,7 +131,7 @@ def decide(
         except EmptyUniverse as exc:
             _refuse(c, w, str(exc), refused)
             continue
-        if not universe.markets and c.kind == Cohort.Kind.LIVE:
+        if not universe.markets and on_live_path(c.kind):
             _refuse(c, w, "its frozen universe holds no market", refused)
             continue
         entry_ids = _pending_entry_ids(c, w)
@@ -301,7 +302,7 @@ class _Run:
         self.shown_prices = price_book(self.universe)
         self.prices = self.shown_prices
         late = self.at - self.universe.frozen_at > UNIVERSE_PRICE_WINDOW
-        if late and self.entry.cohort.kind == Cohort.Kind.LIVE:
+        if late and on_live_path(self.entry.cohort.kind):
             self.prices, self.fresh_after = {}, self.at - UNIVERSE_PRICE_WINDOW
         skip_reason = ""
         if competitor.is_llm:

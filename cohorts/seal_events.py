@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, LedgerEntry, Settlement
+from cohorts.scope import KIND_FOR_SOURCE
 from cohorts.seal_canonical import canonical, link_hash, pack, record_hash, sha256_hex
 from cohorts.seal_models import EventLogEntry, StateRecord, WeekSeal
 from cohorts.seal_records import (
@@ -37,15 +38,11 @@ from cohorts.seal_records import (
 from cohorts.seal_sign import checkpoint
 from core import clock
 from core.versions import data_changed
-from markets.models import Market, ResolutionChange
+from markets.models import ResolutionChange
 
 log = logging.getLogger(__name__)
 
-SCOPE_OF_SOURCE = {
-    Market.Source.POLYMARKET: Cohort.Kind.LIVE,
-    Market.Source.FORECASTBENCH: Cohort.Kind.REPLAY,
-    Market.Source.DEMO: Cohort.Kind.DEMO,
-}
+SCOPE_OF_SOURCE = KIND_FOR_SOURCE
 RC_FIELDS = (
     "id",
     "market_id",

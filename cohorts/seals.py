@@ -49,6 +49,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, Decision, Universe
+from cohorts.scope import on_live_path
 from cohorts.seal_canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
 from cohorts.seal_events import log_events
 from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
@@ -286,7 +287,7 @@ def seal_due(at: datetime | None = None) -> dict[str, int]:
     grace = timedelta(minutes=getattr(settings, "ARENA_SEAL_GRACE_MINUTES", 60))
     summary = {"sealed": 0, "amended": 0}
     for u in _unsealed_universes().select_related("cohort").order_by("cohort_id", "week"):
-        late = u.cohort.kind == Cohort.Kind.LIVE and u.frozen_at + grace <= at
+        late = on_live_path(u.cohort.kind) and u.frozen_at + grace <= at
         if seal_week(u.cohort_id, u.week, force=WeekSeal.Reason.DEADLINE if late else None):
             summary["sealed"] += 1
     for cohort_id, week in sorted(_amendment_candidates()):

@@ -19,7 +19,8 @@ LEVELS = (600, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 34560
 FINEST = LEVELS[0]
 CHUNK = 128  # points per row: 1 KiB, stored inline by PostgreSQL (no TOAST)
 DTYPE = np.dtype("<f8")
-SCOPES = ("live", "replay", "demo")  # Cohort.Kind values (this module also serves migrations)
+# Cohort.Kind values (this module also serves migrations).
+SCOPES = ("live", "replay", "demo", "rehearsal")
 
 
 def live_models():

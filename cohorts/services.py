@@ -28,6 +28,7 @@ from agents.models import Competitor
 from cohorts import seal_state
 from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
+from cohorts.scope import live_path_kind
 from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.versions import data_changed
@@ -77,7 +78,7 @@ def _as_week_start(week_start: date | datetime) -> datetime:
 def open_cohort(
     week_start: date | datetime | None = None,
     *,
-    kind: str = Cohort.Kind.LIVE,
+    kind: str | None = None,
     label: str = "",
     competitors=None,
     at: datetime | None = None,
@@ -94,6 +95,7 @@ def open_cohort(
     is not created: NoCompetitors says why. Entries are fixed when a cohort opens, so an empty
     week opened by mistake would stay empty, and competitors added later join the next one.
     """
+    kind = kind or live_path_kind()
     start = _as_week_start(week_start) if week_start is not None else week_start_for(_now(at))
     if refuse_empty and competitors is None:
         existing = Cohort.objects.filter(kind=kind, week_start=start).first()
@@ -159,10 +161,12 @@ def cohort_week(cohort: Cohort, at: datetime) -> int:
 
 
 def decision_eligible_cohorts(
-    at: datetime | None = None, kind: str = Cohort.Kind.LIVE
+    at: datetime | None = None, kind: str | None = None
 ) -> QuerySet[Cohort]:
-    """Active cohorts of `kind` that have started and are still within their decision weeks."""
+    """Active cohorts of `kind` (default: the live path's, see cohorts.scope) that have started
+    and are still within their decision weeks."""
     at = _now(at)
+    kind = kind or live_path_kind()
     candidates = Cohort.objects.filter(kind=kind, status=Cohort.Status.ACTIVE, week_start__lte=at)
     # decision_weeks is per cohort; there are only a handful of active cohorts, so the
     # week arithmetic is done here rather than as database-specific interval SQL.
@@ -185,7 +189,7 @@ def advance_cohorts(at: datetime | None = None, cohorts=None) -> dict[str, int]:
     scope = (
         Cohort.objects.filter(pk__in=cohorts)
         if cohorts is not None
-        else Cohort.objects.filter(kind=Cohort.Kind.LIVE)
+        else Cohort.objects.filter(kind=live_path_kind())
     )
     to_tracking = 0
     moved: list[int] = []

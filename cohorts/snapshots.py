@@ -26,6 +26,7 @@ from django.db.models import OuterRef, Q, Subquery, Sum
 
 from cohorts import series
 from cohorts.models import Cohort, Entry, Position, Snapshot
+from cohorts.scope import KIND_FOR_SOURCE, live_path_kind, on_live_path
 from cohorts.series_grid import upsert
 from core import clock
 from core.versions import values_changed
@@ -141,7 +142,7 @@ def snapshot_cohorts(at: datetime, cohorts: Iterable[Cohort] | None = None) -> Q
     if cohorts is not None:
         return Q(cohort__in=[c.pk if isinstance(c, Cohort) else c for c in cohorts])
     return Q(
-        cohort__kind=Cohort.Kind.LIVE,
+        cohort__kind=live_path_kind(),
         cohort__status__in=[Cohort.Status.ACTIVE, Cohort.Status.TRACKING],
         cohort__week_start__lte=at,
     )
@@ -176,7 +177,7 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     latest_ts = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts").values("ts")[:1]
     latest = dict(
         Entry.objects.filter(pk__in=entry_ids)
-        .exclude(cohort__kind=Cohort.Kind.LIVE)
+        .exclude(cohort__kind=live_path_kind())
         .annotate(latest=Subquery(latest_ts))
         .filter(latest__isnull=False)
         .values_list("pk", "latest")
@@ -198,18 +199,13 @@ def write_settlement_snapshots(entry_ids: Iterable[int], at: datetime) -> int:
     return written
 
 
-_SCOPE_OF_SOURCE: dict[str, str] = {
-    Market.Source.DEMO: Cohort.Kind.DEMO,
-    Market.Source.FORECASTBENCH: Cohort.Kind.REPLAY,
-}
-
-
 def scope_time_of(market: Market) -> datetime | None:
     """The clock of a simulated market's scope: the latest snapshot of its cohorts (the instant
     the scope is scored as of; never after now), or None for a live market or a scope that
     has not ticked yet (then the wall clock is its clock too)."""
-    kind = _SCOPE_OF_SOURCE.get(market.source)
-    if kind is None:
+    kind = KIND_FOR_SOURCE.get(market.source)
+    # Live markets, and the rehearsal's when this process runs it, are on this clock of record.
+    if kind is None or kind == Cohort.Kind.LIVE or on_live_path(kind):
         return None
     latest = (
         Snapshot.objects.filter(entry__cohort__kind=kind)

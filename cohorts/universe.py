@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 
 from agents.prompts import PositionView
 from cohorts.models import Cohort, Entry, Position, Universe
+from cohorts.scope import SOURCE_FOR_KIND, on_live_path
 from core import clock
 from core.methodology import CONSTANTS
 from markets.models import Market
@@ -39,13 +40,6 @@ MARKET_SYNC_BOUND = timedelta(minutes=CONSTANTS.market_sync_bound_minutes)
 
 class EmptyUniverse(Exception):
     """No market could be shown: the week must not be decided (nor sealed) on nothing."""
-
-
-_SOURCE_FOR_KIND: dict[str, str] = {
-    Cohort.Kind.LIVE: Market.Source.POLYMARKET,
-    Cohort.Kind.REPLAY: Market.Source.FORECASTBENCH,
-    Cohort.Kind.DEMO: Market.Source.DEMO,
-}
 
 
 def freeze_universe(
@@ -70,8 +64,8 @@ def freeze_universe(
     if existing is not None:
         return existing
     at = at or clock.now()
-    # Live only: replay and demo bring their own markets on their own clock.
-    refuse_empty = markets is None and cohort.kind == Cohort.Kind.LIVE
+    # The live path only: replay and demo bring their own markets on their own clock.
+    refuse_empty = markets is None and on_live_path(cohort.kind)
     if markets is None:
         markets = _candidate_markets(cohort, at)
     items = build_items(markets, at, prices=prices, limit=settings.ARENA_MARKETS_PER_PROMPT)
@@ -94,13 +88,13 @@ def freeze_universe(
 
 
 def _open_candidates(cohort: Cohort, at: datetime):
-    source = _SOURCE_FOR_KIND.get(cohort.kind, Market.Source.POLYMARKET)
+    source = SOURCE_FOR_KIND.get(cohort.kind, Market.Source.POLYMARKET)
     # A market past its close time may still say "open" until the next sync: not tradable.
     return Market.objects.open().filter(source=source).exclude(close_time__lte=at)
 
 
 def _synced_since(cohort: Cohort, at: datetime) -> datetime | None:
-    return at - MARKET_SYNC_BOUND if cohort.kind == Cohort.Kind.LIVE else None
+    return at - MARKET_SYNC_BOUND if on_live_path(cohort.kind) else None
 
 
 def _candidate_markets(cohort: Cohort, at: datetime) -> Iterable[Market]:

@@ -24,10 +24,21 @@ class MarketQuerySet(models.QuerySet):
         return self.filter(status=Market.Status.OPEN)
 
     def live(self):
-        return self.filter(source=Market.Source.POLYMARKET)
+        """The markets this deployment's live path syncs, prices and resolves (see
+        live_path_source): Polymarket's, or the rehearsal stand-in's under ARENA_SCOPE=rehearsal."""
+        return self.filter(source=live_path_source())
 
     def top_by_volume(self, n: int):
         return self.open().order_by("-volume", "id")[:n]
+
+
+def live_path_source() -> str:
+    """The market source the live path (sync, back-fill, upstream resolution) reads and writes.
+    A rehearsal runs that same path against a Polymarket stand-in; its markets get their own
+    source so they can never be mistaken for, or mixed with, real Polymarket ones."""
+    if settings.ARENA_SCOPE == "rehearsal":
+        return Market.Source.REHEARSAL
+    return Market.Source.POLYMARKET
 
 
 class Market(models.Model):

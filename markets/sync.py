@@ -31,11 +31,10 @@ from markets.gamma import (
     ParsedMarket,
     parse_market,
 )
-from markets.models import Market, PricePoint
+from markets.models import Market, PricePoint, live_path_source
 
 log = logging.getLogger(__name__)
 
-POLYMARKET = Market.Source.POLYMARKET
 OPEN, CLOSED = Market.Status.OPEN, Market.Status.CLOSED
 RESOLVED, VOID = Market.Status.RESOLVED, Market.Status.VOID
 FINAL = (RESOLVED, VOID)
@@ -250,7 +249,7 @@ def store_markets(parsed: list[ParsedMarket], *, now: datetime, in_top: bool) ->
 def _market_row(p: ParsedMarket, *, now: datetime, in_top: bool) -> dict:
     prices = p.prices
     return {
-        "source": POLYMARKET,
+        "source": live_path_source(),
         "external_id": p.external_id,
         "condition_id": p.condition_id,
         "slug": p.slug,
@@ -322,6 +321,8 @@ def _price_map(outcomes: list[str], prices: list[Decimal]) -> dict[str, str]:
 
 
 def _market_url(p: ParsedMarket) -> str:
+    if live_path_source() != Market.Source.POLYMARKET:
+        return ""  # a stand-in's slugs name no real Polymarket page
     if p.event_slug and p.slug:
         return f"https://polymarket.com/event/{p.event_slug}/{p.slug}"[:500]
     return f"https://polymarket.com/market/{p.slug}"[:500] if p.slug else ""
@@ -335,7 +336,7 @@ def backfill_markets(markets: QuerySet, *, days: int = 2, client: ClobClient | N
     outage leaves a hole in the chart and can move a market's closing line). Points already
     stored are kept, so running it daily costs only the missing ones. Which markets deserve it
     (the ones someone holds) is decided above this package: see cohorts.services."""
-    held = markets.filter(source=POLYMARKET).order_by("pk")
+    held = markets.filter(source=live_path_source()).order_by("pk")
     client = client or ClobClient()
     summary = {"markets": 0, "points": 0, "failed": 0}
     for market in held:
@@ -356,7 +357,7 @@ def backfill_price_history(
     """Add PricePoints from the CLOB's history for the `days` before now (or before the market
     closed). Points already stored at the same (outcome, time) are kept. Returns the number of
     points written; 0 for markets without CLOB tokens (replays, demo)."""
-    if market.source != POLYMARKET or len(market.token_ids) != len(market.outcomes):
+    if market.source != live_path_source() or len(market.token_ids) != len(market.outcomes):
         return 0
     client = client or ClobClient()
     end = min(market.closed_time or clock.now(), clock.now())

@@ -32,6 +32,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from cohorts.models import Snapshot, Trade
+from cohorts.scope import live_path_kind
 from core import clock
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.reaper import owner_token, reap
@@ -51,10 +52,11 @@ RUN_MAX_AGE = timedelta(hours=6)  # a score run takes minutes; one "running" lon
 
 
 def scope_clock(scope: str) -> datetime:
-    """The instant a scope is scored as of: now for live; for replay and demo their simulated
-    clock, the latest snapshot of the scope's cohorts (never after now; now if none yet)."""
+    """The instant a scope is scored as of: now for live (and for the rehearsal in the process
+    that runs it: its clock of record is the accelerated one); for replay and demo their
+    simulated clock, the latest snapshot of the scope's cohorts (never after now; now if none)."""
     now = clock.now()
-    if scope == ScoreRun.Scope.LIVE:
+    if scope in (ScoreRun.Scope.LIVE, live_path_kind()):
         return now
     latest = Snapshot.objects.filter(entry__cohort__kind=scope).aggregate(ts=Max("ts"))["ts"]
     return now if latest is None else min(latest, now)

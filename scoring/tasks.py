@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.db import OperationalError, transaction
 
 from cohorts.models import Cohort
+from cohorts.scope import other_live_path_kinds
 from core.jobs import job_run
 from scoring.services import compute_scores
 
@@ -21,8 +22,11 @@ log = logging.getLogger(__name__)
 
 
 def scopes_with_cohorts() -> list[str]:
-    """Scopes (cohort kinds) that have at least one cohort, in a stable order."""
+    """Scopes (cohort kinds) that have at least one cohort, in a stable order; never the
+    live-path scope this deployment does not run (a live site leaves a rehearsal's cohorts
+    alone, a rehearsal scores itself instead of live)."""
     kinds = set(Cohort.objects.values_list("kind", flat=True).distinct())
+    kinds -= set(other_live_path_kinds())
     return [k for k in Cohort.Kind.values if k in kinds]
 
 

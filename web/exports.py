@@ -62,7 +62,8 @@ LAST_DAY = date(9998, 12, 31)  # until is inclusive: the day after must still be
 FORMATS = ("csv", "json")
 SCOPES = tuple(Cohort.Kind.values)
 # Scopes whose rows are dated by a simulated clock: a window counted back from today means nothing.
-OWN_CLOCK = (Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
+# A rehearsal's is accelerated: its days are not today's.
+OWN_CLOCK = (Cohort.Kind.REPLAY, Cohort.Kind.DEMO, Cohort.Kind.REHEARSAL)
 
 
 class ExportError(ValueError):

@@ -44,12 +44,21 @@ from cohorts.models import (
     Snapshot,
     Trade,
 )
+from cohorts.scope import LIVE_PATH_KINDS, SOURCE_FOR_KIND
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 
-SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
+SCOPES: tuple[str, ...] = (
+    Cohort.Kind.LIVE,
+    Cohort.Kind.REPLAY,
+    Cohort.Kind.DEMO,
+    Cohort.Kind.REHEARSAL,
+)
+# What a page shows when no scope is asked for. A rehearsal is only ever shown when asked for
+# (?scope=rehearsal): the home page must never pass its results off as the arena's.
+DEFAULT_SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
 ZERO = Value(Decimal("0.00"), output_field=DecimalField(max_digits=14, decimal_places=2))
 
 # Leaderboard columns a visitor may sort by -> (field, lower-is-better). The default direction
@@ -78,11 +87,11 @@ def scope_or_default(raw: str | None, competitor: Competitor | None = None) -> s
         cohorts = cohorts.filter(entries__competitor=competitor)
     # order_by(): the model's default ordering would make DISTINCT run over (kind, week_start).
     kinds = set(cohorts.order_by().values_list("kind", flat=True).distinct())
-    return next((k for k in SCOPES if k in kinds), Cohort.Kind.LIVE)
+    return next((k for k in DEFAULT_SCOPES if k in kinds), Cohort.Kind.LIVE)
 
 
 def scopes_with_cohorts() -> list[str]:
-    """live / replay / demo, in that order, that have at least one cohort."""
+    """live / replay / demo / rehearsal, in that order, that have at least one cohort."""
     kinds = set(Cohort.objects.values_list("kind", flat=True).distinct())
     return [k for k in SCOPES if k in kinds]
 
@@ -150,14 +159,15 @@ def site_state(scope: str, n_cohorts: int | None = None) -> SiteState:
     """Counts of markets and cohorts (one aggregate and one count; no count when the caller
     has the scope's number of cohorts)."""
     market_qs = Market.objects.order_by()
-    if scope == Cohort.Kind.LIVE:
-        market_qs = market_qs.filter(source=Market.Source.POLYMARKET)
+    upstream = scope in LIVE_PATH_KINDS  # synced from Polymarket, or its rehearsal stand-in
+    if upstream:
+        market_qs = market_qs.filter(source=SOURCE_FOR_KIND[scope])
     agg = market_qs.aggregate(
         n=Count("id"),
         synced=Count("id", filter=Q(last_synced_at__isnull=False)),
         resolved=Count("id", filter=Q(status__in=[Market.Status.RESOLVED, Market.Status.VOID])),
     )
-    synced = agg["synced"] > 0 if scope == Cohort.Kind.LIVE else agg["n"] > 0
+    synced = agg["synced"] > 0 if upstream else agg["n"] > 0
     return SiteState(
         markets=agg["n"],
         markets_synced=synced,

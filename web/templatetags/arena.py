@@ -138,6 +138,8 @@ _KIND_BADGES = {
     'trading">Replay</span>',
     "demo": '<span class="badge badge-demo" title="Synthetic demo data generated offline">Demo</span>',
     "live": '<span class="badge badge-live">Live</span>',
+    "rehearsal": '<span class="badge badge-rehearsal" title="The live path rehearsed on an '
+    'accelerated clock against stand-ins, not live trading">Rehearsal</span>',
 }
 
 
@@ -158,7 +160,11 @@ def kind_badge(kind: str) -> str:
     return mark_safe(_KIND_BADGES.get(kind, ""))  # noqa: S308 - constant markup
 
 
-_SOURCES = {"polymarket": "Polymarket", "forecastbench": _KIND_BADGES["replay"]}
+_SOURCES = {
+    "polymarket": "Polymarket",
+    "forecastbench": _KIND_BADGES["replay"],
+    "rehearsal": _KIND_BADGES["rehearsal"],
+}
 
 
 @register.simple_tag

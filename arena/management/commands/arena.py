@@ -186,6 +186,13 @@ class Command(BaseCommand):
             problem = database_problem()
             if problem:
                 raise CommandError(problem)
+            # A rehearsal's verbs never run against real results (cohorts.scope).
+            from cohorts.scope import LiveDataPresent, refuse_live_data
+
+            try:
+                refuse_live_data()
+            except LiveDataPresent as exc:
+                raise CommandError(str(exc)) from None
         repeats = _Repeats()
         if verb != "up":  # `up` streams its children's logs, which are not repeats to fold
             for handler in root.handlers:
