@@ -197,7 +197,9 @@ class SingleBeatScheduler(PersistentScheduler):
         Celery would add either to the entry's own "now", and an accelerated arena's time being
         days away from the wall's, one kind would always sort first and starve the other."""
         delay = self.adjust(next_time_to_run) or 0
-        return clock.wall().timestamp() + (delay / clock.rate() if _on_arena_clock(entry) else delay)
+        return clock.wall().timestamp() + (
+            delay / clock.rate() if _on_arena_clock(entry) else delay
+        )
 
     def close(self):
         try:

@@ -109,6 +109,7 @@ class Run:
     child_env: dict[str, str] = field(default_factory=dict)
     access_log: Path | None = None
     cohort_ids: list[int] = field(default_factory=list)
+    unmet: list[str] = field(default_factory=list)  # queued stand-in faults no client met
 
 
 def refuse_live_data() -> None:
@@ -305,7 +306,7 @@ class Rehearsal:
             self.say("fault schedule:")
             for line in self.faults.lines():
                 self.say(line)
-        run.started_wall = time.time()
+        run.started_wall = clock.wall().timestamp()
         try:
             self._start()
             self._play()
@@ -315,10 +316,18 @@ class Rehearsal:
             self._stop_beat()
         return run
 
+    def note_unmet_faults(self) -> None:
+        """Faults queued on the stand-ins that no client met (a fault never tested)."""
+        if self.world is not None and self.models is not None:
+            self.run.unmet = [f"Gamma {f.kind}" for f in self.world.faults] + [
+                f"model {f.kind}" for f in self.models.faults
+            ]
+
     def finish(self) -> None:
         """Stop every process and stand-in, hand the competitors back as they were."""
         if self.run.health is not None:
             self.run.health.stop()
+
         for child in [*self.workers, *([self.web] if self.web else [])]:
             child.stop()
         for server in (self.world, self.models):
@@ -329,7 +338,7 @@ class Rehearsal:
         clock.configure(None)
         Competitor.objects.filter(slug__startswith=SLUG_PREFIX).update(active=False)
         Competitor.objects.filter(pk__in=self._deactivated).update(active=True)
-        self.run.finished_wall = time.time()
+        self.run.finished_wall = clock.wall().timestamp()
 
     def _start(self) -> None:
         o, run = self.options, self.run
@@ -339,7 +348,11 @@ class Rehearsal:
         clock.configure(accelerated)  # this process reads the same time as its children
         plan = build_plan(seed=o.seed, weeks=o.weeks + 1, n_markets=o.markets,
                           start=run.first_sunday)  # fmt: skip
-        self.world = WorldServer(World.of(plan), accelerated).start()
+        self.world = WorldServer(World.of(plan), accelerated)
+        # A stalled answer meets a client that gave up: that broken pipe is the fault working,
+        # not an error to print over the progress bar.
+        self.world._http.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        self.world.start()
         self.models = SimulatedLLMServer(latency_scale=MODEL_LATENCY_SCALE).start()
         self._lineup(self.models.base_url)
         self._staff()
@@ -436,4 +449,3 @@ def _answers(base_url: str) -> bool:
         return requests.get(base_url + "/healthz", timeout=2).status_code in (200, 503)
     except requests.RequestException:
         return False
-

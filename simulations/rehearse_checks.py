@@ -99,7 +99,9 @@ def check_decisions(run: Any) -> Check:
         if doubled:
             problems.append(f"cohort {cohort.pk} week {week}: {len(doubled)} entries with two")
         for d in rows:
-            label = "held" if d.status == Decision.Status.DONE and not d.trades.exists() else d.status
+            label = (
+                "held" if d.status == Decision.Status.DONE and not d.trades.exists() else d.status
+            )
             statuses[label] += 1
             if d.status in (Decision.Status.CLAIMED, Decision.Status.RETRYABLE):
                 problems.append(f"decision {d.pk} left {d.status}")
@@ -111,8 +113,9 @@ def check_decisions(run: Any) -> Check:
     )  # fmt: skip
     if doubles:
         problems.append(f"{doubles} (entry, week) pairs with more than one decision")
-    failed = Decision.objects.filter(entry__cohort_id__in=run.cohort_ids,
-                                     status=Decision.Status.FAILED).values_list("error", flat=True)
+    failed = Decision.objects.filter(
+        entry__cohort_id__in=run.cohort_ids, status=Decision.Status.FAILED
+    ).values_list("error", flat=True)
     reasons = Counter(_short(e) for e in failed)
     detail = (f"{sum(statuses.values())} decisions over {len(pairs)} cohort-weeks: "
               + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))  # fmt: skip
@@ -252,6 +255,10 @@ def all_checks(run: Any) -> list[Check]:
     checks.append(verb_check(run, "leaderboard = exports", "verify", "--scores"))
     checks.append(check_web_log(run))
     checks.append(check_health(run))
+    if run.faults:
+        checks.append(Check("faults met", not run.unmet,
+                            f"still queued at the end: {run.unmet}" if run.unmet else
+                            "every queued Gamma and model fault reached a client"))  # fmt: skip
     for fault in run.faults:
         ok = fault["injected"] or fault["detail"].startswith("not injected: the ")
         checks.append(Check(f"fault {fault['name']}", ok, fault["detail"] or "not reached"))

@@ -28,21 +28,43 @@ def _bounded(kind, low, high):
 
 
 def rehearse_arguments(parser) -> None:
-    parser.add_argument("--weeks", type=_bounded(int, 1, 52), default=2,
-                        help="arena weeks to run (default 2)")
-    parser.add_argument("--rate", type=_bounded(float, 1, 100000), default=DEFAULT_RATE,
-                        help=f"arena seconds per wall second (default {DEFAULT_RATE:g}: one week "
-                        f"in about {7 * 86400 / DEFAULT_RATE:.0f} s)")
-    parser.add_argument("--faults", action="store_true",
-                        help="inject the fault schedule (printed before the run)")
-    parser.add_argument("--workers", type=_bounded(int, 1, 16), default=1,
-                        help="Celery worker processes (default 1)")
-    parser.add_argument("--competitors", type=_bounded(int, 1, 200), default=8,
-                        help="competitors in the lineup (default 8)")
-    parser.add_argument("--models", type=_bounded(int, 0, 200), default=3,
-                        help="of them, simulated models; the rest are baselines (default 3)")
-    parser.add_argument("--markets", type=_bounded(int, 10, 2000), default=60,
-                        help="markets in the simulated world (default 60)")
+    parser.add_argument(
+        "--weeks", type=_bounded(int, 1, 52), default=2, help="arena weeks to run (default 2)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=_bounded(float, 1, 100000),
+        default=DEFAULT_RATE,
+        help=f"arena seconds per wall second (default {DEFAULT_RATE:g}: one week "
+        f"in about {7 * 86400 / DEFAULT_RATE:.0f} s)",
+    )
+    parser.add_argument(
+        "--faults", action="store_true", help="inject the fault schedule (printed before the run)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=_bounded(int, 1, 16),
+        default=1,
+        help="Celery worker processes (default 1)",
+    )
+    parser.add_argument(
+        "--competitors",
+        type=_bounded(int, 1, 200),
+        default=8,
+        help="competitors in the lineup (default 8)",
+    )
+    parser.add_argument(
+        "--models",
+        type=_bounded(int, 0, 200),
+        default=3,
+        help="of them, simulated models; the rest are baselines (default 3)",
+    )
+    parser.add_argument(
+        "--markets",
+        type=_bounded(int, 10, 2000),
+        default=60,
+        help="markets in the simulated world (default 60)",
+    )
     parser.add_argument("--seed", type=_bounded(int, 0, 2**31), default=7)
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")  # fmt: skip
 
@@ -70,6 +92,7 @@ def rehearse(cmd, options) -> None:
             cmd.stdout.write(f"saved /api/seals ({roots} week roots) to {path}")
         except Exception as exc:  # reported as a failed check, not a crash
             run.notes.append(f"could not save /api/seals: {exc}")
+        rehearsal.note_unmet_faults()
         checks = rehearse_checks.all_checks(run)
     finally:
         rehearsal.finish()

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from django.db import connection
 
+from core import clock
+
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
 MINUTE = timedelta(minutes=1)
@@ -85,7 +87,7 @@ class FaultSchedule:
                     continue
                 fault.skipped, fault.detail = True, f"not injected: {exc}"
             else:
-                fault.injected, fault.wall = True, time.time()
+                fault.injected, fault.wall = True, clock.wall().timestamp()
             done.append(fault)
         return done
 
@@ -165,11 +167,11 @@ def _kill_worker(stage: Stage) -> str:
 
 def _restart_redis(stage: Stage) -> str:
     assert stage.redis is not None
-    down = time.time()
+    down = clock.wall().timestamp()
     stage.redis.stop()
     time.sleep(REDIS_DOWN_SECONDS)  # the outage itself: its length is the point
     stage.redis.start()
-    up = time.time()
+    up = clock.wall().timestamp()
     stage.outage("broker", down, up, required=True)
     return f"redis-server down {up - down:.1f} s wall, restarted on port {stage.redis.port}"
 
@@ -181,7 +183,7 @@ def _kill_backends(stage: Stage) -> str:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         killed = cur.fetchone()[0]
-    now = time.time()
+    now = clock.wall().timestamp()
     # A killed connection is an outage of an instant: /healthz may see it, or not.
     stage.outage("database", now, now + 2, required=False)
     return f"{killed} backend(s) terminated"

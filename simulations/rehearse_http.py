@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 @dataclass
 class HealthSample:
-    wall: float  # time.time()
+    wall: float  # clock.wall().timestamp()
     arena: str
     http: int  # 0: no answer
     status: str
@@ -55,7 +54,7 @@ class HealthProbe:
             self._stop.wait(PROBE_INTERVAL)
 
     def sample(self, session: requests.Session) -> HealthSample:
-        at, arena = time.time(), clock.now().isoformat(timespec="minutes")
+        at, arena = clock.wall().timestamp(), clock.now().isoformat(timespec="minutes")
         try:
             response = session.get(self.url, timeout=HTTP_TIMEOUT)
         except requests.RequestException:

@@ -35,8 +35,11 @@ def endpoint():
 
 
 def _client(server: SimulatedLLMServer, **kw) -> LLMClient:
-    return LLMClient(server.base_url, None, **{"timeout": 1.0, "max_retries": 2,
-                                               "backoff_base": 0.01, "max_backoff": 2.0, **kw})
+    return LLMClient(
+        server.base_url,
+        None,
+        **{"timeout": 1.0, "max_retries": 2, "backoff_base": 0.01, "max_backoff": 2.0, **kw},
+    )
 
 
 def test_a_429_with_retry_after_is_waited_out_then_answered(endpoint):
@@ -106,7 +109,7 @@ def test_beat_orders_crontabs_and_the_heartbeat_on_the_wall_clock(tmp_path):
                                         schedule_filename=str(tmp_path / "schedule"))  # fmt: skip
         sync = ScheduleEntry(name="sync", app=app, **BEAT_SCHEDULE["sync-markets"])
         beat = ScheduleEntry(name="heartbeat", app=app, **BEAT_SCHEDULE["heartbeat"])
-        now = time.time()
+        now = clock.wall().timestamp()
         assert now <= scheduler._when(sync, 900) <= now + 1.5  # 900 / 3600 s
         assert now + 59 <= scheduler._when(beat, 60) <= now + 61
     finally:
