@@ -63,7 +63,7 @@ BEFORE_FIRST_SUNDAY = timedelta(minutes=40)  # arena time when beat starts
 # Beat stops this long (arena time) before the Sunday after the last week: its stop and the
 # messages already queued take wall seconds, hours of arena time.
 STOP_BEFORE_SUNDAY = timedelta(hours=12)
-STARTUP_SECONDS = 45.0  # wall seconds web and workers get to start before the clock's anchor
+STARTUP_SECONDS = 30.0  # wall seconds web and workers get to start before the clock's anchor
 CLAIM_WALL_SECONDS = 30.0  # a claim goes stale after this much wall time
 HTTP_TIMEOUT = 2.0  # Polymarket stand-in: a stall of HTTP_TIMEOUT + 2 is a client timeout
 LLM_TIMEOUT = 4.0
@@ -253,9 +253,18 @@ class Rehearsal:
 
         user_model = get_user_model()
         user, _ = user_model.objects.get_or_create(username=STAFF_USER)
-        user.is_staff = user.is_superuser = True
+        user.is_staff = user.is_superuser = user.is_active = True
         user.set_password(self._staff_password)
         user.save()
+
+    def _retire_staff(self) -> None:
+        """The staff account lives as long as the run: no password anyone knows afterwards."""
+        from django.contrib.auth import get_user_model
+
+        for user in get_user_model().objects.filter(username=STAFF_USER):
+            user.is_active = False
+            user.set_unusable_password()
+            user.save()
 
     def _env(self, broker_url: str, start: datetime, anchor: datetime) -> dict[str, str]:
         o = self.options
@@ -327,7 +336,6 @@ class Rehearsal:
         """Stop every process and stand-in, hand the competitors back as they were."""
         if self.run.health is not None:
             self.run.health.stop()
-
         for child in [*self.workers, *([self.web] if self.web else [])]:
             child.stop()
         for server in (self.world, self.models):
@@ -338,6 +346,7 @@ class Rehearsal:
         clock.configure(None)
         Competitor.objects.filter(slug__startswith=SLUG_PREFIX).update(active=False)
         Competitor.objects.filter(pk__in=self._deactivated).update(active=True)
+        self._retire_staff()
         self.run.finished_wall = clock.wall().timestamp()
 
     def _start(self) -> None:
@@ -377,7 +386,7 @@ class Rehearsal:
                   {**env, "ARENA_ROLE": "worker"}, run.directory, base)
             for i in range(o.workers)
         ]  # fmt: skip
-        wait_for(lambda: _answers(run.base_url), STARTUP_SECONDS, "the web server",
+        wait_for(lambda: _answers(run.base_url), 3 * STARTUP_SECONDS, "the web server",
                  children=(self.web,))  # fmt: skip
         run.health = HealthProbe(run.base_url).start()
         left = (anchor - clock.wall()).total_seconds()

@@ -114,3 +114,33 @@ def test_beat_orders_crontabs_and_the_heartbeat_on_the_wall_clock(tmp_path):
         assert now + 59 <= scheduler._when(beat, 60) <= now + 61
     finally:
         clock.configure(None)
+
+
+def test_beat_holds_periodic_work_back_while_a_backlog_waits(tmp_path, monkeypatch, caplog):
+    """With ARENA_BEAT_MAX_BACKLOG (a rehearsal's), a crontab due while that many messages wait
+    in the queue is not sent; the heartbeat (wall clock) always is; unset (live), all are."""
+    import arena.beat
+    from django.test.utils import override_settings
+
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    for i in range(3):
+        (inbox / f"{i}.msg").write_text("{}")
+    scheduler = SingleBeatScheduler(app=app, lazy=True, schedule_filename=str(tmp_path / "s"))
+    sync = ScheduleEntry(name="sync", app=app, **BEAT_SCHEDULE["sync-markets"])
+    beat = ScheduleEntry(name="heartbeat", app=app, **BEAT_SCHEDULE["heartbeat"])
+    options = {"data_folder_in": str(inbox)}
+    held = "not sending sync: 3 messages already wait for a worker"
+    with override_settings(CELERY_BROKER_URL="filesystem://",
+                           CELERY_BROKER_TRANSPORT_OPTIONS=options):  # fmt: skip
+        assert scheduler._backlog() == 3
+        monkeypatch.setattr(arena.beat, "MAX_BACKLOG", 3)
+        with caplog.at_level("INFO", logger="arena.beat"):
+            scheduler.apply_entry(sync)
+            scheduler.apply_entry(beat)
+        assert held in caplog.text and "not sending heartbeat" not in caplog.text
+        caplog.clear()
+        monkeypatch.setattr(arena.beat, "MAX_BACKLOG", 4)
+        with caplog.at_level("INFO", logger="arena.beat"):
+            scheduler.apply_entry(sync)
+        assert "not sending" not in caplog.text
