@@ -119,8 +119,9 @@ def test_beat_orders_crontabs_and_the_heartbeat_on_the_wall_clock(tmp_path):
 def test_beat_holds_periodic_work_back_while_a_backlog_waits(tmp_path, monkeypatch, caplog):
     """With ARENA_BEAT_MAX_BACKLOG (a rehearsal's), a crontab due while that many messages wait
     in the queue is not sent; the heartbeat (wall clock) always is; unset (live), all are."""
-    import arena.beat
     from django.test.utils import override_settings
+
+    import arena.beat
 
     inbox = tmp_path / "in"
     inbox.mkdir()
