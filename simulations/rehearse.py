@@ -185,27 +185,37 @@ class Rehearsal:
         self.run.outages.append({"what": what, "start": start, "end": end, "required": required})
 
     def staff_corrections(self) -> str | None:
-        from simulations.rehearse_checks import pick_corrections
+        """Staff reverse one resolved market and void another through the admin; a market the
+        admin refuses (a reversal that cannot be paid back) gives way to the next one. None
+        while fewer than two markets are resolved."""
+        from simulations.rehearse_checks import correction_candidates, staff_changed
 
-        picked = pick_corrections(self.run.cohort_ids or self._cohort_ids())
-        if picked is None:
+        candidates = correction_candidates(self.run.cohort_ids or self._cohort_ids())
+        if len(candidates) < 2:
             return None
-        reverse, void = picked
         staff = StaffSession(self.run.base_url, STAFF_USER, self._staff_password)
         staff.login()
-        flipped = "No" if reverse.resolved_outcome == "Yes" else "Yes"
-        done = [
-            (reverse, "resolve_to_outcome", flipped,
-             staff.correct(reverse.pk, "resolve_to_outcome", "Rehearsal: the resolution source "
-                           "was misread; reversed", flipped)),
-            (void, "void_markets", "", staff.correct(void.pk, "void_markets",
-                                                     "Rehearsal: ambiguous question, 50-50")),
-        ]  # fmt: skip
-        for market, action, outcome, status in done:
-            self.run.corrections.append({"market": market.pk, "action": action,
-                                         "outcome": outcome, "http": status,
-                                         "was": market.resolved_outcome})  # fmt: skip
-        return "; ".join(f"{a} market {m.pk} (HTTP {s})" for m, a, _, s in done)
+        wanted = [
+            ("resolve_to_outcome", "Rehearsal: the resolution source was misread; reversed"),
+            ("void_markets", "Rehearsal: ambiguous question, 50-50"),
+        ]
+        for action, reason in wanted:
+            while candidates:
+                market = candidates.pop(0)
+                flipped = "No" if market.resolved_outcome == "Yes" else "Yes"
+                outcome = flipped if action == "resolve_to_outcome" else ""
+                said = staff.correct(market.pk, action, reason, outcome)
+                applied = staff_changed(market)
+                self.run.corrections.append({"market": market.pk, "action": action,
+                                             "was": market.resolved_outcome, "outcome": outcome,
+                                             "applied": applied, "said": said})  # fmt: skip
+                if applied:
+                    break
+        return "; ".join(
+            f"{c['action']} market {c['market']} ({'applied' if c['applied'] else 'refused'}: "
+            f"{c['said']})"
+            for c in self.run.corrections
+        )
 
     # -- setup --
 

@@ -30,7 +30,7 @@ from django.db.models import Count
 
 from cohorts.decisions import UNIVERSE_PRICE_WINDOW
 from cohorts.models import Cohort, Decision, Entry, Position, Trade, Universe, WeekSeal
-from markets.models import Market
+from markets.models import Market, ResolutionChange
 from scoring.models import ScoreRun
 
 HEALTH_LAG_SECONDS = 15.0  # /healthz checks the broker every 10 s: how late it may notice
@@ -71,16 +71,26 @@ def unfinished(run: Any) -> bool:
     return False
 
 
-def pick_corrections(cohort_ids: list[int]) -> tuple[Market, Market] | None:
-    """Two markets resolved Yes or No upstream, those held by an entry of the rehearsal first
-    (their settlements are what a correction reverses): the first to be reversed, the second
-    voided (50-50). None until two exist."""
+def correction_candidates(cohort_ids: list[int]) -> list[Market]:
+    """Markets resolved Yes or No upstream, those held by an entry of the rehearsal first (their
+    settlements are what a correction reverses)."""
     held = set(Position.objects.filter(entry__cohort_id__in=cohort_ids)
                .values_list("market_id", flat=True))  # fmt: skip
     resolved = Market.objects.filter(status=Market.Status.RESOLVED,
                                      resolved_outcome__in=["Yes", "No"]).order_by("pk")  # fmt: skip
-    markets = sorted(resolved[:200], key=lambda m: (m.pk not in held, m.pk))[:2]
-    return (markets[0], markets[1]) if len(markets) == 2 else None
+    return sorted(resolved[:200], key=lambda m: (m.pk not in held, m.pk))
+
+
+def staff_changed(market: Market) -> bool:
+    return ResolutionChange.objects.filter(market=market, source=Market.ResolvedBy.ADMIN).exists()
+
+
+def check_corrections(run: Any) -> Check:
+    applied = [c for c in run.corrections if c["applied"]]
+    kinds = sorted({c["action"] for c in applied})
+    detail = "; ".join(f"market {c['market']} {c['action']}: {c['said']}" for c in run.corrections)
+    ok = kinds == ["resolve_to_outcome", "void_markets"]
+    return Check("staff corrections", ok, detail or "none made")
 
 
 def check_decisions(run: Any) -> Check:
@@ -256,6 +266,7 @@ def all_checks(run: Any) -> list[Check]:
     checks.append(check_web_log(run))
     checks.append(check_health(run))
     if run.faults:
+        checks.append(check_corrections(run))
         checks.append(Check("faults met", not run.unmet,
                             f"still queued at the end: {run.unmet}" if run.unmet else
                             "every queued Gamma and model fault reached a client"))  # fmt: skip

@@ -17,6 +17,8 @@ from core import clock
 HTTP_TIMEOUT = 10.0
 PROBE_INTERVAL = 0.5  # seconds between two /healthz requests
 CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+MESSAGE = re.compile(r'<li class="(success|warning|error)">(.*?)</li>', re.S)
+TAGS = re.compile(r"<[^>]+>|\s+")
 
 
 @dataclass
@@ -114,9 +116,9 @@ class StaffSession:
         if response.status_code != 200 or "/admin/login/" in response.url:
             raise RuntimeError(f"staff login failed (HTTP {response.status_code})")
 
-    def correct(self, market_id: int, action: str, reason: str, outcome: str = "") -> int:
-        """Post one correction through the market's confirmation form; the HTTP status of the
-        answer (a redirect back to the market, followed, is 200)."""
+    def correct(self, market_id: int, action: str, reason: str, outcome: str = "") -> str:
+        """Post one correction through the market's confirmation form; what the admin said
+        (its message after the redirect back to the market, or the form's errors)."""
         path = f"/admin/markets/market/{market_id}/correct/{action}/"
         token = self._token(path)
         data = {"csrfmiddlewaretoken": token, "reason": reason, "apply": "1", "action": action,
@@ -127,7 +129,9 @@ class StaffSession:
             self.base + path, data=data, headers={"Referer": self.base + path},
             timeout=HTTP_TIMEOUT,
         )  # fmt: skip
-        return response.status_code
+        said = [f"{kind}: {TAGS.sub(' ', text).strip()}"
+                for kind, text in MESSAGE.findall(response.text)]  # fmt: skip
+        return f"HTTP {response.status_code}; " + ("; ".join(said) or "no message")
 
 
 def save_seals(base_url: str, path: Path) -> int:
