@@ -185,32 +185,42 @@ class Rehearsal:
         self.run.outages.append({"what": what, "start": start, "end": end, "required": required})
 
     def staff_corrections(self) -> str | None:
-        """Staff reverse one resolved market and void another through the admin; a market the
-        admin refuses (a reversal that cannot be paid back) gives way to the next one. None
-        while fewer than two markets are resolved."""
+        """Staff reverse one resolved market and void another through the admin. A correction
+        the admin refuses is retried once (a deadlock with a running settlement is transient),
+        then the next resolved market is tried; None (try again later) until both are made."""
         from simulations.rehearse_checks import correction_candidates, staff_changed
 
-        candidates = correction_candidates(self.run.cohort_ids or self._cohort_ids())
-        if len(candidates) < 2:
-            return None
-        staff = StaffSession(self.run.base_url, STAFF_USER, self._staff_password)
-        staff.login()
+        done = {c["action"] for c in self.run.corrections if c["applied"]}
+        tried = {c["market"] for c in self.run.corrections}
+        candidates = [
+            m for m in correction_candidates(self.run.cohort_ids or self._cohort_ids())
+            if m.pk not in tried
+        ]  # fmt: skip
         wanted = [
             ("resolve_to_outcome", "Rehearsal: the resolution source was misread; reversed"),
             ("void_markets", "Rehearsal: ambiguous question, 50-50"),
         ]
+        staff: StaffSession | None = None
         for action, reason in wanted:
-            while candidates:
+            while action not in done and candidates:
+                if staff is None:
+                    staff = StaffSession(self.run.base_url, STAFF_USER, self._staff_password)
+                    staff.login()
                 market = candidates.pop(0)
                 flipped = "No" if market.resolved_outcome == "Yes" else "Yes"
                 outcome = flipped if action == "resolve_to_outcome" else ""
-                said = staff.correct(market.pk, action, reason, outcome)
-                applied = staff_changed(market)
-                self.run.corrections.append({"market": market.pk, "action": action,
-                                             "was": market.resolved_outcome, "outcome": outcome,
-                                             "applied": applied, "said": said})  # fmt: skip
-                if applied:
-                    break
+                for _attempt in range(2):
+                    said = staff.correct(market.pk, action, reason, outcome)
+                    applied = staff_changed(market)
+                    self.run.corrections.append({"market": market.pk, "action": action,
+                                                 "was": market.resolved_outcome,
+                                                 "outcome": outcome, "applied": applied,
+                                                 "said": said})  # fmt: skip
+                    if applied:
+                        done.add(action)
+                        break
+        if len(done) < len(wanted):
+            return None
         return "; ".join(
             f"{c['action']} market {c['market']} ({'applied' if c['applied'] else 'refused'}: "
             f"{c['said']})"

@@ -192,5 +192,5 @@ def _kill_backends(stage: Stage) -> str:
 def _corrections(stage: Stage) -> str:
     done = stage.staff_corrections()
     if done is None:
-        raise NotYet("no market resolved Yes or No yet")
+        raise NotYet("not enough markets resolved Yes or No yet for both corrections")
     return done
