@@ -27,6 +27,11 @@ LOCK_KEY = "arena:beat-lock"
 # Env overrides exist for the fault tests (a killed beat's lock must expire within a test).
 LOCK_TTL_SECONDS = int(os.environ.get("ARENA_BEAT_LOCK_TTL", "60"))
 STANDBY_POLL_SECONDS = float(os.environ.get("ARENA_BEAT_STANDBY_POLL", "5"))
+# On an accelerated clock (a rehearsal) the schedule can send more than the workers can run:
+# with a limit set, a crontab entry due while that many messages already wait in the queue is not
+# sent (every periodic task is a catch-up, so the next tick does its work). 0: no limit (live).
+MAX_BACKLOG = int(os.environ.get("ARENA_BEAT_MAX_BACKLOG", "0"))
+QUEUE = "celery"  # Celery's default queue, the only one the arena uses
 # The lock store (Redis) may be unreachable for a while; beat must survive that, not crash.
 LOCK_ERRORS = (redis.RedisError, OSError)
 
@@ -94,6 +99,11 @@ def make_lock():
     return FileLock(Path(settings.VAR_DIR) / "beat.lock")
 
 
+def _on_arena_clock(entry) -> bool:
+    """A crontab of the schedule (read on the arena's clock), not the wall-clock heartbeat."""
+    return getattr(entry.schedule, "nowfun", None) is clock.now
+
+
 def _stop_standing_by(signum, frame) -> None:
     log.info("standby beat stopped by %s (it held no lock and scheduled nothing)",
              signal.Signals(signum).name)  # fmt: skip
@@ -150,11 +160,46 @@ class SingleBeatScheduler(PersistentScheduler):
         if not held:
             # Someone else took over (we stalled past the TTL): stop rather than double-schedule.
             raise SystemExit("beat lost its schedule lock; exiting so only one beat schedules")
-        # The schedule runs on the arena's clock (arena/celery.py): an interval until the next
-        # due entry is in arena seconds, which pass `rate` times faster than the wall's.
-        interval = super().tick(*args, **kwargs) / clock.rate()
+        interval = super().tick(*args, **kwargs)
+        if clock.rate() != 1.0:
+            # An entry found not due yet is put back with a delay in its own seconds (arena
+            # seconds for a crontab): look again within a wall second rather than that long.
+            interval = min(interval, 1.0)
         # Wake up often enough to refresh the lock well before it expires.
         return min(interval, LOCK_TTL_SECONDS / 3)
+
+    def apply_entry(self, entry, producer=None):
+        if MAX_BACKLOG and _on_arena_clock(entry):
+            waiting = self._backlog()
+            if waiting is not None and waiting >= MAX_BACKLOG:
+                log.info("not sending %s: %d messages already wait for a worker",
+                         entry.name, waiting)  # fmt: skip
+                return
+        super().apply_entry(entry, producer=producer)
+
+    def _backlog(self) -> int | None:
+        """Messages waiting in the queue (None when the broker cannot say)."""
+        url = settings.CELERY_BROKER_URL
+        try:
+            if url.startswith(("redis://", "rediss://")):
+                if getattr(self, "_redis", None) is None:
+                    self._redis = redis.Redis.from_url(url, socket_timeout=2)
+                return int(self._redis.llen(QUEUE))
+            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("data_folder_in")
+            return len(os.listdir(folder)) if folder else None
+        except LOCK_ERRORS:
+            return None
+
+    def _when(self, entry, next_time_to_run, mktime=None):
+        """When `entry` is next due, on the wall clock (Celery orders its heap by this and sleeps
+        until the first one). Crontabs count on the arena's clock (arena/celery.py), so their
+        seconds pass `rate` times faster than the wall's; the heartbeat counts wall seconds.
+        Celery would add either to the entry's own "now", and an accelerated arena's time being
+        days away from the wall's, one kind would always sort first and starve the other."""
+        delay = self.adjust(next_time_to_run) or 0
+        return clock.wall().timestamp() + (
+            delay / clock.rate() if _on_arena_clock(entry) else delay
+        )
 
     def close(self):
         try:

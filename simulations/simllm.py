@@ -22,6 +22,10 @@ workers that wait on it).
 Bad requests get OpenAI-style error bodies and a 4xx: not JSON, no messages, an unknown model,
 a body over MAX_BODY_BYTES, and any request carrying an API key (a simulated competitor never has
 one; refusing it makes a misconfigured competitor fail loudly instead of working).
+
+Faults a provider shows, for a rehearsal to inject (`fail()`; none unless queued): a status with
+an optional Retry-After (429 rate limited, 402 out of credits, 5xx) and a stall (an answer held
+past the client's timeout). Each queued fault is taken by the next chat request, in order.
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ MAX_BODY_BYTES = 8_000_000
 # seconds, not hours; the latencies recorded are the scaled ones.
 SIMULATION_LATENCY_SCALE = 0.005
 OWNER = "simulated"
+FAULT_KINDS = ("status", "stall")
+
+
+@dataclass
+class ChatFault:
+    kind: str  # "status" | "stall"
+    status: int = 429
+    retry_after: str | None = None
+    stall: float = 0.0  # seconds held before answering normally, for "stall"
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,8 @@ class SimulatedLLMServer:
         self.stopping = threading.Event()
         self.served = 0
         self.refused_keys = 0  # requests that carried an Authorization header
+        self.faults: list[ChatFault] = []
+        self.faulted = 0  # chat requests answered with a queued fault (a stall counts at its start)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -222,6 +237,20 @@ class SimulatedLLMServer:
         )
         self.stopping.wait(seconds * self.latency_scale)
 
+    def fail(self, kind: str, *, times: int = 1, **how: Any) -> None:
+        """Queue `times` faults of one kind for the next chat requests."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS}, not {kind!r}")
+        with self._lock:
+            self.faults += [ChatFault(kind, **how) for _ in range(times)]
+
+    def take_fault(self) -> ChatFault | None:
+        with self._lock:
+            if not self.faults:
+                return None
+            self.faulted += 1
+            return self.faults.pop(0)
+
     def note_key(self) -> None:
         with self._lock:
             self.refused_keys += 1
@@ -274,6 +303,17 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError):
             self._send(400, error_body(400, "the request body is not JSON"))
             return
+        fault = self._sim.take_fault()
+        if fault is not None and fault.kind == "stall":
+            self._sim.stopping.wait(fault.stall)  # the client has given up by now
+        if fault is not None and fault.kind == "status":
+            message = {
+                429: "rate limited: too many requests, retry after the given time",
+                402: "insufficient credits: add credits to continue",
+            }.get(fault.status, "provider error")
+            extra = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            self._send(fault.status, error_body(fault.status, message), extra)
+            return
         try:
             status, payload = self._sim.chat(body)
         except Exception as exc:  # a bug here must reach the caller as an answer, not a hang
@@ -289,12 +329,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _sim(self) -> SimulatedLLMServer:
         return self.server.simulated  # type: ignore[attr-defined]
 
-    def _send(self, status: int, payload: dict) -> None:
+    def _send(self, status: int, payload: dict, headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(payload).encode("utf-8")
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):

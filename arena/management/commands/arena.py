@@ -39,6 +39,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "replay_forecastbench",
         "replay ForecastBench question sets as cohorts",
     ),
+    "rehearse": (
+        "simulations.rehearse_cli",
+        "rehearse",
+        "run N weeks of the live path on an accelerated clock, with faults, and check it",
+    ),
     "simulated-llm": (
         "simulations.simllm_cli",
         "simulated_llm",

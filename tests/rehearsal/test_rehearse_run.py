@@ -1,0 +1,68 @@
+"""CI's rehearsal: `arena rehearse --weeks 2 --faults` end to end on PostgreSQL + Redis, as real
+processes (gunicorn, a Celery worker, beat, a private redis-server, the stand-ins), every check
+passing: decisions exactly once, weeks sealed, verify and --published, the doctor, fresh prices,
+the leaderboard recomputed from the exports, no 5xx, /healthz reporting the broker's outage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from cohorts.models import Cohort
+from markets.models import Market, ResolutionChange
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+WALL_LIMIT = 900  # seconds: two arena weeks take about four minutes, startup and checks two more
+
+
+@pytest.mark.timeout(WALL_LIMIT + 60)
+def test_two_weeks_with_faults_pass_every_check(tmp_path):
+    db = connection.settings_dict  # the test database by now
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        CELERY_BROKER_URL=os.environ["REDIS_URL"],  # Redis: the rehearsal runs a private one
+        ARENA_VAR_DIR=str(tmp_path),
+        PYTHONUNBUFFERED="1",
+    )
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = db["PASSWORD"]
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "arena", "rehearse", "--weeks", "2", "--faults",
+         "--competitors", "6", "--models", "3", "--markets", "40", "--json", str(report)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=WALL_LIMIT,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    # The rehearsal's pg-kill fault terminated every other backend of this database, this
+    # test's connection among them: open a new one.
+    connection.close()
+    assert report.exists(), output[-4000:]
+    doc = json.loads(report.read_text())
+    failed = [f"{c['name']}: {c['detail']}" for c in doc["checks"] if not c["ok"]]
+    assert not failed, "\n".join(failed) + "\n" + output[-3000:]
+    assert done.returncode == 0, output[-3000:]
+
+    names = {c["name"] for c in doc["checks"]}
+    assert {"decisions", "sealed", "verify", "verify --published", "doctor", "fresh prices",
+            "leaderboard = exports", "web 5xx", "healthz"} <= names  # fmt: skip
+    faults = {f["name"]: f for f in doc["faults"]}
+    assert all(f["injected"] for f in faults.values()), faults  # PostgreSQL + Redis: all of them
+    assert doc["decisions"] >= 2 * 6  # two weeks of six entries at least
+    # /healthz said so while the broker was down, and the staff's two corrections went through.
+    assert any("503 error broker=error" in span["state"] for span in doc["health_timeline"])
+    applied = [c["action"] for c in doc["corrections"] if c["applied"]]
+    assert applied == ["resolve_to_outcome", "void_markets"], doc["corrections"]
+    assert ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN).count() == 2
+    # Everything it made is the rehearsal's own.
+    assert set(Cohort.objects.values_list("kind", flat=True)) == {Cohort.Kind.REHEARSAL}
+    assert set(Market.objects.values_list("source", flat=True)) == {Market.Source.REHEARSAL}
+    assert "rehearsal PASSED" in done.stdout
