@@ -340,6 +340,7 @@ class Rehearsal:
             self._start()
             self._play()
             self._drain()
+            self._final_score()
         finally:
             run.faults = [f.as_dict() for f in self.faults.faults]
             self._stop_beat()
@@ -461,6 +462,28 @@ class Rehearsal:
                      "the last decisions to finish", interval=0.5)  # fmt: skip
         except RehearsalError as exc:
             self.run.notes.append(str(exc))
+
+
+    def _final_score(self) -> None:
+        """With beat stopped and the last decisions done, stop the health probe and the workers
+        (nothing records a resolution any more) and score the scope once, as a live site's next
+        scheduled run would. Why: a run counts a resolution as known at its as_of by the
+        upstream resolution time, so a run that read the markets just before a resolution was
+        recorded (upstream hours earlier, or its transaction committing late) and a
+        recomputation from the exports afterwards disagree until the next run. The check
+        compares the latest run, which must follow every recorded resolution."""
+        from scoring.services import compute_scores
+
+        if self.run.health is not None:
+            self.run.health.stop()
+        for worker in self.workers:
+            worker.stop()
+        if not connection.in_atomic_block:
+            connection.close()  # a fault may have ended it (pg_terminate_backend): reopen
+        try:
+            compute_scores(Cohort.Kind.REHEARSAL)
+        except Exception as exc:  # reported as a failed check ("scored"), not a crash
+            self.run.notes.append(f"the final score run failed: {exc}")
 
 
 def _database_url() -> str:
