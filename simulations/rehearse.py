@@ -69,6 +69,7 @@ HTTP_TIMEOUT = 2.0  # Polymarket stand-in: a stall of HTTP_TIMEOUT + 2 is a clie
 LLM_TIMEOUT = 4.0
 MODEL_LATENCY_SCALE = 0.01  # the simulated models answer in tenths of a second
 BEAT_MAX_BACKLOG = 4
+MAX_RESTARTS = 3  # per child: one that keeps dying is a failure, not an outage survived
 DRAIN_SECONDS = 180.0  # wall time allowed, after the last week, for decisions to finish
 STAFF_USER = "rehearsal-staff"
 SLUG_PREFIX = "rehearsal-"
@@ -164,6 +165,7 @@ class Rehearsal:
             redis=self.run.broker == "redis",
         ) if options.faults else rehearse_faults.FaultSchedule()  # fmt: skip
         self._deactivated: list[int] = []
+        self._restarts: dict[str, int] = {}
         self._staff_password = secrets.token_urlsafe(18)
 
     def say(self, text: str) -> None:
@@ -440,12 +442,29 @@ class Rehearsal:
             bar.close()
 
     def _check_children(self) -> None:
+        """Restart a child that died, as the shipped systemd units (Restart=always) and compose
+        (restart: unless-stopped) do, and say so in the report; a child that keeps dying fails
+        the run. Why: a Celery worker can exit on a broker outage (kombu's reconnect after a
+        Redis restart has been seen to end with "Unrecoverable error"), and what the rehearsal
+        checks is that the deployment as shipped survives it, supervisor included."""
         for child in [self.web, self.beat, *self.workers]:
-            if child is not None and not child.alive():
+            if child is None or child.alive():
+                continue
+            code = child.popen.returncode
+            self._restarts[child.name] = self._restarts.get(child.name, 0) + 1
+            if self._restarts[child.name] > MAX_RESTARTS:
                 raise RehearsalError(
-                    f"{child.name} exited ({child.popen.returncode}) during the run; its log: "
-                    f"{child.log_path}"
+                    f"{child.name} exited ({code}) during the run, {MAX_RESTARTS} restarts "
+                    f"already; its log: {child.log_path}"
                 )
+            child.restart()
+            note = (
+                f"{child.name} exited ({code}) at {clock.now():%a %H:%M} arena and was restarted, "
+                f"as its supervisor would (restart {self._restarts[child.name]}); its log: "
+                f"{child.log_path}"
+            )
+            self.run.notes.append(note)
+            self.say(note)
 
     def _stop_beat(self) -> None:
         if self.beat is not None:
@@ -462,7 +481,6 @@ class Rehearsal:
                      "the last decisions to finish", interval=0.5)  # fmt: skip
         except RehearsalError as exc:
             self.run.notes.append(str(exc))
-
 
     def _final_score(self) -> None:
         """With beat stopped and the last decisions done, stop the health probe and the workers
