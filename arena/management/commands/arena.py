@@ -42,7 +42,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "rehearse": (
         "simulations.rehearse_cli",
         "rehearse",
-        "run N weeks of the live path on an accelerated clock, with faults, and check it",
+        "run the live path for N weeks on a fast clock, then check it",
     ),
     "simulated-llm": (
         "simulations.simllm_cli",
