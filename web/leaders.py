@@ -9,7 +9,7 @@ from cohorts.models import Cohort
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 from web import standings
-from web.selectors import SCOPES, table_rows
+from web.selectors import SCOPES
 
 
 def _latest_runs(scopes) -> dict[str, ScoreRun]:
@@ -112,7 +112,7 @@ def cohort_board(
         run = scoring_selectors.latest_run(cohort.kind)
     if run is None:
         return None
-    rows = list(table_rows(scoring_selectors.leaderboard_rows(run, cohort)))
+    rows = list(scoring_selectors.leaderboard_rows(run, cohort))
     if not rows:
         return None
     return run, standings.build(run, rows, group=str(cohort.pk))

@@ -20,7 +20,6 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from cohorts.models import Decision
-from web.standings import row_methodology
 from web.templatetags.arena import (
     ci,
     frozen,
@@ -204,13 +203,12 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
     """The scored standings of `board` (web/standings.py) as the home table shows them."""
     places = board.places
     out = []
-    for s in board.scored:
-        row = s.row  # its fields directly, not through Standing.__getattr__
+    for row in board.scored:
         c = row.competitor
         css = "is-provisional" if row.provisional else ""
         letters_title = ""
-        if s.letters:
-            n = len(s.differs_from)
+        if row.letters:
+            n = len(row.differs_from)
             letters_title = (
                 f"significantly different from the {n} ranked row{'s' if n > 1 else ''} "
                 "with no letter in common; not from those sharing a letter"
@@ -223,7 +221,7 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
                 f" of the {row.required_n} needed to detect a "
                 f"{frozen('provisional_brier_delta')} Brier edge"
             )
-        method = row_methodology(row)
+        method = row.stored_details.methodology
         method_label = version(method.version) if method and method.version else ""
         method_title = f"Scored with methodology {method_label}"
         if method and method.cohort_versions:
@@ -234,8 +232,8 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
         out.append(
             LeaderRow(
                 css=css,
-                rank=s.rank,
-                letters=s.letters,
+                rank=row.rank,
+                letters=row.letters,
                 letters_title=letters_title,
                 swatch=swatch(c),
                 href=competitor_url(c.slug) + f"?scope={scope}",
