@@ -101,15 +101,11 @@ def competitor_headlines(competitors) -> dict[int, dict]:
     return out
 
 
-def cohort_board(
-    cohort: Cohort, run: ScoreRun | None = None
-) -> tuple[ScoreRun, standings.Board] | None:
-    """The cohort's own leaderboard in the latest score run of its kind (`run`, when the
-    caller has it), ranked, lettered and with digits chosen as on the home page; None before
-    that run has scored the cohort. Ranked by the run's headline order, the same order that
-    names the leader on the cohorts page."""
-    if run is None:
-        run = scoring_selectors.latest_run(cohort.kind)
+def cohort_board(cohort: Cohort) -> tuple[ScoreRun, standings.Board] | None:
+    """The cohort's own leaderboard in the latest score run of its kind, ranked, lettered and
+    with digits chosen as on the home page; None before that run has scored the cohort. Ranked
+    by the run's headline order, the same order that names the leader on the cohorts page."""
+    run = scoring_selectors.latest_run(cohort.kind)
     if run is None:
         return None
     rows = list(scoring_selectors.leaderboard_rows(run, cohort))

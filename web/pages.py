@@ -199,8 +199,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
         entries = _entries_with_corrections(cohort)
         decisions = selectors.recent_decisions(cohort)
         universe_week, universe = selectors.cohort_universe(cohort)
-        run = selectors.latest_run(cohort.kind)
-        scored = leaders.cohort_board(cohort, run)
+        scored = leaders.cohort_board(cohort)
         context = {
             "cohort": cohort,
             "standing": scored[1] if scored else None,
@@ -217,7 +216,9 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "universe_week": universe_week,
             "universe": rows.universe_rows(universe[:100]),
             "universe_total": len(universe),
-            "rescoring": visitor_reads.rescoring_since(cohort.kind, run),
+            "rescoring": visitor_reads.rescoring_since(
+                cohort.kind, selectors.latest_run(cohort.kind)
+            ),
             "decisions": rows.decision_rows(decisions),
             "seals": selectors.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.

@@ -21,7 +21,6 @@ from django.db.models import (
     F,
     IntegerField,
     Max,
-    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -150,17 +149,9 @@ class SiteState:
 
 
 def scope_cohorts(scope: str) -> list[Cohort]:
-    """The scope's cohorts, oldest first, with what a chart's events and a count need, and
-    each cohort's first and latest snapshot (`series_first`, `series_last`: the span of the
-    home chart, web/charts.scope_return_series)."""
+    """The scope's cohorts, oldest first, with what a chart's events and a count need."""
     return list(
-        Cohort.objects.filter(kind=scope)
-        .only("id", "kind", "week_start")
-        .annotate(
-            series_first=Min("entries__series_head__first_ts"),
-            series_last=Max("entries__series_head__last_ts"),
-        )
-        .order_by("week_start")
+        Cohort.objects.filter(kind=scope).only("id", "kind", "week_start").order_by("week_start")
     )
 
 
