@@ -212,13 +212,14 @@ def check_health(run: Any) -> Check:
     problems = []
     # Until a worker's first heartbeat, /healthz rightly says no worker is proven alive (on a
     # database migrated more than WORKER_LATE ago that is an error, not "starting"): the
-    # start-up is reported, counted apart, and is not an outage the run caused.
+    # start-up is reported, counted apart, and is not an outage the run caused. An outage must
+    # still be seen, in any sample: one can fall inside a slow start-up.
     first_ok = next((i for i, s in enumerate(samples) if s.worker == "ok"), None)
     if first_ok is None:
         return Check("healthz", False, f"no worker heartbeat in {len(samples)} samples")
-    startup, samples = samples[:first_ok], samples[first_ok:]
+    every, startup, samples = samples, samples[:first_ok], samples[first_ok:]
     for o in run.outages:
-        seen = [s for s in samples if o["start"] <= s.wall <= o["end"] + HEALTH_LAG_SECONDS
+        seen = [s for s in every if o["start"] <= s.wall <= o["end"] + HEALTH_LAG_SECONDS
                 and (s.http != 200 or s.status == "error")]  # fmt: skip
         if o["required"] and not seen:
             problems.append(f"the {o['what']} outage ({o['end'] - o['start']:.0f} s) was never "
