@@ -371,6 +371,21 @@ class Ticker:
         ticked.delete()
         series.rebuild_entries(entries, since=self.start + STEP)  # replaces the values token
         self.at = self.start
+        vacuum()
+
+
+# The tables a tick rewrites. Each tick (and each rewind) leaves dead row versions behind; a
+# server with autovacuum off (this machine's) would otherwise read more of them every run.
+CHURNED = ("cohorts_serieshead", "cohorts_serieschunk", "cohorts_scopeserieshead",
+           "cohorts_scopeserieschunk", "cohorts_snapshot")  # fmt: skip
+
+
+def vacuum() -> None:
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cur:
+        for table in CHURNED:
+            cur.execute(f"VACUUM ANALYZE {table}")
 
 
 def written() -> None:
@@ -383,9 +398,9 @@ def target(name: str) -> float | None:
     return TARGETS.get(name.split("+")[0])
 
 
-def run(client: Client, requests: int, oldest: Cohort) -> tuple[list[Figure], list[Figure], float]:
+def cases_for(oldest: Cohort) -> list[tuple[str, str]]:
     market = Market.objects.filter(external_id="bench-0").get()
-    cases = [
+    return [
         ("home", "/"),
         ("cohort", f"/cohorts/{oldest.pk}/"),
         ("series", f"/api/cohorts/{oldest.pk}/series?range=ALL"),
@@ -396,6 +411,12 @@ def run(client: Client, requests: int, oldest: Cohort) -> tuple[list[Figure], li
         ("markets", "/markets/"),
         ("market", f"/markets/{market.pk}/"),
     ]
+
+
+def run(
+    client: Client, requests: int, oldest: Cohort, only: set[str] | None = None
+) -> tuple[list[Figure], list[Figure], float]:
+    cases = [(n, u) for n, u in cases_for(oldest) if not only or n in only]
     floor = measure(client, "floor", FLOOR_URL, requests)
     off, on = [floor], []
     with override_settings(ARENA_PAGE_CACHE=False):
@@ -417,7 +438,29 @@ def run(client: Client, requests: int, oldest: Cohort) -> tuple[list[Figure], li
         cache.clear()
         for name, url in cases:
             on.append(measure(client, name, url, requests))
-    return off, on, statistics.median(ticker.times)
+    return off, on, statistics.median(ticker.times) if ticker.times else 0.0
+
+
+def profile(client: Client, oldest: Cohort, name: str, requests: int) -> None:
+    """cProfile of `requests` cold renders of one page (every version token replaced before
+    each, untimed), the 40 costliest functions by cumulative and by own time."""
+    import cProfile
+    import pstats
+
+    url = dict(cases_for(oldest))[name]
+    with override_settings(ARENA_PAGE_CACHE=False):
+        for _ in range(3):
+            client.get(url)
+        prof = cProfile.Profile()
+        for _ in range(requests):
+            written()
+            prof.enable()
+            client.get(url)
+            prof.disable()
+    prof.dump_stats(f"/tmp/bench-pages-{name}.prof")  # for pstats / snakeviz
+    stats = pstats.Stats(prof).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def report(off: list[Figure], on: list[Figure], tick_ms: float, against: dict | None) -> bool:
@@ -465,6 +508,8 @@ def main() -> None:
     parser.add_argument("--weeks", type=int, default=20, help="weeks of history (default 20)")
     parser.add_argument("--save", help="write this run's cache-off CPU figures to a JSON file")
     parser.add_argument("--against", help="compare with figures saved by --save")
+    parser.add_argument("--only", help="comma-separated page names (home,cohort,...)")
+    parser.add_argument("--profile", help="cProfile cold renders of this page instead")
     args = parser.parse_args()
     global WEEKS
     WEEKS = args.weeks
@@ -473,6 +518,7 @@ def main() -> None:
     if args.rebuild or not built():
         wipe()
         build()
+    vacuum()
     oldest = Cohort.objects.filter(label=LABEL).order_by("week_start").first()
     n_snap = Snapshot.objects.filter(entry__cohort=oldest).count()
     print(
@@ -480,7 +526,11 @@ def main() -> None:
         f"cohort {oldest.pk} has {n_snap:,} ({n_snap // COMPETITORS:,} per entry); "
         f"cache: {settings.CACHES['default']['BACKEND'].rsplit('.', 1)[-1]}"
     )
-    off, on, tick_ms = run(Client(), args.requests, oldest)
+    if args.profile:
+        profile(Client(), oldest, args.profile, args.requests)
+        return
+    only = set(args.only.split(",")) if args.only else None
+    off, on, tick_ms = run(Client(), args.requests, oldest, only)
     against = json.loads(Path(args.against).read_text()) if args.against else None
     ok = report(off, on, tick_ms, against)
     if args.save:

@@ -286,8 +286,8 @@ class ScopeSeriesHead(models.Model):
 
 
 class ScopeSeriesChunk(models.Model):
-    """A competitor's mean return (%) over its entries of a scope alive at each grid point,
-    packed like SeriesChunk: the home page's overview chart."""
+    """A competitor's mean growth over its entries of a scope from each grid point to the next
+    (cohorts/series_overview.py), packed like SeriesChunk: what the home chart compounds."""
 
     scope = models.CharField(max_length=10, choices=Cohort.Kind.choices)
     competitor = models.ForeignKey("agents.Competitor", on_delete=models.CASCADE, related_name="+")

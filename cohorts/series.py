@@ -6,8 +6,9 @@ value at each multiple of the step since the Unix epoch (its "grid"), CHUNK poin
 total of the entry's last snapshot at or before that time, within the entry's life (its first to
 its latest snapshot): sparse snapshots (a replay's, the demo's hourly ones) hold until the next
 one, so a chart is never blank where data exists. Per scope (live / replay / demo) and
-competitor, the same grids hold the mean return in percent over the competitor's entries alive
-at that time (ScopeSeriesChunk): the home page's overview. SeriesHead and ScopeSeriesHead keep
+competitor, the same grids hold the mean growth of the competitor's entries from each point to
+the next (ScopeSeriesChunk, cohorts/series_overview.py): the factors the home page's chart
+compounds, so a page reads them instead of every entry's series. SeriesHead and ScopeSeriesHead keep
 each entry's and each scope's first and latest snapshot.
 
 Why a fixed grid on the epoch: a new snapshot only ever adds points at the end of a grid (or
@@ -34,7 +35,7 @@ were computed from the finer data); a rebuild computes from what is left.
 
 This module is what writers and pages call; beside it, series_grid (the grid, its packing and
 the models a migration can stand in for), series_rebuild (recomputing entries from their
-snapshot rows) and series_overview (the per-scope means).
+snapshot rows) and series_overview (the per-scope growth factors).
 """
 
 from __future__ import annotations
@@ -48,17 +49,18 @@ from decimal import Decimal
 from functools import partial
 
 import numpy as np
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import Max, Min
 
 from cohorts.series_grid import (
     CHUNK,
     DTYPE,
-    FINEST,
+    FINEST,  # noqa: F401 - the pages read the grid through this module
     LEVELS,
     SCOPES,
     empty,
     epoch,
+    instant,
     live_models,
     pack,
     save_heads,
@@ -68,6 +70,7 @@ from cohorts.series_grid import (
 from cohorts.series_overview import (
     lock_scopes,
     overview_keys,
+    rebuild_overviews,
     recompute_overview,
     refresh_scopes,
     reset_scope_heads,
@@ -250,15 +253,12 @@ def rebuild_all(models=None, progress=None) -> int:
     with transaction.atomic():
         scopes = set(M.Entry.objects.values_list("cohort__kind", flat=True).distinct())
         lock_scopes(M, scopes | set(M.ScopeSeriesHead.objects.values_list("scope", flat=True)))
-        M.ScopeSeriesChunk.objects.all().delete()
         for i in range(0, len(ids), REBUILD_BATCH):
             batch = ids[i : i + REBUILD_BATCH]
             rebuild_entry_chunks(M, batch, _entry_info(M, batch))
             if progress is not None:
                 progress(min(i + REBUILD_BATCH, len(ids)), len(ids))
-        pairs = M.Entry.objects.values_list("cohort__kind", "competitor_id").distinct()
-        for scope, competitor in pairs:
-            recompute_overview(M, {(scope, competitor): overview_keys(M, scope, competitor)})
+        rebuild_overviews(M)
         reset_scope_heads(M, M.ScopeSeriesHead.objects.values_list("scope", flat=True))
         if models is None:
             # Whatever pages kept from the old series is stale now (core.versions).
@@ -312,19 +312,6 @@ def entry_heads(entry_ids: Iterable[int]) -> dict[int, tuple[datetime, datetime,
     return out
 
 
-def scope_head(scope: str) -> tuple[datetime, datetime] | None:
-    from cohorts.models import ScopeSeriesHead
-
-    row = (
-        ScopeSeriesHead.objects.filter(scope=scope, last_ts__isnull=False)
-        .values_list("first_ts", "last_ts")
-        .first()
-    )
-    if row is None or row[0] is None or row[1] is None:  # the two are set together
-        return None
-    return row[0], row[1]
-
-
 def _assemble(rows, step: int, k0: int, k1: int) -> dict:
     """owner -> values at grid indices k0..k1 of `step`, from (owner, step, chunk, raw) rows."""
     out: dict = {}
@@ -354,22 +341,31 @@ def entry_values(entry_ids: list[int], step: int, k0: int, k1: int) -> dict[int,
     return _assemble(rows, step, k0, k1)
 
 
-def scope_values(
-    scope: str, step: int, k0: int, k1: int, at: int | None = None
-) -> tuple[dict[tuple, np.ndarray], dict[tuple, float]]:
-    """(competitor id, slug, name) -> mean return (%) at grid points k0..k1 of a scope, and,
-    when `at` (seconds) is given, each competitor's value at the finest grid point at or before
-    it (a range's last point between grid points). One indexed query."""
+def scope_span(scope: str) -> tuple[datetime, datetime] | None:
+    """The first and the latest snapshot of the scope's entries, from their heads (always in
+    step with the entries, where the scope's head follows a deletion only once it commits)."""
+    from cohorts.models import SeriesHead
 
+    span = SeriesHead.objects.filter(
+        entry__cohort__kind=scope, first_ts__isnull=False, last_ts__isnull=False
+    ).aggregate(first=Min("first_ts"), last=Max("last_ts"))
+    if span["first"] is None or span["last"] is None:
+        return None
+    return span["first"], span["last"]
+
+
+def scope_growth(scope: str, step: int, k0: int, k1: int) -> dict[tuple, np.ndarray]:
+    """(competitor id, slug, name) -> the stored growth factors of a scope at grid points
+    k0..k1 of `step` (cohorts/series_overview.py), NaN where none of the competitor's entries
+    is alive. One indexed query."""
     from cohorts.models import ScopeSeriesChunk
 
-    where = Q(step=step, chunk__gte=k0 // CHUNK, chunk__lte=k1 // CHUNK)
-    if at is not None:
-        where |= Q(step=FINEST, chunk=(at // FINEST) // CHUNK)
+    if k1 < k0:
+        return {}
     rows = [
         ((pk, slug, name), row_step, c, raw)
         for pk, slug, name, row_step, c, raw in ScopeSeriesChunk.objects.filter(
-            where, scope=scope
+            scope=scope, step=step, chunk__gte=k0 // CHUNK, chunk__lte=k1 // CHUNK
         ).values_list(
             "competitor_id",
             "competitor__slug",
@@ -379,11 +375,66 @@ def scope_values(
             "values",
         )
     ]
-    grid = _assemble(rows, step, k0, k1) if k1 >= k0 else {}
-    tail = {}
-    if at is not None:
-        k = at // FINEST
-        for owner, value in _assemble(rows, FINEST, k, k).items():
-            if not np.isnan(value[0]):
-                tail[owner] = float(value[0])
-    return grid, tail
+    return _assemble(rows, step, k0, k1)
+
+
+def scope_edges(scope: str, born: tuple[int, int], last: int, step: int, k0: int, k1: int):
+    """The scope's entries whose first snapshot is within `born` (seconds, both ends
+    included) or whose latest is at `last` (seconds), in entry id order, each as (entry id,
+    competitor id, slug, name, starting balance, first and latest snapshot in seconds, latest
+    total, value at grid point k0 of `step`, value at k1): what a chart's first point and a
+    latest snapshot between grid points need. One query that reads the two points' eight bytes
+    each, not the whole chunks, with times and amounts as numbers (converting hundreds of
+    datetimes and Decimals in Python would cost more than the query)."""
+    from agents.models import Competitor
+    from cohorts.models import Cohort, Entry, SeriesChunk, SeriesHead
+
+    qn = connection.ops.quote_name
+    size = DTYPE.itemsize
+    if connection.vendor == "postgresql":
+        secs = "floor(extract(epoch from h.{}))::bigint"
+        real = "{}::float8"
+        point = "substring({}.{} from %s for " + str(size) + ")"
+    else:
+        secs = "CAST(strftime('%%s', h.{}) AS INTEGER)"
+        real = "CAST({} AS REAL)"
+        point = "substr({}.{}, %s, " + str(size) + ")"
+    chunks = qn(SeriesChunk._meta.db_table)
+    # A subquery per point, not a join: the planner then looks each entry's chunk up by the
+    # whole (entry, step, chunk) key instead of scanning every chunk of the step.
+    point = (
+        f"(SELECT {point.format('x', qn('values'))} FROM {chunks} x "
+        "WHERE x.entry_id = h.entry_id AND x.step = %s AND x.chunk = %s)"
+    )
+    sql = f"""
+        SELECT h.entry_id, e.competitor_id, c.slug, c.display_name,
+               {real.format("e.initial_balance")}, {secs.format("first_ts")},
+               {secs.format("last_ts")}, {real.format("h.last_total")}, {point}, {point}
+        FROM {qn(SeriesHead._meta.db_table)} h
+        JOIN {qn(Entry._meta.db_table)} e ON e.id = h.entry_id
+        JOIN {qn(Cohort._meta.db_table)} co ON co.id = e.cohort_id
+        JOIN {qn(Competitor._meta.db_table)} c ON c.id = e.competitor_id
+        WHERE co.kind = %s AND h.first_ts IS NOT NULL AND h.last_ts IS NOT NULL
+          AND ((h.first_ts >= %s AND h.first_ts < %s) OR (h.last_ts >= %s AND h.last_ts < %s))
+        ORDER BY h.entry_id
+    """  # noqa: S608 - table names from the models, values as parameters
+    at = connection.ops.adapt_datetimefield_value
+    lo, hi = born
+    params: list[int | str | None] = [
+        (k0 % CHUNK) * size + 1, step, k0 // CHUNK,
+        (k1 % CHUNK) * size + 1, step, k1 // CHUNK,
+        scope, at(instant(lo)), at(instant(hi + 1)), at(instant(last)), at(instant(last + 1)),
+    ]  # fmt: skip
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    nan = float("nan")
+    return [
+        (*row[:8], _point(row[8], nan), _point(row[9], nan))
+        for row in rows
+        if lo <= row[5] <= hi or row[6] == last
+    ]
+
+
+def _point(raw, missing: float) -> float:
+    return missing if raw is None else float(unpack(bytes(raw))[0])

@@ -1,8 +1,17 @@
-"""The overview series: per scope (live / replay / demo) and competitor, the mean return in
-percent over the competitor's entries alive at each grid point, recomputed from the committed
-entry chunks a write touched (cohorts/series.py decides when). Writers lock the scope's
-ScopeSeriesHead row after the entries' heads, so an overview chunk is never computed from a
-half-written entry.
+"""The overview series: per scope (live / replay / demo) and competitor, the mean growth of
+the competitor's entries from each grid point to the next, the factor the home chart compounds
+into its chain-linked return (web/charts.py). Recomputed from the committed entry chunks a
+write touched (cohorts/series.py decides when), so a page only multiplies stored factors.
+Writers lock the scope's ScopeSeriesHead row after the entries' heads, so an overview chunk is
+never computed from a half-written entry.
+
+The factor at grid point k of a step averages, over the entries alive at k, value(k) divided
+by value(k - 1), or by the starting balance for an entry whose first snapshot falls in
+((k - 1) * step, k * step]; an entry with neither counts for nothing. It is 1.0 where entries
+are alive but none counts, and NaN where none of the competitor's entries is alive (the chart
+draws no point there). The first point of a chart's range and a latest snapshot between grid
+points depend on the range itself, so the page computes those two from the entries
+(`growth_at`), the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 from django.db.models import Max, Min
 
-from cohorts.series_grid import CHUNK, DTYPE, pack, unpack, upsert
+from cohorts.series_grid import CHUNK, DTYPE, epoch, pack, unpack, upsert
 
 
 def lock_scopes(M, scopes: Iterable[str]) -> dict:
@@ -48,6 +57,55 @@ def refresh_scopes(M, touched: dict, info: dict, written: list) -> None:
         )
 
 
+def starting_balance(initial) -> float:
+    # An entry without a starting balance has no growth to count (NaN divides to NaN).
+    return float(initial or 0) or float("nan")
+
+
+def mean_growth(values: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """Per column, the mean of values / previous over the rows (entries, in entry id order)
+    where both are numbers and the ratio finite; 1.0 where no row counts."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = values / previous
+    both = ~np.isnan(growth) & np.isfinite(growth)
+    counts = both.sum(axis=0)
+    return np.where(
+        counts > 0, np.where(both, growth, 0.0).sum(axis=0) / np.maximum(counts, 1), 1.0
+    )
+
+
+def growth_at(values: np.ndarray, previous: np.ndarray, starts, since: int, at: int) -> float:
+    """The factor at one time `at` (seconds) from the entries' values there and at the point
+    before (NaN where none), each row's entry counting from its starting balance when its
+    first snapshot is in (since, at]. `starts` holds (starting balance, first snapshot)."""
+    previous = previous.copy()
+    for i, (initial, born) in enumerate(starts):
+        if since < born <= at and np.isnan(previous[i]) and not np.isnan(values[i]):
+            previous[i] = initial
+    return float(mean_growth(values[:, None], previous[:, None])[0])
+
+
+def _chunk_growth(step: int, c: int, members: list[tuple], before: dict) -> np.ndarray | None:
+    """The factors of one competitor's chunk c of a step; `members` are its entries' (entry id,
+    starting balance, first snapshot in seconds, values of chunk c) in entry id order, `before`
+    their values of chunk c - 1. None where no entry is alive in the chunk."""
+    values = np.vstack([v for _, _, _, v in members])
+    if np.isnan(values).all():
+        return None
+    previous = np.full_like(values, np.nan)
+    previous[:, 1:] = values[:, :-1]
+    for i, (entry_id, initial, born, v) in enumerate(members):
+        earlier = before.get(entry_id)
+        if earlier is not None:
+            previous[i, 0] = earlier[-1]
+        k = -(-born // step) - c * CHUNK  # the first point at or after the first snapshot
+        if 0 <= k < CHUNK and np.isnan(previous[i, k]) and not np.isnan(v[k]):
+            previous[i, k] = initial
+    factors = mean_growth(values, previous)
+    factors[np.isnan(values).all(axis=0)] = np.nan
+    return factors.astype(DTYPE, copy=False)
+
+
 def recompute_overview(M, touched: dict) -> None:
     by_scope: dict[str, dict[int, set]] = defaultdict(dict)
     for (scope, competitor), keys in touched.items():
@@ -55,41 +113,47 @@ def recompute_overview(M, touched: dict) -> None:
     for scope, competitors in by_scope.items():
         steps = {s for keys in competitors.values() for s, _ in keys}
         chunks = {c for keys in competitors.values() for _, c in keys}
-        rows = M.SeriesChunk.objects.filter(
-            entry__cohort__kind=scope,
-            entry__competitor_id__in=list(competitors),
-            step__in=steps,
-            chunk__in=chunks,
-        ).values_list("entry__competitor_id", "entry__initial_balance", "step", "chunk", "values")
-        sums: dict[tuple, np.ndarray] = {}
-        counts: dict[tuple, np.ndarray] = {}
-        for competitor, initial, step, c, raw in rows.iterator(chunk_size=2000):
-            if (step, c) not in competitors[competitor] or not initial:
-                continue
-            ratio = (unpack(raw) / float(initial) - 1.0) * 100.0
-            key = (competitor, step, c)
-            if key not in sums:
-                sums[key] = np.zeros(CHUNK, dtype=DTYPE)
-                counts[key] = np.zeros(CHUNK, dtype=np.int64)
-            present = ~np.isnan(ratio)
-            sums[key][present] += ratio[present]
-            counts[key] += present
+        # Chunk c - 1 too: the first point of a chunk grows from the last of the one before.
+        rows = (
+            M.SeriesChunk.objects.filter(
+                entry__cohort__kind=scope,
+                entry__competitor_id__in=list(competitors),
+                step__in=steps,
+                chunk__in=chunks | {c - 1 for c in chunks},
+                entry__series_head__first_ts__isnull=False,
+            )
+            .order_by("entry_id")
+            .values_list(
+                "entry_id", "entry__competitor_id", "entry__initial_balance",
+                "entry__series_head__first_ts", "step", "chunk", "values",
+            )
+        )  # fmt: skip
+        members: dict[tuple, list] = defaultdict(list)
+        before: dict[tuple, dict] = defaultdict(dict)
+        for entry_id, competitor, initial, first, step, c, raw in rows.iterator(chunk_size=2000):
+            wanted = competitors[competitor]
+            if (step, c + 1) in wanted:
+                before[(competitor, step, c + 1)][entry_id] = unpack(raw)
+            if (step, c) in wanted:
+                start = (starting_balance(initial), epoch(first))
+                members[(competitor, step, c)].append((entry_id, *start, unpack(raw)))
         out, empty = [], []
         for competitor, keys in competitors.items():
             for step, c in keys:
                 key = (competitor, step, c)
-                if key not in counts or not counts[key].any():
-                    empty.append((competitor, step, c))
+                factors = (
+                    _chunk_growth(step, c, members[key], before[key]) if key in members else None
+                )
+                if factors is None:
+                    empty.append(key)
                     continue
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    mean = np.where(counts[key] > 0, sums[key] / counts[key], np.nan)
                 out.append(
                     {
                         "scope": scope,
                         "competitor_id": competitor,
                         "step": step,
                         "chunk": c,
-                        "values": pack(mean),
+                        "values": pack(factors),
                     }
                 )
         upsert(M.ScopeSeriesChunk, out, ["scope", "step", "chunk", "competitor"], ["values"])
@@ -113,6 +177,14 @@ def reset_scope_heads(M, scopes: Iterable[str]) -> None:
     for scope, head in heads.items():
         head.first_ts, head.last_ts = spans.get(scope, (None, None))
     M.ScopeSeriesHead.objects.bulk_update(list(heads.values()), ["first_ts", "last_ts"])
+
+
+def rebuild_overviews(M) -> None:
+    """Every scope's growth factors from the stored entry chunks (a backfill)."""
+    M.ScopeSeriesChunk.objects.all().delete()
+    pairs = M.Entry.objects.values_list("cohort__kind", "competitor_id").distinct()
+    for scope, competitor in pairs:
+        recompute_overview(M, {(scope, competitor): overview_keys(M, scope, competitor)})
 
 
 def overview_keys(M, scope: str, competitor_id: int) -> set[tuple[int, int]]:

@@ -56,7 +56,14 @@ from cohorts.models import (
 from cohorts.seals import delete_sealed
 from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_start_for
 from cohorts.settlement import settle_market
-from cohorts.snapshots import bucket_for, compute_snapshots, snapshot_cohorts, store_snapshots
+from cohorts.snapshots import (
+    Book,
+    bucket_for,
+    read_book,
+    snapshot_cohorts,
+    store_snapshots,
+    value_book,
+)
 from cohorts.universe import freeze_universe
 from core import clock
 from markets.bulk import insert_rows
@@ -341,6 +348,8 @@ class _Sim:
         self.quoted: dict[int, dict[str, str]] = {}
         self.running: list[int] | None = None
         self.pending: list[Snapshot] = []  # computed at their tick, not stored yet
+        # What the running entries hold, read once per stretch without events (see tick).
+        self.book: Book | None = None
 
     def is_decision_time(self, t: datetime) -> bool:
         return (t - self.plan.start) % timedelta(weeks=1) == DECISION_DELAY
@@ -358,12 +367,17 @@ class _Sim:
             changed = True
         if changed:
             advance_cohorts(at=t, cohorts=Cohort.objects.filter(kind=Cohort.Kind.DEMO).values("pk"))
-            self.held = self.running = None
+            self.held = self.running = self.book = None
         self._mark(t)
         running = self._running(t)
         if running:
-            # The tick's values are read now, at t; they are stored with the next flush.
-            self.pending += compute_snapshots(snapshot_cohorts(t, running), bucket_for(t))
+            # The tick's values are taken now, at t; they are stored with the next flush. Only
+            # a Sunday or a resolution moves cash or positions (both reset the book above);
+            # between them only the quotes move, and _mark hands the book each one it writes,
+            # so the book values exactly as compute_snapshots' fresh read would.
+            if self.book is None:
+                self.book = read_book(snapshot_cohorts(t, running))
+            self.pending += value_book(self.book, bucket_for(t))
         self.report.ticks += 1
 
     def flush(self) -> None:
@@ -481,6 +495,8 @@ class _Sim:
             if self.quoted.get(pk) != quote:
                 changed[pk] = self.quoted[pk] = quote
         _write_quotes(changed, t)
+        if self.book is not None:
+            self.book.requote(changed)
 
     def _running(self, t: datetime) -> list[int]:
         # Reset by tick() whenever a Sunday or a resolution may have changed the set.

@@ -157,8 +157,14 @@ JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0
 
 
 def overview_chart(scope: str, range_key: str, cohorts: list[Cohort] | None = None) -> ChartJSON:
-    """The home chart (charts.scope_return_series, decorated)."""
-    payload = charts.scope_return_series(scope, range_key=range_key)
+    """The home chart (charts.scope_return_series, decorated). The scope's span comes with
+    the cohorts when the caller has them (selectors.scope_cohorts)."""
+    span = None
+    if cohorts is not None and all(hasattr(c, "series_first") for c in cohorts):
+        firsts = [c.series_first for c in cohorts if c.series_first is not None]
+        lasts = [c.series_last for c in cohorts if c.series_last is not None]
+        span = (min(firsts), max(lasts)) if firsts and lasts else ()
+    payload = charts.scope_return_series(scope, range_key=range_key, span=span)
     return ChartJSON.of(decorate_overview(payload, scope, cohorts))
 
 

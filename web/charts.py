@@ -4,8 +4,9 @@ The browser draws them with static/arena/charts.js (Plotly). Data reaches the pa
 `json_script` or the JSON API, never inside an inline script.
 
 Value series are read, never recomputed from snapshots: cohorts/series.py keeps every entry's
-value on fixed grids of 10 minutes to a week as snapshots are written (the home chart's
-chain-linked return is compounded from those grids, see scope_return_series). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
+value on fixed grids of 10 minutes to a week as snapshots are written, and per scope and
+competitor the growth factors the home chart compounds into its chain-linked return (see
+scope_return_series). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
 overview in OVERVIEW_POINTS): its grid points from the start of the range (or of the data, if
 later) up to the latest snapshot, plus that latest snapshot itself when it falls between grid
 points. The value at a point is the last snapshot at or before it within the entry's life, so a
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from cohorts import series
-from cohorts.models import Cohort, Entry, SeriesHead
+from cohorts import series_overview as overview
+from cohorts.models import Cohort, Entry
 from web import colours
 
 MAX_POINTS = 400  # per entry, per series response
@@ -113,7 +115,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
         "entries": [],
         "annotations": [],
     }
-    heads = series.entry_heads(e.pk for e in entries)
+    heads = _heads_of(entries)
     if not heads:
         return payload
     first = min(h[0] for h in heads.values())
@@ -149,6 +151,25 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     return payload
 
 
+def _heads_of(entries) -> dict[int, tuple[datetime, datetime, Decimal]]:
+    """series.entry_heads of the entries, from the heads they carry when the caller read
+    them with their entries (selectors.entry_rows), else one query."""
+    cached = [e._state.fields_cache for e in entries]
+    if not entries or any("series_head" not in c for c in cached):
+        return series.entry_heads(e.pk for e in entries)
+    out = {}
+    for e, c in zip(entries, cached, strict=True):
+        h = c["series_head"]  # None: no head row yet
+        if (
+            h is not None
+            and h.first_ts is not None
+            and h.last_ts is not None
+            and h.last_total is not None
+        ):
+            out[e.pk] = (h.first_ts, h.last_ts, h.last_total)
+    return out
+
+
 OVERVIEW_MEASURE = (
     "chain-linked return (%): each step, the mean growth of the competitor's entries that were "
     "alive over the whole step (an entry opened during the step grows from its starting "
@@ -157,7 +178,10 @@ OVERVIEW_MEASURE = (
 
 
 def scope_return_series(
-    scope: str, max_points: int = OVERVIEW_POINTS, range_key: str = DEFAULT_RANGE
+    scope: str,
+    max_points: int = OVERVIEW_POINTS,
+    range_key: str = DEFAULT_RANGE,
+    span: tuple | None = None,
 ) -> dict[str, Any]:
     """Each competitor's chain-linked return (%) across its entries in a scope, over time.
 
@@ -165,8 +189,12 @@ def scope_return_series(
     joins entries that have run for weeks). Here the growth from one sample time to the next
     is averaged over the entries alive at both (an entry born in between counts from its
     starting balance), and the growths are compounded: the return of holding the competitor's
-    entries in equal parts, rebalanced at each sample time. Read from the entries' stored
-    series (cohorts/series.py): two indexed queries, plus one for the scope's entries.
+    entries in equal parts, rebalanced at each sample time. The growth at each grid point is
+    stored on write (cohorts/series_overview.py); the two points that depend on the range are
+    computed here from the few entries they involve: the first (only entries born since the
+    range's start count, from their starting balance) and a latest snapshot between grid
+    points. Three indexed queries, whatever the number of entries or the history (two when
+    the caller has the scope's `span`, series.scope_span; () when it has none).
     """
     range_key = range_or_default(range_key)
     payload: dict[str, Any] = {
@@ -179,48 +207,24 @@ def scope_return_series(
         "series": [],
         "annotations": [],
     }
-    # Every entry of the scope with a snapshot, its competitor and its series head: one query
-    # (the scope's span is theirs).
-    entries = list(
-        SeriesHead.objects.filter(
-            entry__cohort__kind=scope, first_ts__isnull=False, last_ts__isnull=False
-        ).values_list(
-            "entry_id", "entry__competitor_id", "entry__competitor__slug",
-            "entry__competitor__display_name", "entry__initial_balance",
-            "first_ts", "last_ts", "last_total",
-        )
-    )  # fmt: skip
-    if not entries:
+    if span is None:
+        span = series.scope_span(scope)
+    if not span:
         return payload
-    first_ts = min(e[5] for e in entries)
-    last_ts = max(e[6] for e in entries)
-    win = Window(first_ts, last_ts, range_key, max_points)
-    heads = {e[0]: (e[5], e[6], e[7]) for e in entries}
-    times = np.array(win.times, dtype=np.int64)
-    lo, hi = (int(times[0]), int(times[-1])) if len(times) else (0, -1)
-    # Only entries whose life overlaps the range.
-    alive = [e[:5] for e in entries if series.epoch(e[5]) <= hi and series.epoch(e[6]) >= lo]
-    grid = series.entry_values([e[0] for e in alive], win.step, win.k0, win.k1)
+    win = Window(span[0], span[1], range_key, max_points)
     n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
-    owners: dict[tuple, list[tuple[np.ndarray, float, int]]] = {}
-    for pk, competitor_id, slug, name, initial in alive:
-        first, last, total = heads[pk]
-        values = grid.get(pk)
-        if values is None:
-            values = np.full(n_grid, np.nan)
-        if win.tail is not None:
-            values = np.append(values, float(total) if series.epoch(last) == win.tail else np.nan)
-        start = (float(initial or 0) or float("nan"), series.epoch(first))
-        owners.setdefault((competitor_id, slug, name), []).append((values, *start))
+    factors = series.scope_growth(scope, win.step, win.k0, win.k1) if n_grid else {}
+    end = series.epoch(span[1])
+    edges = series.scope_edges(scope, (win.start, win.times[0]), end, win.step, win.k0, win.k1)
     lines = []
-    for owner in sorted(owners, key=lambda o: (o[2], o[1])):
-        y = _chain_linked(owners[owner], times, win.start)
+    for owner, y in _compounded(win, n_grid, factors, edges, end).items():
         if np.isnan(y).all():
             continue
         pk, slug, name = owner
         lines.append(
             {"competitor": slug, "label": name, **colours.style_for(pk, scope=scope), "y": y}
         )
+    lines.sort(key=lambda line: (line["label"], line["competitor"]))
     if lines:
         payload["step_seconds"] = win.step
         payload["x"] = win.x()
@@ -228,32 +232,50 @@ def scope_return_series(
     return payload
 
 
-def _chain_linked(
-    entries: list[tuple[np.ndarray, float, int]], times: np.ndarray, start: int
-) -> np.ndarray:
-    """The chain-linked return (%) at each time of one competitor's entries, each given as
-    (values at the times, NaN outside its life; starting balance; first snapshot, seconds),
-    compounded from `start` (seconds, at or before the first time)."""
-    values = np.vstack([v for v, _, _ in entries])
-    previous = np.full_like(values, np.nan)
-    previous[:, 1:] = values[:, :-1]
-    # An entry born since the previous sample time (or since the start of the range, for the
-    # first) grows from its starting balance.
-    since = np.concatenate(([start - 1], times[:-1]))
-    for i, (_, initial, born) in enumerate(entries):
-        born_in_step = (since < born) & (born <= times)
-        take = born_in_step & np.isnan(previous[i]) & ~np.isnan(values[i])
-        previous[i, take] = initial
-    with np.errstate(divide="ignore", invalid="ignore"):
-        growth = values / previous
-    both = ~np.isnan(growth) & np.isfinite(growth)
-    counts = both.sum(axis=0)
-    mean_growth = np.where(
-        counts > 0, np.where(both, growth, 0.0).sum(axis=0) / np.maximum(counts, 1), 1.0
-    )
-    index = np.cumprod(mean_growth)
-    out = (index - 1.0) * 100.0
-    out[np.isnan(values).all(axis=0)] = np.nan  # no entry alive: no point
+def _compounded(
+    win: Window, n_grid: int, factors: dict[tuple, np.ndarray], edges: list[tuple], end: int
+) -> dict[tuple, np.ndarray]:
+    """owner -> chain-linked return (%) at each of the window's times, from the stored growth
+    factors and the entries at the range's edges (series.scope_edges rows)."""
+    n = len(win.times)
+    born: dict[tuple, list] = {}
+    tail: dict[tuple, list] = {}
+    for e in edges:
+        if n_grid and win.start <= e[5] <= win.times[0]:
+            born.setdefault(e[1:4], []).append(e)
+        if win.tail is not None and e[6] == end:
+            tail.setdefault(e[1:4], []).append(e)
+    out = {}
+    for owner in set(factors) | set(born) | set(tail):
+        f = np.full(n, np.nan)
+        stored = factors.get(owner)
+        if stored is not None:
+            f[:n_grid] = stored
+        alive = ~np.isnan(f)
+        if n_grid:
+            # The first point: only entries born since the range's start grow, from their
+            # starting balance (earlier ones have no point before it in the range).
+            mine = born.get(owner, [])
+            f[0] = overview.growth_at(
+                np.array([e[8] for e in mine], dtype=float),
+                np.full(len(mine), np.nan),
+                [(e[4] or float("nan"), e[5]) for e in mine],
+                win.start - 1,
+                win.times[0],
+            )
+        if win.tail is not None:
+            mine = tail.get(owner, [])
+            f[-1] = overview.growth_at(
+                np.array([e[7] for e in mine], dtype=float),
+                np.array([e[9] if n_grid else np.nan for e in mine], dtype=float),
+                [(e[4] or float("nan"), e[5]) for e in mine],
+                win.times[-2] if n > 1 else win.start - 1,
+                win.tail,
+            )
+            alive[-1] = bool(mine)
+        y = (np.cumprod(np.where(np.isnan(f), 1.0, f)) - 1.0) * 100.0
+        y[~alive] = np.nan  # no entry alive: no point
+        out[owner] = y
     return out
 
 

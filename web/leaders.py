@@ -9,7 +9,7 @@ from cohorts.models import Cohort
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 from web import standings
-from web.selectors import SCOPES
+from web.selectors import SCOPES, table_rows
 
 
 def _latest_runs(scopes) -> dict[str, ScoreRun]:
@@ -101,14 +101,18 @@ def competitor_headlines(competitors) -> dict[int, dict]:
     return out
 
 
-def cohort_board(cohort: Cohort) -> tuple[ScoreRun, standings.Board] | None:
-    """The cohort's own leaderboard in the latest score run of its kind, ranked, lettered and
-    with digits chosen as on the home page; None before that run has scored the cohort. Ranked
-    by the run's headline order, the same order that names the leader on the cohorts page."""
-    run = scoring_selectors.latest_run(cohort.kind)
+def cohort_board(
+    cohort: Cohort, run: ScoreRun | None = None
+) -> tuple[ScoreRun, standings.Board] | None:
+    """The cohort's own leaderboard in the latest score run of its kind (`run`, when the
+    caller has it), ranked, lettered and with digits chosen as on the home page; None before
+    that run has scored the cohort. Ranked by the run's headline order, the same order that
+    names the leader on the cohorts page."""
+    if run is None:
+        run = scoring_selectors.latest_run(cohort.kind)
     if run is None:
         return None
-    rows = list(scoring_selectors.leaderboard_rows(run, cohort))
+    rows = list(table_rows(scoring_selectors.leaderboard_rows(run, cohort)))
     if not rows:
         return None
     return run, standings.build(run, rows, group=str(cohort.pk))

@@ -12,6 +12,8 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
@@ -104,7 +106,10 @@ def home(
         if not Cohort.objects.filter(pk=cohort).exists():
             raise params.BadParameter(f"cohort: there is no cohort {cohort}")
         return redirect("cohort-detail", cohort_id=cohort)
-    scope = selectors.scope_or_default(scope or None)
+    if is_partial(request):
+        scope, cohorts = selectors.scope_or_default(scope or None), []
+    else:
+        scope, cohorts = _scope_and_cohorts(scope or None)
     with colours.in_scope(scope):  # swatches match the scope's chart lines
         run = selectors.latest_run(scope)
         descending = {"asc": False, "desc": True}.get(direction)
@@ -125,7 +130,6 @@ def home(
         }
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
-        cohorts = selectors.scope_cohorts(scope)
         context["rescoring"] = visitor_reads.rescoring_since(scope, run)
         context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
         context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
@@ -133,6 +137,18 @@ def home(
         context["ranges"] = list(charts.RANGES)
         context["series_url"] = reverse("api-overview") + f"?scope={scope}"
         return render(request, "arena/home.html", context)
+
+
+def _scope_and_cohorts(raw: str | None) -> tuple[str, list[Cohort]]:
+    """selectors.scope_or_default(raw) and that scope's scope_cohorts, in one query when no
+    scope is asked for: the cohorts of every default scope are read (a few a week) and the
+    first scope that has any is kept."""
+    if raw in selectors.SCOPES:
+        return raw, selectors.scope_cohorts(raw)
+    rows = selectors.scope_cohorts(selectors.DEFAULT_SCOPES)
+    kinds = {c.kind for c in rows}
+    scope = next((k for k in selectors.DEFAULT_SCOPES if k in kinds), Cohort.Kind.LIVE)
+    return scope, [c for c in rows if c.kind == scope]
 
 
 # (key, label, glossary term, class): "key" columns stay in view on a phone.
@@ -199,7 +215,8 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
         entries = _entries_with_corrections(cohort)
         decisions = selectors.recent_decisions(cohort)
         universe_week, universe = selectors.cohort_universe(cohort)
-        scored = leaders.cohort_board(cohort)
+        run = selectors.latest_run(cohort.kind)
+        scored = leaders.cohort_board(cohort, run)
         context = {
             "cohort": cohort,
             "standing": scored[1] if scored else None,
@@ -214,17 +231,30 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "ranges": list(charts.RANGES),
             "series_url": reverse("api-cohort-series", args=[cohort.pk]),
             "universe_week": universe_week,
-            "universe": rows.universe_rows(universe[:100]),
+            "universe": universe_html(rows.universe_rows(universe[:100])),
+            "universe_shown": min(len(universe), 100),
             "universe_total": len(universe),
-            "rescoring": visitor_reads.rescoring_since(
-                cohort.kind, selectors.latest_run(cohort.kind)
-            ),
+            "rescoring": visitor_reads.rescoring_since(cohort.kind, run),
             "decisions": rows.decision_rows(decisions),
             "seals": selectors.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.
             "latest_week": decisions[0]["week"] if decisions else None,
         }
         return render(request, "arena/cohort_detail.html", context)
+
+
+def universe_html(markets: list[rows.UniverseRow]) -> SafeString:
+    """The universe table's rows as HTML, every value escaped: a hundred rows of three cells
+    cost the template engine more than the rest of the page's tables together."""
+    return format_html_join(
+        "\n",
+        "<tr><td>{}</td><td>{}</td></tr>",
+        (
+            (format_html('<a href="{}">{}</a>', m.href, m.question) if m.href else m.question,
+             m.prices)
+            for m in markets
+        ),
+    )  # fmt: skip
 
 
 class _EntryTable(list):

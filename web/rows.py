@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from cohorts.models import Decision
+from web.standings import row_methodology
 from web.templatetags.arena import (
     ci,
     frozen,
@@ -203,12 +204,13 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
     """The scored standings of `board` (web/standings.py) as the home table shows them."""
     places = board.places
     out = []
-    for row in board.scored:
+    for s in board.scored:
+        row = s.row  # its fields directly, not through Standing.__getattr__
         c = row.competitor
         css = "is-provisional" if row.provisional else ""
         letters_title = ""
-        if row.letters:
-            n = len(row.differs_from)
+        if s.letters:
+            n = len(s.differs_from)
             letters_title = (
                 f"significantly different from the {n} ranked row{'s' if n > 1 else ''} "
                 "with no letter in common; not from those sharing a letter"
@@ -221,7 +223,7 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
                 f" of the {row.required_n} needed to detect a "
                 f"{frozen('provisional_brier_delta')} Brier edge"
             )
-        method = row.stored_details.methodology
+        method = row_methodology(row)
         method_label = version(method.version) if method and method.version else ""
         method_title = f"Scored with methodology {method_label}"
         if method and method.cohort_versions:
@@ -232,8 +234,8 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
         out.append(
             LeaderRow(
                 css=css,
-                rank=row.rank,
-                letters=row.letters,
+                rank=s.rank,
+                letters=s.letters,
                 letters_title=letters_title,
                 swatch=swatch(c),
                 href=competitor_url(c.slug) + f"?scope={scope}",

@@ -21,6 +21,7 @@ from django.db.models import (
     F,
     IntegerField,
     Max,
+    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -49,6 +50,7 @@ from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from web.standings import table_rows
 
 SCOPES: tuple[str, ...] = (
     Cohort.Kind.LIVE,
@@ -117,7 +119,7 @@ def leaderboard_rows(
     field, lower_better = SORTABLE[sort]
     if descending is None:
         descending = not lower_better
-    qs = scoring_selectors.leaderboard_rows(run, cohort=cohort)
+    qs = table_rows(scoring_selectors.leaderboard_rows(run, cohort=cohort))
     order = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
     rows = list(qs.select_related("competitor").order_by(order, "competitor__display_name"))
     return rows, sort, descending
@@ -148,10 +150,18 @@ class SiteState:
     resolved_markets: int
 
 
-def scope_cohorts(scope: str) -> list[Cohort]:
-    """The scope's cohorts, oldest first, with what a chart's events and a count need."""
+def scope_cohorts(scope: str | tuple[str, ...]) -> list[Cohort]:
+    """The scope's (or scopes') cohorts, oldest first, with what a chart's events and a count
+    need, and each cohort's first and latest snapshot (`series_first`, `series_last`: the span
+    of the home chart, web/charts.scope_return_series)."""
     return list(
-        Cohort.objects.filter(kind=scope).only("id", "kind", "week_start").order_by("week_start")
+        Cohort.objects.filter(Q(kind=scope) if isinstance(scope, str) else Q(kind__in=scope))
+        .only("id", "kind", "week_start")
+        .annotate(
+            series_first=Min("entries__series_head__first_ts"),
+            series_last=Max("entries__series_head__last_ts"),
+        )
+        .order_by("week_start")
     )
 
 

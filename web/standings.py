@@ -22,10 +22,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTransform
+
 from core.methodology import CONSTANTS
 from scoring import metrics
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.stored import DmPair, RunDetails
+from scoring.stored import DmPair, Methodology, RunDetails
 
 MAX_PLACES = 6
 PROVISIONAL_DELTA = f"{CONSTANTS.provisional_brier_delta:g}"  # the Brier edge it is sized for
@@ -82,6 +85,21 @@ class Board:
                 "it per competitor; the number needed is in each badge)."
             )
         return "Provisional: no resolved question yet."
+
+
+def table_rows(rows: QuerySet[LeaderboardRow]) -> QuerySet[LeaderboardRow]:
+    """Leaderboard rows as a standings table reads them: of `details` (calibration bins, tests,
+    portfolios: kilobytes a row, parsed whole on access) only the methodology it shows, as
+    `shown_methodology` (row_methodology reads it)."""
+    return rows.defer("details").annotate(shown_methodology=KeyTransform("methodology", "details"))
+
+
+def row_methodology(row: LeaderboardRow) -> Methodology | None:
+    """The methodology a row was scored with, from the one field a table reads
+    (table_rows) or else from the row's whole details."""
+    if "shown_methodology" in row.__dict__:
+        return Methodology.from_json(row.shown_methodology)
+    return row.stored_details.methodology
 
 
 def unscored_reason(row: LeaderboardRow, headline_field: str) -> str | None:

@@ -130,15 +130,24 @@ def test_overview_is_the_mean_return_of_the_entries_alive():
     store_snapshots([_snap(a, T0 + i * TEN, 11_000) for i in range(0, 7 * 144 + 1, 6)])
     week2 = T0 + timedelta(weeks=1)
     store_snapshots([_snap(b, week2 + i * TEN, 8_000) for i in range(0, 144, 6)])
-    # The stored overview (cohorts/series.py) is the plain mean of the entries alive.
+    # The plain mean of the entries alive, from their stored series, jumps when b opens.
     step = 3600
     k0, k1 = series.epoch(T0) // step, series.epoch(week2 + 138 * TEN) // step
-    stored, _ = series.scope_values("live", step, k0, k1)
-    ((_, mean),) = stored.items()
+    values = series.entry_values([a.pk, b.pk], step, k0, k1)
+    returns = np.vstack([(values[e.pk] / 10_000 - 1) * 100 for e in (a, b)])
+    mean = np.nanmean(returns, axis=0)
     assert mean[(series.epoch(T0 + timedelta(days=1)) // step) - k0] == pytest.approx(10.0)
     assert mean[(series.epoch(week2) // step) - k0] == pytest.approx(-5.0)  # (10 - 20) / 2
     assert mean[-1] == pytest.approx(-20.0)  # a's life ended at week 2: only b counts
     assert ScopeSeriesHead.objects.get(scope="live").last_ts == week2 + 138 * TEN
+    # What the scope stores instead is each step's mean growth (cohorts/series_overview.py):
+    # a from its starting balance at its first point, flat afterwards; at week 2 a flat and b
+    # from its balance, (1.0 + 0.8) / 2; then b alone, flat.
+    ((_, factors),) = series.scope_growth("live", step, k0, k1).items()
+    assert factors[0] == pytest.approx(1.1)
+    assert factors[(series.epoch(T0 + timedelta(days=1)) // step) - k0] == 1.0
+    assert factors[(series.epoch(week2) // step) - k0] == pytest.approx(0.9)
+    assert factors[-1] == 1.0
     # The home chart chain-links it instead (issue 27: the plain mean jumps whenever a cohort
     # opens): at week 2 the step's growth is the mean of a's (none) and b's from its balance
     # (-20%), so 1.10 * 0.90 = 0.99; afterwards only b runs, flat.

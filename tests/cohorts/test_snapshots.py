@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from cohorts.doctor import check_invariants
 from cohorts.models import Entry, LedgerEntry, Snapshot
 from cohorts.services import BetOrder, SellOrder, execute_orders
-from cohorts.snapshots import bucket_for, take_snapshot
+from cohorts.snapshots import SNAPSHOT_FIELDS, bucket_for, take_snapshot
 from markets.models import Market
 from tests.factories import make_cohort_with_entries, make_market
 
@@ -162,3 +162,27 @@ def test_doctor_detects_each_broken_invariant():
     assert any("shares 0.000000" in p for p in check_invariants())
     LedgerEntry.objects.filter(entry=a, kind="buy").delete()
     assert any("!= ledger sum" in p for p in check_invariants())
+
+
+def test_a_requoted_book_values_as_a_fresh_read():
+    """The demo reads a tick's book once per stretch without events and hands it each quote it
+    writes: the rows must be those compute_snapshots reads afresh."""
+    from cohorts.snapshots import compute_snapshots, read_book, snapshot_cohorts, value_book
+
+    cohort, (a, b) = make_cohort_with_entries(2, week_start=WEEK)
+    m = make_market(prices={"Yes": "0.50", "No": "0.50"})
+    n = make_market(prices={"Yes": "0.20", "No": "0.80"})
+    bet(a, m, "Yes", "100")
+    bet(b, n, "No", "60")
+    which = snapshot_cohorts(T0, [cohort])
+    book = read_book(which)
+    quotes = {m.pk: {"Yes": "0.73", "No": "0.27"}}
+    Market.objects.filter(pk=m.pk).update(last_prices=quotes[m.pk])
+    book.requote(quotes)
+
+    def fields(rows):
+        return sorted((s.entry_id, s.ts, *(getattr(s, f) for f in SNAPSHOT_FIELDS)) for s in rows)
+
+    fresh = fields(compute_snapshots(which, bucket_for(T0)))
+    assert fields(value_book(book, bucket_for(T0))) == fresh
+    assert dict((e, total) for e, _ts, _cash, _pv, total, *_ in fresh)[a.pk] == D("10046.00")
