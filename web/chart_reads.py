@@ -238,6 +238,8 @@ def correction_events(
         # than the limit, so none was cut off): the same rows the queries below would read.
         changes = sorted(known, key=lambda rc: (rc.changed_at, rc.pk))
         held = {(rc.market_id, cohorts[0].pk) for rc in changes}
+    elif not ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN).exists():
+        return []  # staff corrections are rare: one cheap test spares the join below
     else:
         positions = Position.objects.filter(entry__cohort__in=cohorts)
         if entry_ids is not None:

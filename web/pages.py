@@ -131,7 +131,8 @@ def home(
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
         context["rescoring"] = visitor_reads.rescoring_since(scope, run)
-        context["state"] = selectors.site_state(scope, n_cohorts=len(cohorts))
+        context["markets_synced"] = scope != "live" or selectors.markets_synced(scope)
+        context["n_cohorts"] = len(cohorts)
         context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
         context["range"] = range_key
         context["ranges"] = list(charts.RANGES)

@@ -11,7 +11,6 @@ read-side cache. The tests guard the counts on small and large data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -140,16 +139,6 @@ def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None
     return run, rows
 
 
-@dataclass(frozen=True)
-class SiteState:
-    """What exists yet, so empty pages can say truthfully why they are empty."""
-
-    markets: int
-    markets_synced: bool
-    cohorts: int
-    resolved_markets: int
-
-
 def scope_cohorts(scope: str | tuple[str, ...]) -> list[Cohort]:
     """The scope's (or scopes') cohorts, oldest first, with what a chart's events and a count
     need, and each cohort's first and latest snapshot (`series_first`, `series_last`: the span
@@ -165,27 +154,14 @@ def scope_cohorts(scope: str | tuple[str, ...]) -> list[Cohort]:
     )
 
 
-def site_state(scope: str, n_cohorts: int | None = None) -> SiteState:
-    """Counts of markets and cohorts (one aggregate and one count; no count when the caller
-    has the scope's number of cohorts)."""
-    market_qs = Market.objects.order_by()
-    upstream = scope in LIVE_PATH_KINDS  # synced from Polymarket, or its rehearsal stand-in
-    if upstream:
-        market_qs = market_qs.filter(source=SOURCE_FOR_KIND[scope])
-    agg = market_qs.aggregate(
-        n=Count("id"),
-        synced=Count("id", filter=Q(last_synced_at__isnull=False)),
-        resolved=Count("id", filter=Q(status__in=[Market.Status.RESOLVED, Market.Status.VOID])),
-    )
-    synced = agg["synced"] > 0 if upstream else agg["n"] > 0
-    return SiteState(
-        markets=agg["n"],
-        markets_synced=synced,
-        cohorts=(
-            Cohort.objects.filter(kind=scope).order_by().count() if n_cohorts is None else n_cohorts
-        ),
-        resolved_markets=agg["resolved"],
-    )
+def markets_synced(scope: str) -> bool:
+    """Whether the scope has any market to show: for the live path (Polymarket, or its
+    rehearsal stand-in), one synced at least once; for a simulated scope, any at all. One
+    indexed existence test, so the home page can say why it is empty without counting."""
+    markets = Market.objects.order_by()
+    if scope in LIVE_PATH_KINDS:
+        markets = markets.filter(source=SOURCE_FOR_KIND[scope], last_synced_at__isnull=False)
+    return markets.exists()
 
 
 # --- cohorts and entries -------------------------------------------------------------------
@@ -531,10 +507,12 @@ def staff_corrections(
         for entry_id, market_id, *_ in positions:
             if entry is None or entry_id == entry.pk:
                 held.setdefault(market_id, set()).add(entry_id)
-    if not held:
+    staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+    # Staff corrections are rare: one cheap test spares sending the held markets' ids.
+    if not held or not staff.exists():
         return []
     changes = list(
-        ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN, market_id__in=held)
+        staff.filter(market_id__in=held)
         .select_related("market", "changed_by")
         .order_by("-changed_at", "-pk")[:EVENT_LIMIT]
     )

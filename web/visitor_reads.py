@@ -60,14 +60,17 @@ def rescoring_since(scope: str, run: ScoreRun | None) -> ResolutionChange | None
     are being recomputed instead of showing them as current."""
     if run is None:
         return None
+    after = ResolutionChange.objects.filter(
+        source=Market.ResolvedBy.ADMIN, changed_at__gt=run.started_at
+    )
+    # Usually no correction follows the latest run: one cheap test instead of the join below.
+    if not after.exists():
+        return None
     # Few changes follow a run, so each is tested for a forecast or position in the scope.
     forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
     position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
     return (
-        ResolutionChange.objects.filter(
-            source=Market.ResolvedBy.ADMIN, changed_at__gt=run.started_at
-        )
-        .filter(Exists(forecast) | Exists(position))
+        after.filter(Exists(forecast) | Exists(position))
         .order_by("-changed_at", "-pk")
         .first()
     )
