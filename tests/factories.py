@@ -1,6 +1,6 @@
 """Small ORM factories shared by the test suites (stable names: other apps' tests import them).
 
-make_market(...), make_competitor(...), make_cohort_with_entries(...). Everything is created
+make_market(...), make_competitor(...), make_cohort_with_entries(...), snapshot_row(...). Everything is created
 through the ORM or the real services, never mocked.
 """
 
@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from agents.models import Competitor
-from cohorts.models import Cohort, Entry
+from cohorts.models import Cohort, Entry, Snapshot
 from cohorts.services import open_cohort, week_start_for
 from markets.models import Market
 
@@ -88,3 +88,14 @@ def make_cohort_with_entries(
     if not created:
         raise ValueError(f"a {kind} cohort for {week_start:%Y-%m-%d} already exists in this test")
     return cohort, list(cohort.entries.order_by("pk"))
+
+
+def snapshot_row(entry: Entry, ts: datetime, total) -> Snapshot:
+    """An unsaved all-cash Snapshot of `total` (rounded to cents), for bulk writes and the
+    series writers (cohorts.snapshots.store_snapshots) in tests."""
+    total = Decimal(total).quantize(Decimal("0.01"))
+    zero = Decimal("0.00")
+    return Snapshot(
+        entry=entry, ts=ts, cash=total, positions_value=zero, total=total,
+        realized_pnl=zero, unrealized_pnl=zero,
+    )  # fmt: skip

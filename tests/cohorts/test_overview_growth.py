@@ -22,20 +22,12 @@ from cohorts.models import Cohort, Entry, ScopeSeriesChunk, SeriesHead, Snapshot
 from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots, take_snapshot
 from markets.models import Market
-from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.factories import make_cohort_with_entries, make_competitor, make_market, snapshot_row
 from web import chart_reads, charts, colours, selectors
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday
 TEN = timedelta(minutes=10)
-
-
-def _snap(entry, ts, total) -> Snapshot:
-    total = Decimal(total).quantize(Decimal("0.01"))
-    return Snapshot(
-        entry=entry, ts=ts, cash=total, positions_value=Decimal("0.00"), total=total,
-        realized_pnl=Decimal("0.00"), unrealized_pnl=Decimal("0.00"),
-    )  # fmt: skip
 
 
 def reference(scope: str, range_key: str, max_points: int = charts.OVERVIEW_POINTS) -> dict:
@@ -152,10 +144,12 @@ def test_entries_joining_and_leaving_give_the_per_request_figures():
         for entry in entries:
             seed += 1
             totals = _walk(seed, hi - lo)
-            store_snapshots([_snap(entry, T0 + (lo + i) * TEN, t) for i, t in enumerate(totals)])
+            store_snapshots(
+                [snapshot_row(entry, T0 + (lo + i) * TEN, t) for i, t in enumerate(totals)]
+            )
     # A latest snapshot between grid points of every step but the finest.
     last = T0 + 18 * 144 * TEN + timedelta(minutes=7)
-    store_snapshots([_snap(e, last, 10_500) for e in cohorts[1] + cohorts[2]])
+    store_snapshots([snapshot_row(e, last, 10_500) for e in cohorts[1] + cohorts[2]])
     _assert_same_as_reference()
     _assert_same_as_reference(max_points=30)
     # The stored factors are the same whether kept tick by tick or rebuilt from scratch.
@@ -199,9 +193,12 @@ def test_replay_scope_and_sparse_hourly_snapshots_give_the_per_request_figures()
                                  competitors=[comp])
         for w in (0, 1)
     )  # fmt: skip
-    store_snapshots([_snap(e1, T0 + timedelta(hours=h), 10_000 + 7 * h) for h in range(300)])
+    store_snapshots([snapshot_row(e1, T0 + timedelta(hours=h), 10_000 + 7 * h) for h in range(300)])
     store_snapshots(
-        [_snap(e2, T0 + timedelta(weeks=1, hours=h, minutes=13), 10_000 - 3 * h) for h in range(9)]
+        [
+            snapshot_row(e2, T0 + timedelta(weeks=1, hours=h, minutes=13), 10_000 - 3 * h)
+            for h in range(9)
+        ]
     )
     _assert_same_as_reference("replay")
 
@@ -233,7 +230,7 @@ def test_any_history_gives_the_per_request_figures(plan):
             start = T0 + lo * TEN
             totals = _walk(seed, count)
             store_snapshots(
-                [_snap(entry, start + i * timedelta(minutes=minutes), t)
+                [snapshot_row(entry, start + i * timedelta(minutes=minutes), t)
                  for i, t in enumerate(totals)]
             )  # fmt: skip
         _assert_same_as_reference()
@@ -253,7 +250,7 @@ def test_the_migration_replaces_stored_plain_means_with_the_growth_factors():
 
     comp = make_competitor("migrated")
     _, (entry,) = make_cohort_with_entries(1, week_start=T0, competitors=[comp])
-    store_snapshots([_snap(entry, T0 + i * TEN, 10_000 + 5 * i) for i in range(300)])
+    store_snapshots([snapshot_row(entry, T0 + i * TEN, 10_000 + 5 * i) for i in range(300)])
     factors = _factors()
     assert factors
     ScopeSeriesChunk.objects.update(values=np.full(series.CHUNK, 1.5).astype("<f8").tobytes())

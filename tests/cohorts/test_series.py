@@ -27,20 +27,12 @@ from cohorts.models import (
 from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots
 from markets.models import Market
-from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.factories import make_cohort_with_entries, make_competitor, make_market, snapshot_row
 from web import charts
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday
 TEN = timedelta(minutes=10)
-
-
-def _snap(entry, ts, total) -> Snapshot:
-    total = Decimal(total).quantize(Decimal("0.01"))
-    return Snapshot(
-        entry=entry, ts=ts, cash=total, positions_value=Decimal("0.00"), total=total,
-        realized_pnl=Decimal("0.00"), unrealized_pnl=Decimal("0.00"),
-    )  # fmt: skip
 
 
 def _stored(entry_ids) -> dict:
@@ -101,7 +93,7 @@ def test_incremental_series_equal_the_snapshot_rows(batches, cut):
     try:
         for batch in batches:
             rows = {m: total for m, total in batch}  # one row per bucket per write
-            store_snapshots([_snap(entry, T0 + m * TEN, t) for m, t in sorted(rows.items())])
+            store_snapshots([snapshot_row(entry, T0 + m * TEN, t) for m, t in sorted(rows.items())])
         for step in (600, 3600, 86400):
             assert _grid(entry, step) == _reference(entry, step)
         head = SeriesHead.objects.get(entry=entry)
@@ -127,9 +119,9 @@ def test_overview_is_the_mean_return_of_the_entries_alive():
     _, (a,) = make_cohort_with_entries(1, week_start=T0, competitors=[comp])
     _, (b,) = make_cohort_with_entries(1, week_start=T0 + timedelta(weeks=1), competitors=[comp])
     # a: +10% for its first week only; b: -20% from the second week on.
-    store_snapshots([_snap(a, T0 + i * TEN, 11_000) for i in range(0, 7 * 144 + 1, 6)])
+    store_snapshots([snapshot_row(a, T0 + i * TEN, 11_000) for i in range(0, 7 * 144 + 1, 6)])
     week2 = T0 + timedelta(weeks=1)
-    store_snapshots([_snap(b, week2 + i * TEN, 8_000) for i in range(0, 144, 6)])
+    store_snapshots([snapshot_row(b, week2 + i * TEN, 8_000) for i in range(0, 144, 6)])
     # The plain mean of the entries alive, from their stored series, jumps when b opens.
     step = 3600
     k0, k1 = series.epoch(T0) // step, series.epoch(week2 + 138 * TEN) // step
@@ -165,7 +157,9 @@ def test_sparse_history_draws_every_range_in_full():
     cohort, entries = make_cohort_with_entries(2, week_start=T0)
     hours = 4 * 7 * 24
     for e in entries:
-        store_snapshots([_snap(e, T0 + timedelta(hours=h), 10_000 + h) for h in range(hours)])
+        store_snapshots(
+            [snapshot_row(e, T0 + timedelta(hours=h), 10_000 + h) for h in range(hours)]
+        )
     last = T0 + timedelta(hours=hours - 1)
     for key in charts.RANGES:
         data = charts.cohort_series(cohort, key)
@@ -212,8 +206,8 @@ def test_deleted_entries_leave_the_overview_and_a_rebuild_restores_everything():
     cohort_b, (b,) = make_cohort_with_entries(
         1, week_start=T0 + timedelta(days=7), competitors=[comp]
     )
-    store_snapshots([_snap(a, T0 + i * TEN, 12_000) for i in range(1200)])
-    store_snapshots([_snap(b, T0 + timedelta(days=7) + i * TEN, 9_000) for i in range(12)])
+    store_snapshots([snapshot_row(a, T0 + i * TEN, 12_000) for i in range(1200)])
+    store_snapshots([snapshot_row(b, T0 + timedelta(days=7) + i * TEN, 9_000) for i in range(12)])
     before = _overview()
     cohort_a.delete()  # cascades to the entry; the overview follows once this commits
     after = charts.scope_return_series("live", range_key="ALL")
