@@ -406,10 +406,14 @@ def scope_edges(scope: str, born: tuple[int, int], last: int, step: int, k0: int
         f"(SELECT {point.format('x', qn('values'))} FROM {chunks} x "
         "WHERE x.entry_id = h.entry_id AND x.step = %s AND x.chunk = %s)"
     )
+    # Each point only where it is used: k0's for an entry born within `born`, k1's for one
+    # whose latest is at `last` (most rows; a CASE runs its subquery only when it holds).
+    born_case = f"CASE WHEN h.first_ts >= %s AND h.first_ts < %s THEN {point} END"
+    last_case = f"CASE WHEN h.last_ts >= %s AND h.last_ts < %s THEN {point} END"
     sql = f"""
         SELECT h.entry_id, e.competitor_id, c.slug, c.display_name,
                {real.format("e.initial_balance")}, {secs.format("first_ts")},
-               {secs.format("last_ts")}, {real.format("h.last_total")}, {point}, {point}
+               {secs.format("last_ts")}, {real.format("h.last_total")}, {born_case}, {last_case}
         FROM {qn(SeriesHead._meta.db_table)} h
         JOIN {qn(Entry._meta.db_table)} e ON e.id = h.entry_id
         JOIN {qn(Cohort._meta.db_table)} co ON co.id = e.cohort_id
@@ -420,10 +424,12 @@ def scope_edges(scope: str, born: tuple[int, int], last: int, step: int, k0: int
     """  # noqa: S608 - table names from the models, values as parameters
     at = connection.ops.adapt_datetimefield_value
     lo, hi = born
+    born_at = [at(instant(lo)), at(instant(hi + 1))]
+    last_at = [at(instant(last)), at(instant(last + 1))]
     params: list[int | str | None] = [
-        (k0 % CHUNK) * size + 1, step, k0 // CHUNK,
-        (k1 % CHUNK) * size + 1, step, k1 // CHUNK,
-        scope, at(instant(lo)), at(instant(hi + 1)), at(instant(last)), at(instant(last + 1)),
+        *born_at, (k0 % CHUNK) * size + 1, step, k0 // CHUNK,
+        *last_at, (k1 % CHUNK) * size + 1, step, k1 // CHUNK,
+        scope, *born_at, *last_at,
     ]  # fmt: skip
     with connection.cursor() as cur:
         cur.execute(sql, params)
