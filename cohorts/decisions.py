@@ -120,8 +120,9 @@ def decide(
         raise ValueError("decide(sync=False) needs an enqueue function")
     explicit_at = at
     at = at or clock.now()
-    for expired in decision_retry.expire_overdue(clock.now(), live_path_kind()):
-        seals.after_decision(expired)  # its week may now be complete, or its placeholder final
+    if explicit_at is None:  # the live catch-up, not a replay or demo on a clock of its own
+        for expired in decision_retry.expire_overdue(at, live_path_kind()):
+            seals.after_decision(expired)  # its week may now be complete or its placeholder final
     count = 0
     for c in _cohorts(cohort, at):
         w = week if week is not None else cohort_week(c, at)

@@ -361,6 +361,22 @@ def test_a_replay_cohort_gets_no_rounds(server, sim):
 
 
 @pytest.mark.django_db
+def test_a_replay_on_a_later_clock_leaves_live_retryable_decisions_alone(server, setup, sim):
+    entry, _, _ = setup
+    outage(server)
+    run_decision(entry.pk, 1)
+    replay = make_cohort([entry.competitor], kind="replay")
+    server.default_responder = lambda request: unavailable()
+    later = WEEK_START + timedelta(days=30)
+    sim.set(later)  # a replay runs on a clock of its own, here past the live week
+
+    decide(cohort=replay, week=1, at=later, sync=True)
+
+    assert the_decision(entry).status == S.RETRYABLE
+    assert Decision.objects.get(entry__cohort=replay).status == S.FAILED
+
+
+@pytest.mark.django_db
 def test_the_page_api_and_cli_show_the_rounds(server, setup, sim, client):
     entry, universe, markets = setup
     outage(server)
