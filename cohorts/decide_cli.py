@@ -55,6 +55,15 @@ def decide(cmd, options) -> None:
         for line in _not_done_lines(ran):
             cmd.stdout.write(line)
         failed = sum(d.status == Decision.Status.FAILED for d in ran)
+        retryable = sum(d.status == Decision.Status.RETRYABLE for d in ran)
+        if retryable:
+            # A provider outage is not the run's failure: the catch-up decides them later.
+            many = retryable != 1
+            cmd.stdout.write(
+                f"{retryable} decision{'s' if many else ''} retryable after a provider outage, "
+                f"not counted as failed: beat's decide catch-up runs {'them' if many else 'it'} "
+                "again after the retry time listed"
+            )
     for r in refused:
         cmd.stdout.write(f"refused: cohort={r['cohort']} week={r['week']} reason={r['reason']}")
     problems = []
@@ -65,6 +74,10 @@ def decide(cmd, options) -> None:
         problems.append(f"{n} cohort week{'s' if n != 1 else ''} refused")
     if problems:
         raise CommandError(f"{' and '.join(problems)} (listed above)")
+
+
+# Failures first, then what runs again later, then the rest (skips).
+ORDER: dict[str, int] = {Decision.Status.FAILED: 0, Decision.Status.RETRYABLE: 1}
 
 
 def _status_summary(ran: list[Decision]) -> str:
@@ -78,10 +91,13 @@ def _not_done_lines(ran: list[Decision]) -> list[str]:
     a 404 for an unknown model id or a missing key without opening the admin."""
     lines = []
     not_done = [d for d in ran if d.status != Decision.Status.DONE]
-    for d in sorted(not_done, key=lambda d: d.status != Decision.Status.FAILED):  # failures first
+    for d in sorted(not_done, key=lambda d: ORDER.get(d.status, len(ORDER))):
         reason = " ".join((d.error or d.hold_reason or "no reason recorded").split())[:300]
+        retry = ""
+        if d.status == Decision.Status.RETRYABLE and d.retry_after is not None:
+            retry = f"rounds={d.retry_rounds} retry_after={d.retry_after.isoformat()} "
         lines.append(
             f"{d.status}: cohort={d.entry.cohort_id} week={d.week} "
-            f"competitor={d.entry.competitor.slug} decision={d.pk} reason={reason}"
+            f"competitor={d.entry.competitor.slug} decision={d.pk} {retry}reason={reason}"
         )
     return lines

@@ -6,17 +6,21 @@
                     -> one repair attempt quoting the problems -> ONE transaction with the
                     forecasts, trades, ledger rows and the decision's outcome
 
-Concurrency: the Decision row *is* the claim (UNIQUE(entry, week)). Whoever inserts it runs the
-decision; everyone else gets the existing row. A claim whose runner died is reclaimed after
-ARENA_CLAIM_TIMEOUT_SECONDS by a conditional UPDATE that sets a new claim_token (row count 1 =
-ours), and the final write only succeeds while our token is still on the row, so a slow runner
-that lost its claim cannot write a second set of trades.
+Concurrency (cohorts/decision_claims.py): the Decision row *is* the claim (UNIQUE(entry,
+week)). Whoever inserts it runs the decision; everyone else gets the existing row. A claim whose
+runner died is reclaimed after ARENA_CLAIM_TIMEOUT_SECONDS by a conditional UPDATE that sets a
+new claim_token (row count 1 = ours), and the final write only succeeds while our token is still
+on the row, so a slow runner that lost its claim cannot write a second set of trades.
 
 Room: a model competitor's prompt is fitted to its context (agents/budget.py) before it is sent,
 and what was cut is stored on the decision (`prompt_budget`). An answer that ran out of room
 (finish_reason length) goes to the repair; a prompt the server refuses as over its context is
 fitted to the size the refusal names and asked once more; a prompt that cannot fit is never sent.
 All three end held with the reason when nothing fits, never failed for the week.
+
+Rounds: a live decision whose model calls all failed on a provider outage ends RETRYABLE with a
+retry time, and the catch-up runs it again as a new round within cohorts/decision_retry.py's
+bounds (rounds, the week's window); every round's calls stay on the decision.
 
 Clock: `at` (simulated in replay/demo) is the decision's time: prices, the prompt's date,
 trades. Claims use the wall clock, because staleness is about real processes dying.
@@ -25,15 +29,12 @@ trades. Claims use the wall clock, because staleness is about real processes dyi
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import Q
+from django.db import InterfaceError, OperationalError, transaction
 
 from agents import baselines
 from agents.attempts import CONTEXT, LENGTH, Attempt
@@ -50,7 +51,8 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
-from cohorts import seals
+from cohorts import decision_retry, seals
+from cohorts.decision_claims import ClaimLost, claim_decision, finish, pending_entry_ids
 from cohorts.decision_room import (
     cut_off_problem,
     least_answer,
@@ -60,7 +62,7 @@ from cohorts.decision_room import (
 from cohorts.lineage import pinned_release
 from cohorts.llm_calls import store_calls, usage_totals
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
-from cohorts.scope import on_live_path
+from cohorts.scope import live_path_kind, on_live_path
 from cohorts.services import (
     BetOrder,
     ExecutionError,
@@ -86,10 +88,6 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 # when that price was itself marked within this window, keeping the frozen price beside it.
 # A frozen methodology constant: the rule is part of how a week is played.
 UNIVERSE_PRICE_WINDOW = timedelta(minutes=CONSTANTS.universe_price_window_minutes)
-
-
-class ClaimLost(Exception):
-    """Our claim was taken over (we were presumed dead); our results must not be written."""
 
 
 # --- decide: the weekly fan-out ---------------------------------------------------------
@@ -122,6 +120,9 @@ def decide(
         raise ValueError("decide(sync=False) needs an enqueue function")
     explicit_at = at
     at = at or clock.now()
+    if explicit_at is None:  # the live catch-up, not a replay or demo on a clock of its own
+        for expired in decision_retry.expire_overdue(at, live_path_kind()):
+            seals.after_decision(expired)  # its week may now be complete or its placeholder final
     count = 0
     for c in _cohorts(cohort, at):
         w = week if week is not None else cohort_week(c, at)
@@ -135,7 +136,7 @@ def decide(
         if not universe.markets and on_live_path(c.kind):
             _refuse(c, w, "its frozen universe holds no market", refused)
             continue
-        entry_ids = _pending_entry_ids(c, w)
+        entry_ids = pending_entry_ids(c, w)
         count += len(entry_ids)
         if sync:
             for entry_id in entry_ids:
@@ -151,60 +152,12 @@ def _refuse(cohort: Cohort, week: int, reason: str, refused: list[dict] | None) 
         refused.append({"cohort": cohort.pk, "week": week, "reason": reason})
 
 
-def _pending_entry_ids(cohort: Cohort, week: int) -> list[int]:
-    """Entries whose decision for `week` still has to happen: none yet, retryable/skipped, or a
-    claim gone stale. The beat runs decide every 15 minutes as a catch-up (a tick lost to a broker
-    outage is made good by the next one), so finished and live claims must cost nothing."""
-    S = Decision.Status
-    stale_before = clock.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
-    settled = Decision.objects.filter(entry__cohort=cohort, week=week).filter(
-        Q(status__in=[S.DONE, S.FAILED]) | Q(status=S.CLAIMED, claimed_at__gte=stale_before)
-    )
-    return list(
-        cohort.entries.exclude(pk__in=settled.values("entry_id"))
-        .order_by("id")
-        .values_list("id", flat=True)
-    )
-
-
 def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
     if cohort is None:
         return list(decision_eligible_cohorts(at))
     if isinstance(cohort, Cohort):
         return [cohort]
     return [Cohort.objects.get(pk=cohort)]
-
-
-# --- claiming ---------------------------------------------------------------------------
-
-
-def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> Decision | None:
-    """Insert the claim row (with the entry's release) or take over a stale one; None if taken."""
-    now, token = clock.now(), uuid.uuid4().hex
-    try:
-        with transaction.atomic():
-            return Decision.objects.create(
-                entry_id=entry_id, week=week, claim_token=token, claimed_at=now, release_id=release_id
-            )
-    except IntegrityError:
-        pass  # the row exists: maybe it is reclaimable
-    stale_before = now - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS)
-    S = Decision.Status
-    reclaimable = Q(status=S.CLAIMED, claimed_at__lt=stale_before) | Q(
-        status__in=[S.RETRYABLE, S.SKIPPED]
-    )
-    taken = Decision.objects.filter(reclaimable, entry_id=entry_id, week=week).update(
-        status=S.CLAIMED,
-        claim_token=token,
-        claimed_at=now,
-        finished_at=None,
-        error="",
-        hold_reason="",
-        validation_errors=[],
-    )
-    if taken != 1:
-        return None
-    return Decision.objects.get(entry_id=entry_id, week=week)
 
 
 # --- run_decision -----------------------------------------------------------------------
@@ -242,21 +195,11 @@ def _run_claimed(decision: Decision, entry: Entry, week: int, at: datetime) -> N
     except ClaimLost:
         log.warning("claim lost to another runner; results dropped")
     except TRANSIENT_DB_ERRORS:
-        _finish(decision, Decision.Status.RETRYABLE, error="transient database error; will retry")
+        finish(decision, Decision.Status.RETRYABLE, error="transient database error; will retry")
         raise
     except Exception as exc:
         log.exception("decision failed")
-        _finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
-
-
-def _finish(decision: Decision, status: str, **fields: object) -> bool:
-    """Set a final status while we still hold the claim; False if the claim was lost."""
-    updated = Decision.objects.filter(
-        pk=decision.pk, claim_token=decision.claim_token, status=Decision.Status.CLAIMED
-    ).update(status=status, finished_at=clock.now(), **fields)
-    if updated:
-        data_changed()
-    return updated == 1
+        finish(decision, Decision.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
 
 
 @dataclass
@@ -268,6 +211,7 @@ class _Answer:
     error: str = ""
     kind: str | None = None  # the last attempt's error kind
     n_ctx: int | None = None  # the context size a refusal named
+    calls: list[Attempt] = field(default_factory=list)  # this phase's attempts
 
 
 @dataclass
@@ -313,7 +257,7 @@ class _Run:
                 self.server = server_for(self.client, self.model.base_url, probe_seconds())
         self._plan(self.model.context_tokens, "competitor")
         if competitor.is_llm and self.client is None:
-            _finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
+            finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
             return
         self._decide()
 
@@ -389,7 +333,7 @@ class _Run:
             self._commit(None, validation_errors=[], hold_reason=first.error[:2000])
             return
         if not first.ok and first.kind != LENGTH:
-            self._fail_all_calls(first.error)
+            self._no_answer(first)
             return
         if first.ok:
             parsed, problems = self._validate(first.content)
@@ -469,7 +413,7 @@ class _Run:
             return _Answer(False, last.content, result.error, LENGTH)
         kind = last.error_kind if last is not None else None
         n_ctx = last.n_ctx if last is not None else None
-        return _Answer(result.ok, result.content, result.error, kind, n_ctx)
+        return _Answer(result.ok, result.content, result.error, kind, n_ctx, result.attempts)
 
     def _ask_baseline(self, competitor: Competitor, phase: str) -> _Answer:
         inp = baselines.BaselineInput(
@@ -510,8 +454,28 @@ class _Run:
             self.entry, bets, sells, self.prices, fresh_after=self.fresh_after
         )
 
-    def _fail_all_calls(self, error: str) -> None:
-        if not _finish(self.decision, Decision.Status.FAILED, error=error, **usage_totals(self.attempts)):
+    def _no_answer(self, answer: _Answer) -> None:
+        """No answer at all: another round later when a live decision lost it to a provider
+        outage and its bounds allow (cohorts/decision_retry.py); otherwise failed for the week."""
+        status: str = Decision.Status.FAILED
+        fields: dict[str, object] = {"error": answer.error}
+        if on_live_path(self.entry.cohort.kind) and decision_retry.outage(answer.calls):
+            rounds = self.decision.retry_rounds + 1
+            verdict = decision_retry.after_outage(
+                now=clock.now(),
+                rounds=rounds,
+                limit=decision_retry.max_rounds(),
+                closes=decision_retry.window_end(self.entry.cohort.week_start, self.week),
+                calls=answer.calls,
+                error=answer.error,
+            )
+            status = verdict.status
+            fields = {
+                "error": verdict.reason[:2000],
+                "retry_rounds": rounds,
+                "retry_after": verdict.retry_after,
+            }
+        if not finish(self.decision, status, **fields, **usage_totals(self.attempts)):
             raise ClaimLost
 
     def _commit(

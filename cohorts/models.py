@@ -313,7 +313,8 @@ class Decision(models.Model):
         DONE = "done", "Done"
         SKIPPED = "skipped", "Skipped"
         FAILED = "failed", "Failed"
-        # A transient error (database) interrupted the run; the next attempt reclaims it at once.
+        # A transient error interrupted the run: a database error (reclaimed at once), or a
+        # provider outage (reclaimed from retry_after on; cohorts/decision_retry.py).
         RETRYABLE = "retryable", "Retryable"
 
     class Action(models.TextChoices):
@@ -345,6 +346,13 @@ class Decision(models.Model):
         blank=True, help_text="Why the decision ended as HOLD, if forced"
     )
     error = models.TextField(blank=True)
+    # Rounds lost to a provider outage (cohorts/decision_retry.py): 0 when none was.
+    retry_rounds = models.PositiveSmallIntegerField(
+        default=0, help_text="Rounds whose model calls all failed for a transient provider reason"
+    )
+    retry_after = models.DateTimeField(
+        null=True, blank=True, help_text="A retryable decision's next round, not before this time"
+    )
 
     universe = models.ForeignKey(
         "Universe",

@@ -1,5 +1,6 @@
 """How the decision page labels a decision's model calls: which run each belongs to, whether
-staff started the run again, and where the model id changed between attempts.
+staff started the run again or a provider outage did (a new round), and where the model id
+changed between attempts.
 
 Calls are never deleted, and a run that starts again numbers its calls after the earlier ones
 (cohorts/llm_calls.py), so a call started before the decision's latest claim belongs to an
@@ -44,6 +45,8 @@ def staff_reran(decision: Decision) -> bool:
 def call_views(decision: Decision, calls: list[LLMCall]) -> list[CallView]:
     earlier = [c for c in calls if c.started_at < decision.claimed_at]
     by_staff = bool(earlier) and staff_reran(decision)
+    # Rounds after a provider outage (cohorts/decision_retry.py) are the arena's own re-runs.
+    rounds = bool(earlier) and not by_staff and decision.retry_rounds > 0
     out = []
     previous = ""
     first_of_rerun = True
@@ -51,9 +54,9 @@ def call_views(decision: Decision, calls: list[LLMCall]) -> list[CallView]:
         note = ""
         if earlier:
             if call.started_at < decision.claimed_at:
-                note = "earlier run"
+                note = "earlier round, provider unavailable" if rounds else "earlier run"
             elif first_of_rerun:
-                note = "re-run by staff" if by_staff else "run again"
+                note = "latest round" if rounds else "re-run by staff" if by_staff else "run again"
                 first_of_rerun = False
             else:
                 note = "re-run"

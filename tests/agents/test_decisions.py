@@ -258,6 +258,7 @@ def test_in_band_errors_every_time_fail_the_decision(server, setup):
 def test_slow_response_past_the_timeout_fails(server, setup, settings):
     settings.ARENA_LLM_TIMEOUT = 0.3
     settings.ARENA_LLM_MAX_RETRIES = 1
+    settings.ARENA_DECISION_MAX_ROUNDS = 1  # a timeout is an outage: one round, then failed
     entry, universe, _ = setup
     late = success(answer(universe), delay=3)
     server.enqueue(late, late)
@@ -265,6 +266,7 @@ def test_slow_response_past_the_timeout_fails(server, setup, settings):
     decision = run_decision(entry.pk, 1, AT)
 
     assert decision.status == Decision.Status.FAILED
+    assert decision.error.startswith("provider unavailable for 1 round")
     assert list(decision.llm_calls.values_list("error_kind", flat=True)) == ["timeout", "timeout"]
     assert decision.llm_calls.first().http_status is None
 

@@ -338,6 +338,7 @@ def test_a_decision_cannot_be_claimed_twice_while_its_call_runs(settings):
     settings.ARENA_CLAIM_TIMEOUT_SECONDS = 12
     settings.ARENA_LLM_TIMEOUT = 600  # the operator's per-call timeout, far over the claim
     settings.ARENA_LLM_MAX_RETRIES = 3
+    settings.ARENA_DECISION_MAX_ROUNDS = 1  # the timeouts are an outage: one round, then final
     seen: list[object] = []
 
     def while_running(request: RecordedRequest) -> FakeResponse:
