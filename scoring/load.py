@@ -132,10 +132,10 @@ def known_at(recorded_at: datetime | None, resolved_at: datetime | None, as_of: 
     time" in the methodology (no constant of its own).
 
     Known iff the arena had recorded it by as_of (Market.resolution_recorded_at): a run can only
-    have read what was recorded, and upstream's own time (resolved_at) may be hours or, for a
-    staff correction, days earlier. Without the stamp (exports from before the column, markets
-    never recorded through markets.resolution) resolved_at stands in; a final market with
-    neither is taken as known."""
+    have read what was recorded, and upstream's own time (resolved_at) may be minutes (the sync
+    interval) or, after an outage or a market held for attention, days earlier. Without the
+    stamp (exports from before the column, markets never recorded through markets.resolution)
+    resolved_at stands in; a final market with neither is taken as known."""
     stamp = recorded_at if recorded_at is not None else resolved_at
     return stamp is None or stamp <= as_of
 
