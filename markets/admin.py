@@ -134,8 +134,9 @@ class MarketAdmin(admin.ModelAdmin):
                                  "neg_risk", "neg_risk_market_id", "group_item_title", "group_item_threshold")}),
         ("Outcomes and prices", {"fields": ("kind", "outcomes", "token_ids", "ordered_outcomes", "last_prices",
                                             "last_priced_at", "volume", "liquidity")}),
-        ("Resolution", {"fields": ("status", "resolved_outcome", "resolved_at", "resolved_by", "settled_at",
-                                   "uma_status", "open_time", "close_time", "closed_time")}),
+        ("Resolution", {"fields": ("status", "resolved_outcome", "resolved_at", "resolution_recorded_at",
+                                   "resolved_by", "settled_at", "uma_status", "open_time", "close_time",
+                                   "closed_time")}),
         ("Attention", {"fields": ("needs_attention", "attention_reason", "upstream_missing", "tracked", "in_top")}),
         ("Sync", {"classes": ("collapse",), "fields": ("last_synced_at", "created_at", "updated_at", "raw")}),
     )  # fmt: skip

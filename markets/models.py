@@ -103,7 +103,12 @@ class Market(models.Model):
     last_priced_at = models.DateTimeField(null=True, blank=True)
     uma_status = models.CharField(max_length=30, blank=True)
     resolved_outcome = models.CharField(max_length=200, blank=True)
+    # When the resolution happened, as its source dates it (upstream: Polymarket's time).
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # When the arena recorded the market's current resolution state (markets.resolution), on the
+    # clock of record: a score run can only have read a resolution recorded by its as_of,
+    # whatever resolved_at says (scoring.load.known_at). Null for a market never recorded.
+    resolution_recorded_at = models.DateTimeField(null=True, blank=True)
     resolved_by = models.CharField(max_length=10, choices=ResolvedBy.choices, blank=True)
     settled_at = models.DateTimeField(null=True, blank=True)
 

@@ -66,6 +66,12 @@ def record_resolution(
     and returns None). `market_fields`: more columns to write with the resolution (the closing
     quote a simulation knows).
 
+    `resolution_recorded_at` is when the arena recorded this state, on the clock of record (a
+    reopen and a correction restamp it, like the first resolution): scoring counts a resolution
+    known at a run's as_of by it, not by `at` (scoring.load.known_at). It is written with the
+    change and stamped again as the last write before returning, after the settlement, so it
+    is at or after the audit row's changed_at.
+
     What follows, in this order, inside the same transaction:
     1. `markets.signals.market_resolved` is sent. Its receiver (cohorts.receivers) calls
        cohorts.settlement.after_resolution, which seals every unsealed week whose universe
@@ -98,6 +104,7 @@ def record_resolution(
             resolved_at=(at or now) if final else None,
             # Cleared on reopen so the hourly upstream check takes the market back.
             resolved_by=by if final else "",
+            resolution_recorded_at=now,
             updated_at=now,
             **(market_fields or {}),
         )
@@ -113,6 +120,12 @@ def record_resolution(
             reason=reason,
         )
         settlement = _follow(Market.objects.get(pk=pk), settle_failures)
+        # Stamped again after the settlement's writes, as near the commit (when a score run can
+        # first read the resolution) as the transaction can stamp anything; on a simulated or
+        # accelerated clock the settlement itself spans arena minutes.
+        recorded_at = max(now, clock.now())
+        if recorded_at != now:
+            Market.objects.filter(pk=pk).update(resolution_recorded_at=recorded_at)
         data_changed()
         if rescore:
             transaction.on_commit(request_rescore)

@@ -107,11 +107,17 @@ class ScopeData:
 def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
     rows = Market.objects.filter(market_q).values_list(
         "pk", "kind", "outcomes", "ordered_outcomes", "status", "resolved_outcome",
-        "open_time", "close_time", "closed_time", "resolved_at", "last_prices",
+        "open_time", "close_time", "closed_time", "resolved_at", "resolution_recorded_at",
+        "last_prices",
     )  # fmt: skip
     out = {}
-    for pk, kind, outcomes, ordered, status, resolved, open_, close, closed, res_at, last in rows:
-        status = status_at(status, resolved, res_at, as_of)
+    for pk, kind, outcomes, ordered, status, resolved, *times, last in rows:
+        open_, close, closed, res_at, rec_at = times
+        known = known_at(rec_at, res_at, as_of)
+        status = status_at(status, resolved, known)
+        # An unknown resolution has no time either: the run that read before it was recorded
+        # saw none (the closing line's anchor, the tournament's end).
+        res_at = res_at if known else None
         out[pk] = MarketInfo(
             kind, list(outcomes or []), bool(ordered), status, resolved or "",
             _ts(open_), _ts(close), _closed_at(status, close, closed, res_at, as_of),
@@ -120,11 +126,24 @@ def _load_markets(market_q: Q, as_of: datetime) -> dict[int, MarketInfo]:
     return out
 
 
-def status_at(status: str, resolved: str | None, resolved_at: datetime | None, as_of) -> str:
-    """A market's status as known at as_of, from its current row: a resolution (or voiding)
-    recorded after as_of is not known yet then (replays, rescoring), so it reads as closed.
-    Also what `arena verify --scores` applies to exported rows."""
-    known = resolved_at is None or resolved_at <= as_of
+def known_at(recorded_at: datetime | None, resolved_at: datetime | None, as_of: datetime) -> bool:
+    """Whether a market's resolution (or voiding) is known at as_of: the one rule the score
+    loader and `arena verify --scores` apply, the loader's reading of "resolved by the score
+    time" in the methodology (no constant of its own).
+
+    Known iff the arena had recorded it by as_of (Market.resolution_recorded_at): a run can only
+    have read what was recorded, and upstream's own time (resolved_at) may be minutes (the sync
+    interval) or, after an outage or a market held for attention, days earlier. Without the
+    stamp (exports from before the column, markets never recorded through markets.resolution)
+    resolved_at stands in; a final market with neither is taken as known."""
+    stamp = recorded_at if recorded_at is not None else resolved_at
+    return stamp is None or stamp <= as_of
+
+
+def status_at(status: str, resolved: str | None, known: bool) -> str:
+    """A market's status as known at as_of, from its current row and `known_at`: a resolution
+    (or voiding) not known then reads as closed (replays, rescoring, a run that read before it
+    was recorded). Also what `arena verify --scores` applies to exported rows."""
     if status == Market.Status.RESOLVED and not (known and resolved):
         return Market.Status.CLOSED
     if status == Market.Status.VOID and not known:

@@ -35,6 +35,7 @@ from scoring.load import (
     MarketInfo,
     ScopeData,
     TradeRow,
+    known_at,
     shown_price_map,
     status_at,
 )
@@ -114,20 +115,26 @@ def latest_runs(score_rows: Iterable[dict]) -> dict[str, list[dict]]:
 
 
 def _markets(rows: Iterable[dict], as_of: datetime, out: dict[int, MarketInfo]) -> None:
-    """MarketInfo for each market the rows name, its status as known at as_of (load.status_at)."""
+    """MarketInfo for each market the rows name, its status as known at as_of (load.known_at
+    and load.status_at). An export from before the resolution_recorded_at column has no such
+    key: known_at then falls back to resolved_at, as for a market never recorded."""
     for row in rows:
         market_id = int(row["market_id"])
         outcomes = row.get("market_outcomes")
-        known = out.get(market_id)
-        if known is not None and (known.outcomes or not outcomes):
+        seen = out.get(market_id)
+        if seen is not None and (seen.outcomes or not outcomes):
             continue
         resolved_at = _time(row.get("resolved_at"), f"market {market_id} resolved_at")
-        status = status_at(row["market_status"], row["resolved_outcome"], resolved_at, as_of)
+        recorded_at = _time(
+            row.get("resolution_recorded_at"), f"market {market_id} resolution_recorded_at"
+        )
+        known = known_at(recorded_at, resolved_at, as_of)
+        status = status_at(row["market_status"], row["resolved_outcome"], known)
         names = [str(o) for o in outcomes or []]
         out[market_id] = MarketInfo(
             "binary" if len(names) == 2 else "multi", names, False, status,
             row["resolved_outcome"] or "", math.nan, math.nan, math.nan,
-            resolved_at.timestamp() if resolved_at else math.nan, {},
+            resolved_at.timestamp() if resolved_at and known else math.nan, {},
         )  # fmt: skip
 
 

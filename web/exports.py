@@ -3,10 +3,10 @@
 The same generator feeds `/exports/<what>.<csv|json>` and `arena export`; `/exports/` lists them.
 Rows stream from the database with `.iterator()` in chunks sized to the rows (a decision carries
 its prompts, often hundreds of kB, so it is fetched a few at a time: memory stays bounded by the
-chunk, not the export), oldest first, and every
-export is bounded by a row cap (default DEFAULT_LIMIT, at most MAX_LIMIT) and, unless it is a
-replay or demo scope or one cohort, by a date window. `since`/`until` filter the date column the
-export shows (decided_at, executed_at, ts, created_at, as_of).
+chunk, not the export), oldest first, and every export is bounded by a row cap (default
+DEFAULT_LIMIT, at most MAX_LIMIT) and, unless it is a replay or demo scope or one cohort, by a
+date window. `since`/`until` filter the date column the export shows (decided_at, executed_at,
+ts, created_at, as_of).
 
 Default window: live data (or all kinds together) runs on the wall clock, so the last
 DEFAULT_DAYS days up to today. A replay or demo scope, and a single cohort, run on their own
@@ -20,10 +20,10 @@ Every row carries its cohort's kind, so replay and demo rows can never pass for 
 whether its competitor is simulated (the built-in simulated model endpoint, not a real model).
 Money columns are strings with two decimals, as in the JSON API. Every number is written
 positionally and every CSV cell that a spreadsheet would run as a formula is defused
-(web/export_text.py). Every row also carries a seal
-hash (docs/verification.md): `record_hash` (+ `week_root`) of a decision, `decision_hash` of the
-decision a trade or forecast came from, `cohort_root` for snapshots and scores. `seals.json` is the
-full sealed record that `arena verify --export` checks (whole cohorts, JSON only).
+(web/export_text.py). Every row also carries a seal hash (docs/verification.md): `record_hash`
+(+ `week_root`) of a decision, `decision_hash` of the decision a trade or forecast came from,
+`cohort_root` for snapshots and scores. `seals.json` is the full sealed record that
+`arena verify --export` checks (whole cohorts, JSON only).
 """
 
 from __future__ import annotations
@@ -37,12 +37,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Max, Min, OuterRef, QuerySet, Subquery
-from django.http import (
-    Http404,
-    HttpRequest,
-    HttpResponse,
-    StreamingHttpResponse,
-)
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_safe
 
 from cohorts import seal_verify, seals
@@ -93,6 +88,9 @@ class Spec:
     # `unranked_reason` says why (web/standings.py, the one place that decides it).
     page_ranks: bool = False
     chunk: int = CHUNK  # rows per fetch: small for wide rows, so memory stays bounded
+    # Queried columns added after the export was published: emitted after every other column,
+    # computed ones included, so each existing column keeps its place in CSV and JSON.
+    appended: tuple[tuple[str, str], ...] = ()
 
     @property
     def header(self) -> list[str]:
@@ -102,6 +100,7 @@ class Spec:
             + (["cohort_root"] if self.cohort_root else [])
             + (["shown_prices"] if self.shown_prices else [])
             + (["unranked_reason"] if self.page_ranks else [])
+            + [c for c, _ in self.appended]
         )
 
     @property
@@ -199,6 +198,7 @@ SPECS: dict[str, Spec] = {
             ("resolved_outcome", "position__market__resolved_outcome"),
             ("resolved_at", "position__market__resolved_at"),
         ),
+        appended=(("resolution_recorded_at", "position__market__resolution_recorded_at"),),
     ),
     "snapshots": Spec(
         title="Snapshots",
@@ -249,6 +249,8 @@ SPECS: dict[str, Spec] = {
             ("resolved_at", "market__resolved_at"),
         ),
         shown_prices=True,
+        # When the arena recorded the resolution: what a run could have read (load.known_at).
+        appended=(("resolution_recorded_at", "market__resolution_recorded_at"),),
     ),
     "scores": Spec(
         title="Scores",
@@ -407,8 +409,8 @@ def _windowed(spec: Spec, b: Bounds) -> QuerySet:
 def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
     """The export's rows as dicts (column -> JSON-ready value), oldest first, streamed."""
     spec = _spec(what)
-    names = [c for c, _ in spec.columns]
-    lookups = [lookup for _, lookup in spec.columns]
+    names = [c for c, _ in (*spec.columns, *spec.appended)]
+    lookups = [lookup for _, lookup in (*spec.columns, *spec.appended)]
     qs = (
         _windowed(spec, b)
         .order_by(F(spec.date_field).asc(nulls_last=True), "pk")
@@ -419,6 +421,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
     ranks: dict[int, dict[tuple[int | None, str], tuple[int | None, str | None]]] = {}
     for values in qs.iterator(chunk_size=spec.chunk):
         row = {name: _plain(v) for name, v in zip(names, values)}
+        late = {name: row.pop(name) for name, _ in spec.appended}
         if spec.cohort_root:
             cohort_id = row.get("cohort_id")
             if cohort_id not in roots:
@@ -431,7 +434,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
                 ranks[row["run_id"]] = _page_ranks(row["run_id"])
             key = (row.get("cohort_id"), row["competitor"])
             row["rank"], row["unranked_reason"] = ranks[row["run_id"]].get(key, (None, None))
-        yield row
+        yield row | late
 
 
 def _page_ranks(run_id: int) -> dict[tuple[int | None, str], tuple[int | None, str | None]]:

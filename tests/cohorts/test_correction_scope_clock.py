@@ -35,8 +35,11 @@ def test_a_correction_in_a_demo_scope_keeps_the_market_scored(caplog):
     Forecast.objects.create(decision=decision, entry=entry, market=market, outcome="Yes",
                             probability=0.8, market_price=0.6, created_at=decided)  # fmt: skip
     resolved = WEEK + timedelta(days=3)
-    record_resolution(market.pk, status=Market.Status.RESOLVED, outcome="Yes",
-                      by=Market.ResolvedBy.DEMO, reason="demo", at=resolved)  # fmt: skip
+    # Recorded as the demo records it, on its own clock: a run counts a resolution from when
+    # the arena recorded it (scoring.load.known_at).
+    with clock.running_on(clock.SimulatedClock(resolved)):
+        record_resolution(market.pk, status=Market.Status.RESOLVED, outcome="Yes",
+                          by=Market.ResolvedBy.DEMO, reason="demo", at=resolved)  # fmt: skip
     scope_now = WEEK + timedelta(days=6)
     take_snapshot(at=scope_now, cohorts=[cohort])
 
