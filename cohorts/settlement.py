@@ -24,8 +24,8 @@ count agree the moment the change commits; a staff correction never leaves a val
 counts a reversed payout until the next tick (which, for a replay or demo cohort on its own
 clock, may never come).
 
-Concurrency: every lock a run takes is taken in one order (docs/architecture.md, "Lock
-order"), before anything that other writers take later:
+Concurrency: a run takes its locks in this order, the one every writer shares
+(docs/architecture.md, "Lock order"):
 1. the market row;
 2. every entry holding the market, in pk order (execution takes the entry before its positions
    too, so a settlement and a decision cannot deadlock);
@@ -34,8 +34,9 @@ order"), before anything that other writers take later:
 4. the week seals and the scope's event log (seal_before_settlement appends a seal; the run's
    own events are appended last). A log append waits for any uncommitted append to the same
    scope (the (scope, seq) constraint), so the log must be the last lock: a run that sealed
-   while holding nothing else, then waited for an entry or a series head that another run held
-   while waiting to append, was refused by PostgreSQL with "deadlock detected";
+   before taking steps 2 and 3 would hold the log while waiting for an entry or a series head
+   that another run (a staff correction) holds while waiting to append, and PostgreSQL would
+   refuse one of the two with "deadlock detected";
 5. positions, settlements, ledger rows and snapshot rows, all of entries locked in step 2.
 So two runs for one market serialise and the second finds nothing to do, two runs sharing an
 entry or a scope serialise on it, and a staff correction never deadlocks with a settlement or
@@ -342,8 +343,10 @@ def after_resolution(market: Market) -> SettleReport:
     transaction; cohorts.receivers dispatches it here). In order, all in that transaction, at
     the clock of record's now (a replay's or the demo's simulated time):
 
-    1. seal every unsealed week whose universe holds the market (seals.seal_before_settlement),
-       so no payout is computed against decisions that are not sealed yet;
+    1. lock the market, the entries holding it and their chart series (the lock order in the
+       module docstring), then seal every unsealed week whose universe holds the market
+       (seals.seal_before_settlement), so no payout is computed against decisions that are
+       not sealed yet;
     2. settle the market's open positions, or reverse settlements the new status contradicts
        (ledger rows and cash in Decimal);
     3. snapshot every entry whose cash or positions changed and rebuild its chart series from
