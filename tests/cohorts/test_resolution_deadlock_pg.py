@@ -110,9 +110,10 @@ def _assert_both_applied(results, a, b, reversals: int):
 
 def test_correction_held_after_its_first_locks_and_a_settlement_both_apply():
     """The interleaving of the rehearsal's refusal: the correction (whose week is sealed) holds
-    the entries and goes on to their snapshots; the settlement of B seals B's week (appending
-    to the scope's event log) and then wants the same entries; the correction's own append to
-    the log then waited on the settlement: a cycle PostgreSQL broke by refusing one of them."""
+    the entries and goes on to their snapshots while the settlement of B starts. Were the
+    settlement to seal B's week (appending to the scope's event log) before it takes the
+    entries, the correction's own append would wait on it while it waits on the correction's
+    entries: a cycle PostgreSQL breaks by refusing one of them."""
     _, entries, a, b = _world()
     results: list = [None, None]
     with transaction.atomic():
