@@ -28,7 +28,10 @@ and migration 0004 build everything from the snapshot table.
 
 Locking: writers lock the entries' SeriesHead rows (in pk order, before the snapshot upsert)
 and then the scope's ScopeSeriesHead row, so two writers of one entry serialise and an
-overview chunk is always recomputed from committed entry chunks.
+overview chunk is always recomputed from committed entry chunks. A writer that also appends to
+the scope's event log in the same transaction (settlement) takes both before its first append
+(`lock_with_scopes`): the log's head is always the last of these locks, never held while
+waiting for a series head (docs/architecture.md, "Lock order").
 
 Retention: rolling 10-minute snapshots up to hourly ones leaves the stored series alone (they
 were computed from the finer data); a rebuild computes from what is left.
@@ -89,7 +92,8 @@ def lock(entry_ids: Iterable[int]) -> dict:
     comes with its entry and cohort (not locked).
 
     Called by every snapshot writer before its upsert, so the order of locks is always: entry
-    rows of the game (settlement), series heads, snapshot rows, scope heads.
+    rows of the game (settlement), series heads, snapshot rows, scope heads, and last the
+    scope's event log (settlement's seal and events).
     """
     M = live_models()
     ids = sorted(set(entry_ids))
@@ -101,6 +105,17 @@ def lock(entry_ids: Iterable[int]) -> dict:
         .order_by("entry_id")
     )
     return {h.entry_id: h for h in heads}
+
+
+def lock_with_scopes(entry_ids: Iterable[int]) -> dict:
+    """lock(), then the ScopeSeriesHead rows of the entries' scopes: every series lock a write
+    of these entries will take, taken now. A transaction that also appends to a scope's event
+    log (settlement: a week's seal, then its own events) calls this before its first append,
+    so the series locks always come before the log's head (see the module docstring)."""
+    heads = lock(entry_ids)
+    if heads:
+        lock_scopes(live_models(), {h.entry.cohort.kind for h in heads.values()})
+    return heads
 
 
 def _info_of(heads: dict) -> dict[int, tuple[str, int, float]]:

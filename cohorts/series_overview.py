@@ -3,7 +3,8 @@ the competitor's entries from each grid point to the next, the factor the home c
 into its chain-linked return (web/charts.py). Recomputed from the committed entry chunks a
 write touched (cohorts/series.py decides when), so a page only multiplies stored factors.
 Writers lock the scope's ScopeSeriesHead row after the entries' heads, so an overview chunk is
-never computed from a half-written entry.
+never computed from a half-written entry, and before any append to the scope's event log in the
+same transaction (cohorts/series.py, "Locking").
 
 The factor at grid point k of a step averages, over the entries alive at k, value(k) divided
 by value(k - 1), or by the starting balance for an entry whose first snapshot falls in

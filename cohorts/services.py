@@ -380,9 +380,9 @@ def _validate(
 def _load_book(entry_id: int, bets, sells, *, lock: bool) -> _Book:
     """Read the entry, its open positions and the markets involved (locked when executing).
 
-    Lock order, shared with settlement to avoid deadlocks: markets (by pk), then the entry,
-    then its positions. FOR NO KEY UPDATE on markets still lets other transactions insert
-    rows that reference them.
+    Lock order, shared with settlement to avoid deadlocks (docs/architecture.md, "Lock
+    order"): markets (by pk), then the entry, then its positions. FOR NO KEY UPDATE on markets
+    still lets other transactions insert rows that reference them.
     """
     entries = Entry.objects.all()
     positions_qs = Position.objects.filter(entry_id=entry_id, status=Position.Status.OPEN)

@@ -24,10 +24,23 @@ count agree the moment the change commits; a staff correction never leaves a val
 counts a reversed payout until the next tick (which, for a replay or demo cohort on its own
 clock, may never come).
 
-Concurrency: locks are taken in the same order as execution (market, then entries in pk
-order, then positions), so two runs for one market serialise and the second finds nothing to
-do, and a settlement and a decision cannot deadlock; the partial unique constraint on live
-settlements backs this up.
+Concurrency: a run takes its locks in this order, the one every writer shares
+(docs/architecture.md, "Lock order"):
+1. the market row;
+2. every entry holding the market, in pk order (execution takes the entry before its positions
+   too, so a settlement and a decision cannot deadlock);
+3. those entries' chart series heads in pk order, then their scope's series head
+   (cohorts.series.lock_with_scopes; the snapshot tick takes these two without the entries);
+4. the week seals and the scope's event log (seal_before_settlement appends a seal; the run's
+   own events are appended last). A log append waits for any uncommitted append to the same
+   scope (the (scope, seq) constraint), so the log must be the last lock: a run that sealed
+   before taking steps 2 and 3 would hold the log while waiting for an entry or a series head
+   that another run (a staff correction) holds while waiting to append, and PostgreSQL would
+   refuse one of the two with "deadlock detected";
+5. positions, settlements, ledger rows and snapshot rows, all of entries locked in step 2.
+So two runs for one market serialise and the second finds nothing to do, two runs sharing an
+entry or a scope serialise on it, and a staff correction never deadlocks with a settlement or
+the snapshot tick; the partial unique constraint on live settlements backs this up.
 """
 
 from __future__ import annotations
@@ -42,7 +55,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q
 
-from cohorts import seal_state, seals
+from cohorts import seal_state, seals, series
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
 from cohorts.snapshots import write_settlement_snapshots
 from core import clock
@@ -121,6 +134,7 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
     with transaction.atomic():
         data_changed()  # runs only if this transaction commits
         market = Market.objects.select_for_update().get(pk=market.pk)
+        cash = _lock_entries(market)  # and their series: before the seal's log append
         seals.seal_before_settlement(market.pk)  # no payout against an unsealed week
         report = SettleReport(market_id=market.pk, status=market.status)
         if market.status == Market.Status.RESOLVED and market.resolved_outcome not in (
@@ -129,7 +143,6 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
             raise SettlementError(
                 f"market {market.pk} resolved to {market.resolved_outcome!r}, not one of its outcomes"
             )
-        cash = _lock_entries(market)
         cash_delta: dict[int, Decimal] = defaultdict(Decimal)
         _reverse_stale(market, at, report, cash_delta)
         if market.status in SETTLED_STATUSES:
@@ -152,12 +165,14 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
 
 
 def _lock_entries(market: Market) -> dict[int, Decimal]:
-    """Lock every entry holding the market before touching positions (execution takes the
-    entry before its positions too, so neither can wait on the other in a cycle); returns
+    """Steps 2 and 3 of the lock order (module docstring): every entry holding the market, then
+    their series heads and scope head (the run snapshots a subset of these entries); returns
     their cash as read under the lock."""
     entry_ids = Position.objects.filter(market=market).values("entry_id")
     locked = Entry.objects.select_for_update().filter(pk__in=entry_ids).order_by("pk")
-    return dict(locked.values_list("pk", "cash"))
+    cash = dict(locked.values_list("pk", "cash"))
+    series.lock_with_scopes(cash)
+    return cash
 
 
 def _reverse_stale(market: Market, at: datetime, report: SettleReport, cash_delta: dict) -> None:
@@ -328,8 +343,10 @@ def after_resolution(market: Market) -> SettleReport:
     transaction; cohorts.receivers dispatches it here). In order, all in that transaction, at
     the clock of record's now (a replay's or the demo's simulated time):
 
-    1. seal every unsealed week whose universe holds the market (seals.seal_before_settlement),
-       so no payout is computed against decisions that are not sealed yet;
+    1. lock the market, the entries holding it and their chart series (the lock order in the
+       module docstring), then seal every unsealed week whose universe holds the market
+       (seals.seal_before_settlement), so no payout is computed against decisions that are
+       not sealed yet;
     2. settle the market's open positions, or reverse settlements the new status contradicts
        (ledger rows and cash in Decimal);
     3. snapshot every entry whose cash or positions changed and rebuild its chart series from

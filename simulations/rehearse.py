@@ -188,8 +188,10 @@ class Rehearsal:
 
     def staff_corrections(self) -> str | None:
         """Staff reverse one resolved market and void another through the admin. A correction
-        the admin refuses is retried once (a deadlock with a running settlement is transient),
-        then the next resolved market is tried; None (try again later) until both are made."""
+        the admin refuses is retried once, as staff would (settlement takes its locks in the
+        order a correction does, so a running settlement is no reason to refuse; the retry is a
+        belt for anything transient), then the next resolved market is tried; None (try again
+        later) until both are made."""
         from simulations.rehearse_checks import correction_candidates, staff_changed
 
         done = {c["action"] for c in self.run.corrections if c["applied"]}

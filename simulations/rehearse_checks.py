@@ -88,8 +88,8 @@ def staff_changed(market: Market) -> bool:
 def check_corrections(run: Any) -> Check:
     applied = [c for c in run.corrections if c["applied"]]
     kinds = sorted({c["action"] for c in applied})
-    # A refusal before the correction went through (a deadlock with a running settlement, which
-    # the admin reports whole) is in the detail; what counts is that both were made.
+    # A refusal before the correction went through (the admin reports any refusal whole, e.g. a
+    # reversal that cannot be paid back) is in the detail; what counts is that both were made.
     detail = "; ".join(f"market {c['market']} {c['action']}: {c['said']}" for c in run.corrections)
     ok = kinds == ["resolve_to_outcome", "void_markets"]
     return Check("staff corrections", ok, detail or "none made")
