@@ -5,7 +5,7 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 
 from arena import login
-from arena.attention import attention_count, attention_items
+from arena.attention import attention_count, attention_items, retrying_decisions
 from core import clock
 from core.models import JobRun
 
@@ -42,6 +42,7 @@ def attention_view(request):
         "title": "Needs attention",
         "items": items,
         "total": attention_count(items),
+        "retrying": retrying_decisions(),
     }
     return TemplateResponse(request, "admin/arena_attention.html", context)
 

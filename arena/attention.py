@@ -54,6 +54,17 @@ def refused_decision_weeks(now) -> list[dict]:
     return weeks
 
 
+def retrying_decisions(limit: int = 200) -> list[Decision]:
+    """Decisions waiting out a provider outage (cohorts/decision_retry.py): no human is needed,
+    the catch-up runs them again from `retry_after`, but staff watching an outage want to see
+    which competitors wait, since when and until when."""
+    return list(
+        Decision.objects.filter(status=Decision.Status.RETRYABLE, retry_rounds__gt=0)
+        .select_related("entry__competitor", "entry__cohort")
+        .order_by("retry_after", "pk")[:limit]
+    )
+
+
 def attention_count(items: dict) -> int:
     return sum(len(v) for v in items.values())
 

@@ -106,3 +106,30 @@ def test_a_running_job_whose_process_is_gone_is_reaped_by_the_next_job(db):
     alive.refresh_from_db()
     assert orphan.status == JobRun.Status.FAILED and "is gone" in orphan.error
     assert alive.status == JobRun.Status.RUNNING  # another host's, young: left alone
+
+
+def test_decisions_waiting_out_an_outage_are_listed_but_need_no_human(staff_client):
+    comp = Competitor.objects.create(slug="gpt", display_name="GPT", kind="llm", model_id="x/y")
+    # A cohort not yet deciding, so no refused week is listed either.
+    cohort = Cohort.objects.create(week_start=datetime(2030, 1, 6, tzinfo=UTC))
+    # No cash and no ledger rows: nothing else on the page needs a human.
+    entry = Entry.objects.create(cohort=cohort, competitor=comp, cash=Decimal("0"))
+    other = Entry.objects.create(cohort=cohort, competitor=comp, replicate=2, cash=Decimal("0"))
+    retry_at = datetime(2030, 1, 6, 0, 25, tzinfo=UTC)
+    Decision.objects.create(
+        entry=entry, week=1, status="retryable", retry_rounds=2, retry_after=retry_at,
+        claimed_at=retry_at, error="HTTP 503: <i>upstream</i> overloaded",
+    )  # fmt: skip
+    # A database error's retryable row is reclaimed at once: no outage to show.
+    Decision.objects.create(
+        entry=other, week=1, status="retryable", claimed_at=retry_at, error="transient database"
+    )
+
+    page = staff_client.get("/admin/attention/").content.decode()
+
+    section = page.split("Decisions waiting out a provider outage (1)")[1].split("<h2>")[0]
+    assert "GPT" in section and "2030-01-06 00:25" in section and "<td>2</td>" in section
+    assert "HTTP 503: &lt;i&gt;upstream&lt;/i&gt; overloaded" in section  # escaped
+    assert "transient database" not in page
+    # The catch-up retries them on its own: they are not counted as needing a human.
+    assert "Nothing needs attention right now." in page
