@@ -7,13 +7,15 @@ from django.db.models import QuerySet
 from scoring.models import LeaderboardRow, ScoreRun
 
 
-def latest_run(scope: str = ScoreRun.Scope.LIVE) -> ScoreRun | None:
-    """The most recently finished DONE run of a scope; running and failed runs are never served."""
-    return (
-        ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE)
-        .order_by("-finished_at", "-pk")
-        .first()
+def done_runs(scope: str = ScoreRun.Scope.LIVE) -> QuerySet[ScoreRun]:
+    """A scope's finished DONE runs, the latest first; running and failed runs are never served."""
+    return ScoreRun.objects.filter(scope=scope, status=ScoreRun.Status.DONE).order_by(
+        "-finished_at", "-pk"
     )
+
+
+def latest_run(scope: str = ScoreRun.Scope.LIVE) -> ScoreRun | None:
+    return done_runs(scope).first()
 
 
 def leaderboard_rows(run: ScoreRun, cohort=None) -> QuerySet[LeaderboardRow]:

@@ -123,12 +123,17 @@ def decorate_series(
     return payload
 
 
-def decorate_overview(payload: dict, scope: str, cohorts: list[Cohort] | None = None) -> dict:
+def decorate_overview(
+    payload: dict,
+    scope: str,
+    cohorts: list[Cohort] | None = None,
+    staff_corrections: bool | None = None,
+) -> dict:
     """The home chart with colours, cohorts opening and staff corrections in the scope
     (`cohorts`: selectors.scope_cohorts, when the caller has them)."""
     _styled(payload.get("series", []), replicated=False, scope=scope)
     if payload.get("x"):
-        events = _scope_events(scope, cohorts)
+        events = _scope_events(scope, cohorts, staff_corrections)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
@@ -156,16 +161,22 @@ class ChartJSON:
 JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
 
-def overview_chart(scope: str, range_key: str, cohorts: list[Cohort] | None = None) -> ChartJSON:
+def overview_chart(
+    scope: str,
+    range_key: str,
+    cohorts: list[Cohort] | None = None,
+    staff_corrections: bool | None = None,
+) -> ChartJSON:
     """The home chart (charts.scope_return_series, decorated). The scope's span comes with
-    the cohorts when the caller has them (selectors.scope_cohorts)."""
+    the cohorts when the caller has them (selectors.scope_cohorts); `staff_corrections`:
+    whether any staff correction exists at all, when the caller knows (HomeFacts)."""
     span = None
     if cohorts is not None and all(hasattr(c, "series_first") for c in cohorts):
         firsts = [c.series_first for c in cohorts if c.series_first is not None]
         lasts = [c.series_last for c in cohorts if c.series_last is not None]
         span = (min(firsts), max(lasts)) if firsts and lasts else ()
     payload = charts.scope_return_series(scope, range_key=range_key, span=span)
-    return ChartJSON.of(decorate_overview(payload, scope, cohorts))
+    return ChartJSON.of(decorate_overview(payload, scope, cohorts, staff_corrections))
 
 
 def cohort_chart(
@@ -183,14 +194,16 @@ def cohort_chart(
     return ChartJSON.of(decorate_series(payload, cohort, only, corrections))
 
 
-def _scope_events(scope: str, cohorts: list[Cohort] | None = None) -> list[dict]:
+def _scope_events(
+    scope: str, cohorts: list[Cohort] | None = None, staff_corrections: bool | None = None
+) -> list[dict]:
     if cohorts is None:
         cohorts = selectors.scope_cohorts(scope)
     events = [
         _event(c.week_start, "cohort", f"{c.week_start:%b %d} cohort opens", str(c))
         for c in cohorts
     ]
-    return events + correction_events(cohorts)
+    return events + correction_events(cohorts, staff_corrections=staff_corrections)
 
 
 def _event(at, kind: str, label: str, detail: str = "") -> dict:
@@ -220,7 +233,10 @@ CHANGE_WORDS = {
 
 
 def correction_events(
-    cohorts: list[Cohort], entry_ids: list[int] | None = None, known=None
+    cohorts: list[Cohort],
+    entry_ids: list[int] | None = None,
+    known=None,
+    staff_corrections: bool | None = None,
 ) -> list[dict]:
     """Staff resolution changes of markets that the cohorts' entries (or the given entries)
     held, placed where they took effect on each cohort's clock.
@@ -238,7 +254,10 @@ def correction_events(
         # than the limit, so none was cut off): the same rows the queries below would read.
         changes = sorted(known, key=lambda rc: (rc.changed_at, rc.pk))
         held = {(rc.market_id, cohorts[0].pk) for rc in changes}
-    elif not ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN).exists():
+    elif staff_corrections is False or (
+        staff_corrections is None
+        and not ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN).exists()
+    ):
         return []  # staff corrections are rare: one cheap test spares the join below
     else:
         positions = Position.objects.filter(entry__cohort__in=cohorts)

@@ -111,7 +111,11 @@ def home(
     else:
         scope, cohorts = _scope_and_cohorts(scope or None)
     with colours.in_scope(scope):  # swatches match the scope's chart lines
-        run = selectors.latest_run(scope)
+        if is_partial(request):
+            run = selectors.latest_run(scope)
+        else:
+            facts = visitor_reads.home_facts(scope)
+            run = facts.run
         descending = {"asc": False, "desc": True}.get(direction)
         if descending is None:
             descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
@@ -130,10 +134,12 @@ def home(
         }
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
-        context["rescoring"] = visitor_reads.rescoring_since(scope, run)
-        context["markets_synced"] = scope != "live" or selectors.markets_synced(scope)
+        context["rescoring"] = visitor_reads.rescoring_since(scope, run, facts.corrected_since_run)
+        context["markets_synced"] = scope != "live" or facts.markets_synced
         context["n_cohorts"] = len(cohorts)
-        context["chart"] = chart_reads.overview_chart(scope, range_key, cohorts)
+        context["chart"] = chart_reads.overview_chart(
+            scope, range_key, cohorts, facts.staff_corrections
+        )
         context["range"] = range_key
         context["ranges"] = list(charts.RANGES)
         context["series_url"] = reverse("api-overview") + f"?scope={scope}"

@@ -154,14 +154,14 @@ def scope_cohorts(scope: str | tuple[str, ...]) -> list[Cohort]:
     )
 
 
-def markets_synced(scope: str) -> bool:
-    """Whether the scope has any market to show: for the live path (Polymarket, or its
-    rehearsal stand-in), one synced at least once; for a simulated scope, any at all. One
-    indexed existence test, so the home page can say why it is empty without counting."""
+def synced_markets(scope: str) -> QuerySet[Market]:
+    """The scope's markets a page can show: for the live path (Polymarket, or its rehearsal
+    stand-in), those synced at least once; for a simulated scope, all of them. Pages only
+    test whether any exists, so an empty page can say why it is empty without counting."""
     markets = Market.objects.order_by()
     if scope in LIVE_PATH_KINDS:
         markets = markets.filter(source=SOURCE_FOR_KIND[scope], last_synced_at__isnull=False)
-    return markets.exists()
+    return markets
 
 
 # --- cohorts and entries -------------------------------------------------------------------

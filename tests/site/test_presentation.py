@@ -10,6 +10,7 @@ import pytest
 
 from agents.models import Competitor
 from cohorts.models import Cohort
+from core.versions import data_changed
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow
 from tests.site.conftest import T0, build_arena
@@ -257,3 +258,34 @@ def test_cohort_page_ranks_its_competitors_with_letters_and_intervals(client, wo
     assert re.search(
         rf"{first}</a></span> <span class=\"muted\">by [^<]* over {second}, a statistical tie", lead
     )
+
+
+@pytest.mark.django_db
+def test_home_embeds_the_overview_apis_chart_with_and_without_staff_corrections(
+    client, arena_world
+):
+    """`/` reads whether any staff correction exists with its score run (HomeFacts) and hands
+    that to the chart; the API's chart reads it itself. Both must give the same bytes."""
+
+    def embedded() -> str:
+        page = client.get("/?scope=live").content.decode()
+        return page.split('<script id="overview-data" type="application/json">')[1].split(
+            "</script>"
+        )[0]
+
+    assert embedded() == client.get("/api/overview?scope=live").content.decode()
+    assert '"kind":"correction"' not in embedded()
+    ResolutionChange.objects.create(
+        market=arena_world.markets[1],  # held by every entry
+        source=Market.ResolvedBy.ADMIN,
+        from_status="resolved",
+        from_outcome="Yes",
+        to_status="open",
+        reason="reopened for the test",
+    )
+    rc = ResolutionChange.objects.get(source=Market.ResolvedBy.ADMIN)
+    ResolutionChange.objects.filter(pk=rc.pk).update(changed_at=T0 + timedelta(minutes=50))
+    data_changed()  # what the correction service does: pages read anew
+    with_correction = embedded()
+    assert '"kind":"correction"' in with_correction
+    assert with_correction == client.get("/api/overview?scope=live").content.decode()
