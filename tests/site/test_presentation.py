@@ -289,3 +289,18 @@ def test_home_embeds_the_overview_apis_chart_with_and_without_staff_corrections(
     with_correction = embedded()
     assert '"kind":"correction"' in with_correction
     assert with_correction == client.get("/api/overview?scope=live").content.decode()
+
+
+def test_term_links_escape_their_label_and_refuse_unknown_terms():
+    from django import template
+    from django.utils.safestring import mark_safe
+
+    from web.templatetags.arena import term
+
+    plain = term("brier", "<b>Brier</b>")
+    assert 'href="/methodology/#g-brier"' in plain and "&lt;b&gt;Brier&lt;/b&gt;" in plain
+    # The same text already marked safe is kept as it is (its own cache entry).
+    assert "<b>Brier</b>" in term("brier", mark_safe("<b>Brier</b>"))
+    assert term("brier", "<b>Brier</b>") == plain
+    with pytest.raises(template.TemplateSyntaxError, match="no glossary entry 'nope'"):
+        term("nope")

@@ -248,6 +248,15 @@ def swatch(competitor) -> str:
 @register.simple_tag
 def term(key: str, label: str = "") -> str:
     """A link from a column header or label to the methodology glossary entry `key`."""
+    # Whether the label is already safe HTML is part of the key: "a &amp; b" marked safe and
+    # the same text unmarked render differently.
+    return _term_link(key, label, isinstance(label, SafeString))
+
+
+# The glossary and the methodology URL never change while the site runs, and a page links a
+# dozen terms: each link is built once, not on every render.
+@functools.lru_cache(maxsize=512)
+def _term_link(key: str, label: str, _safe: bool) -> str:
     entry = glossary.INDEX.get(key)
     if entry is None:
         raise template.TemplateSyntaxError(f"no glossary entry {key!r}")
