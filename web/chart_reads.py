@@ -272,7 +272,13 @@ def correction_events(
         )
         if not changes:
             return []
-        held = set(positions.values_list("market_id", "entry__cohort_id").distinct())
+        # Only the changed markets' holders: the cohorts' other positions are not needed.
+        changed = {rc.market_id for rc in changes}
+        held = set(
+            positions.filter(market_id__in=changed)
+            .values_list("market_id", "entry__cohort_id")
+            .distinct()
+        )
     simulated = [c for c in cohorts if c.kind != Cohort.Kind.LIVE]
     marks: dict[int, dict] = {}
     if simulated:
