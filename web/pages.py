@@ -111,15 +111,16 @@ def home(
     else:
         scope, cohorts = _scope_and_cohorts(scope or None)
     with colours.in_scope(scope):  # swatches match the scope's chart lines
-        if is_partial(request):
-            run = selectors.latest_run(scope)
-        else:
-            facts = visitor_reads.home_facts(scope)
-            run = facts.run
         descending = {"asc": False, "desc": True}.get(direction)
         if descending is None:
             descending = not selectors.SORTABLE[sort][1]  # each column starts best-first
-        board = standings.build(run, selectors.leaderboard_rows(run, None, sort, descending)[0])
+        if is_partial(request):
+            run = selectors.latest_run(scope)
+            table = selectors.leaderboard_rows(run, None, sort, descending)[0]
+        else:
+            facts = visitor_reads.home_facts(scope, sort, descending)
+            run, table = facts.run, facts.rows
+        board = standings.build(run, table)
         context = {
             "scope": scope,
             "scopes": selectors.SCOPES,

@@ -113,15 +113,24 @@ def leaderboard_rows(
     """
     if run is None:
         return [], "rank", False
+    qs = table_rows(scoring_selectors.leaderboard_rows(run, cohort=cohort))
+    rows, sort, descending = sorted_rows(qs, sort, descending)
+    return list(rows), sort, descending
+
+
+def sorted_rows(
+    rows: QuerySet[LeaderboardRow], sort: str, descending: bool | None
+) -> tuple[QuerySet[LeaderboardRow], str, bool]:
+    """Leaderboard rows ordered by a whitelisted column (an unknown one is the rank), each
+    column best first unless `descending` says otherwise; missing values sort last."""
     if sort not in SORTABLE:
         sort = "rank"
     field, lower_better = SORTABLE[sort]
     if descending is None:
         descending = not lower_better
-    qs = table_rows(scoring_selectors.leaderboard_rows(run, cohort=cohort))
     order = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
-    rows = list(qs.select_related("competitor").order_by(order, "competitor__display_name"))
-    return rows, sort, descending
+    ordered = rows.select_related("competitor").order_by(order, "competitor__display_name")
+    return ordered, sort, descending
 
 
 def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None, list]:

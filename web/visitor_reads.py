@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.http import Http404
 
 from cohorts import series
 from cohorts.models import Entry, Forecast, Position
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
-from scoring.models import ScoreRun
+from scoring.models import LeaderboardRow, ScoreRun
 from web import selectors
+from web.standings import table_rows
 
 FORECASTS_PER_PAGE = 20
 HOLDERS_SHOWN = 25
@@ -81,18 +82,39 @@ def rescoring_since(
 
 @dataclass(frozen=True)
 class HomeFacts:
-    """What `/` tests besides its tables, read with the scope's latest run in one query:
-    each query costs a cold render about half a millisecond of Django's work whatever it reads,
-    and these are three existence tests."""
+    """What `/` reads besides its chart, in one query: the scope's latest run, the run's
+    leaderboard rows in the order asked for, and three existence tests. On a cold render each
+    query costs about as much of Django's work as the database's, whatever it reads."""
 
     run: ScoreRun | None
+    rows: list[LeaderboardRow]  # the run's all-cohorts rows, sorted (web/selectors.sorted_rows)
     markets_synced: bool  # else the page says to sync markets first
     staff_corrections: bool | None  # any at all (None: not read); the chart marks the scope's
     corrected_since_run: bool  # after the run started: the scores are being recomputed
 
 
-def home_facts(scope: str) -> HomeFacts:
+def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -> HomeFacts:
     staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+    latest = scoring_selectors.done_runs(scope).values("pk")[:1]
+    board, _, _ = selectors.sorted_rows(
+        table_rows(LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort__isnull=True)),
+        sort,
+        descending,
+    )
+    # The tests do not depend on the row: the database evaluates each once for the query.
+    rows = list(
+        board.select_related("run").annotate(
+            synced=Exists(selectors.synced_markets(scope)),
+            staff=Exists(staff),
+            staff_since=Exists(staff.filter(changed_at__gt=OuterRef("run__started_at"))),
+        )
+    )
+    if rows:
+        first = rows[0]
+        for row in rows:
+            row.run = first.run  # one instance, as the rows of a run read through it share
+        return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since)
+    # No run, or a run with no all-cohorts rows (nothing entered yet): the rare empty page.
     run = (
         scoring_selectors.done_runs(scope)
         .annotate(
@@ -103,5 +125,5 @@ def home_facts(scope: str) -> HomeFacts:
         .first()
     )
     if run is None:  # nothing scored yet: the empty page needs only the first test
-        return HomeFacts(None, selectors.synced_markets(scope).exists(), None, False)
-    return HomeFacts(run, run.synced, run.staff, run.staff_since)
+        return HomeFacts(None, [], selectors.synced_markets(scope).exists(), None, False)
+    return HomeFacts(run, [], run.synced, run.staff, run.staff_since)

@@ -354,3 +354,15 @@ def test_prose_reads_the_provisional_rule_from_the_sealed_constants(client):
     power = f"{CONSTANTS.provisional_power:.0%}"
     assert f"enough to detect a {delta} Brier edge at {power} power" in body
     assert "{% sealed" not in body
+
+
+def test_home_with_a_run_that_has_no_table_names_the_run_and_says_so(client, world):
+    """A finished run whose all-cohorts table is empty (every row is a cohort's) still names
+    the run, and the page says the table is empty rather than showing nothing."""
+    build_arena(world)
+    run = world.score_run("live")
+    run.rows.filter(cohort__isnull=True).delete()
+    body = text(get(client, "/"))
+    assert "This score run has no leaderboard rows." in body
+    assert f"{run.n_resolved} resolved of {run.n_forecasts} questions" in body
+    assert "Markets not synced yet" not in body  # the facts come without the rows too

@@ -77,3 +77,16 @@ def test_query_counts_do_not_grow_with_rows(client, arena_world):
 def test_home_query_budget(client, arena_world, django_assert_max_num_queries):
     with django_assert_max_num_queries(10):
         client.get("/")
+
+
+def test_home_reads_its_run_and_the_runs_rows_in_one_query(client, arena_world):
+    """The latest run, its all-cohorts rows in the order asked for and the page's existence
+    tests come back together: a cold `/` spends about as much of Django's time per query as
+    the database's, whatever the query reads."""
+    for url in ("/", "/?sort=return&dir=asc"):
+        cache.clear()
+        with CaptureQueriesContext(connection) as ctx:
+            body = client.get(url).content.decode()
+        scoring = [q["sql"] for q in ctx.captured_queries if "scoring_" in q["sql"]]
+        assert len(scoring) == 1, scoring
+        assert '<table class="leaderboard' in body
