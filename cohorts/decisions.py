@@ -60,7 +60,7 @@ from cohorts.decision_room import (
     request_params,
 )
 from cohorts.lineage import pinned_release
-from cohorts.llm_calls import store_calls, usage_totals
+from cohorts.llm_calls import call_totals, store_calls
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.scope import live_path_kind, on_live_path
 from cohorts.services import (
@@ -475,7 +475,7 @@ class _Run:
                 "retry_rounds": rounds,
                 "retry_after": verdict.retry_after,
             }
-        if not finish(self.decision, status, **fields, **usage_totals(self.attempts)):
+        if not finish(self.decision, status, **fields, **call_totals(self.decision)):
             raise ClaimLost
 
     def _commit(
@@ -511,7 +511,7 @@ class _Run:
                 parsed=parsed.to_json() if parsed else None,
                 validation_errors=validation_errors,
                 hold_reason=hold_reason,
-                **usage_totals(self.attempts),
+                **call_totals(self.decision),
             )
             if updated != 1:
                 raise ClaimLost

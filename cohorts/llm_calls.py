@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Max, Sum
 
 from agents.attempts import Attempt
 from cohorts.models import Decision, LLMCall
@@ -115,14 +115,22 @@ def call_row(decision: Decision, attempt: Attempt, number: int, phase: str) -> L
     )
 
 
-def usage_totals(attempts: list[Attempt]) -> dict[str, Any]:
-    """A decision's tokens, cost and latency over its attempts, each within its column."""
-    costs = [c for a in attempts if (c := _cost(a.cost_usd)) is not None]
+def call_totals(decision: Decision) -> dict[str, Any]:
+    """A decision's tokens, cost and latency over every call it made, each within its column:
+    the calls of earlier rounds lost to a provider outage and of a run its reclaim replaced
+    count too (they happened and may have cost money). Read from the stored rows, which hold
+    every call (store_calls), so the totals and the audit page's list of calls always agree."""
+    sums = LLMCall.objects.filter(decision=decision).aggregate(
+        tokens_in=Sum("prompt_tokens", default=0),
+        tokens_out=Sum("completion_tokens", default=0),
+        cost_usd=Sum("cost_usd", default=Decimal(0)),
+        latency_ms=Sum("latency_ms", default=0),
+    )
     return {
-        "tokens_in": min(sum(_count(a.prompt_tokens) or 0 for a in attempts), MAX_COUNT),
-        "tokens_out": min(sum(_count(a.completion_tokens) or 0 for a in attempts), MAX_COUNT),
-        "cost_usd": stored_cost(min(sum(costs, Decimal(0)), MAX_COST)),
-        "latency_ms": min(sum(max(a.latency_ms, 0) for a in attempts), MAX_COUNT),
+        "tokens_in": min(sums["tokens_in"], MAX_COUNT),
+        "tokens_out": min(sums["tokens_out"], MAX_COUNT),
+        "cost_usd": stored_cost(min(max(Decimal(sums["cost_usd"]), -MAX_COST), MAX_COST)),
+        "latency_ms": min(sums["latency_ms"], MAX_COUNT),
     }
 
 

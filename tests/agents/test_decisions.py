@@ -331,6 +331,41 @@ def test_a_stale_claim_is_reclaimed(server, setup, settings):
     assert Trade.objects.filter(entry=entry).count() == 1
 
 
+def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(
+    server, setup, settings
+):
+    """The worker that claimed first got an answer, billed, then died: its call is kept, and
+    the decision's tokens and cost count it with the reclaiming run's, as the audit page lists
+    both (the provider billed both)."""
+    entry, universe, markets = setup
+    old = timezone.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS + 60)
+    stale = Decision.objects.create(entry=entry, week=1, claim_token="dead", claimed_at=old)
+    stale.llm_calls.create(
+        attempt=1,
+        phase="decide",
+        raw_response="{}",
+        http_status=200,
+        prompt_tokens=1000,
+        completion_tokens=200,
+        cost_usd=Decimal("0.0125"),
+        latency_ms=4000,
+        started_at=old,
+    )
+    server.enqueue(
+        success(answer(universe, bets=[bet(markets[0], 100)]), prompt_tokens=52, cost=0.00384)
+    )
+
+    decision = run_decision(entry.pk, 1, AT)
+
+    assert decision.status == Decision.Status.DONE
+    calls = list(decision.llm_calls.order_by("attempt"))
+    assert [c.prompt_tokens for c in calls] == [1000, 52]
+    assert decision.tokens_in == 1052
+    assert decision.tokens_out == 200 + calls[1].completion_tokens
+    assert decision.cost_usd == Decimal("0.0125") + calls[1].cost_usd
+    assert decision.latency_ms == 4000 + calls[1].latency_ms
+
+
 def test_done_decision_is_not_run_again(server, setup):
     entry, universe, markets = setup
     server.enqueue(success(answer(universe, bets=[bet(markets[0], 100)])))
