@@ -278,11 +278,14 @@ class SeriesChunk(models.Model):
 
 
 class ScopeSeriesHead(models.Model):
-    """First and latest snapshot of a scope (live / replay / demo); the lock of its overview."""
+    """First and latest snapshot of a scope (live / replay / demo); the lock of its overview;
+    and the home page's default chart of the scope, computed by every series write under that
+    lock (cohorts/series_chart.py), so a visitor's first look reads it instead of computing it."""
 
     scope = models.CharField(max_length=10, primary_key=True, choices=Cohort.Kind.choices)
     first_ts = models.DateTimeField(null=True, blank=True)
     last_ts = models.DateTimeField(null=True, blank=True)
+    home_chart = models.JSONField(null=True, blank=True, editable=False)
 
 
 class ScopeSeriesChunk(models.Model):

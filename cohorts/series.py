@@ -38,32 +38,31 @@ were computed from the finer data); a rebuild computes from what is left.
 
 This module is what writers and pages call; beside it, series_grid (the grid, its packing and
 the models a migration can stand in for), series_rebuild (recomputing entries from their
-snapshot rows) and series_overview (the per-scope growth factors).
+snapshot rows), series_overview (the per-scope growth factors) and series_chart (the home
+chart compounded from them, its default range stored by every write here).
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from functools import partial
 
 import numpy as np
-from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db import transaction
 
+from cohorts.series_chart import home_chart, store_home_charts
 from cohorts.series_grid import (
     CHUNK,
-    DTYPE,
     FINEST,  # noqa: F401 - the pages read the grid through this module
     LEVELS,
     SCOPES,
+    assemble,
     empty,
     epoch,
-    instant,
     live_models,
     pack,
     save_heads,
@@ -197,7 +196,7 @@ def record(heads: dict, rows: Iterable[tuple[int, datetime, Decimal]]) -> None:
         for key, point in rewind_entry_chunks(M, [entry_id], info, since):
             touched[key].add(point)
         heads[entry_id].refresh_from_db(fields=["first_ts", "last_ts", "last_total"])
-    refresh_scopes(M, touched, info, [heads[i] for i in per_entry])
+    refresh_scopes(M, touched, info, [heads[i] for i in per_entry], chart=home_chart)
 
 
 def _entry_info(M, entry_ids) -> dict[int, tuple[str, int, float]]:
@@ -255,7 +254,9 @@ def rebuild_entries(entry_ids: Iterable[int], since: datetime | None = None) -> 
                 touched[key].add(point)
         lock_scopes(M, {scope for scope, _, _ in info.values()})
         recompute_overview(M, touched)
-        reset_scope_heads(M, {scope for scope, _, _ in info.values()})
+        scopes = {scope for scope, _, _ in info.values()}
+        reset_scope_heads(M, scopes)
+        store_home_charts(scopes)
         values_changed()  # charts kept from the old series (core.versions) are stale
     return len(ids)
 
@@ -274,8 +275,10 @@ def rebuild_all(models=None, progress=None) -> int:
             if progress is not None:
                 progress(min(i + REBUILD_BATCH, len(ids)), len(ids))
         rebuild_overviews(M)
-        reset_scope_heads(M, M.ScopeSeriesHead.objects.values_list("scope", flat=True))
+        scopes = set(M.ScopeSeriesHead.objects.values_list("scope", flat=True))
+        reset_scope_heads(M, scopes)
         if models is None:
+            store_home_charts(scopes)
             # Whatever pages kept from the old series is stale now (core.versions).
             data_changed()
             values_changed()
@@ -293,6 +296,7 @@ def rebuild_overview(competitor_id: int) -> None:
             if keys:
                 recompute_overview(M, {(scope, competitor_id): keys})
         reset_scope_heads(M, heads)
+        store_home_charts(heads)
 
 
 def entry_deleted(competitor_id: int) -> None:
@@ -301,16 +305,6 @@ def entry_deleted(competitor_id: int) -> None:
 
 
 # --- reading (for the site's charts) ---------------------------------------------------------
-
-
-def step_for(span: timedelta | float, max_points: int) -> int:
-    """The smallest step that draws `span` in at most max_points points (a range's last point
-    may fall between grid points and is added on its own)."""
-    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
-    for step in LEVELS:
-        if math.floor(max(seconds, 0) / step) + 2 <= max_points:
-            return step
-    return LEVELS[-1]
 
 
 def entry_heads(entry_ids: Iterable[int]) -> dict[int, tuple[datetime, datetime, Decimal]]:
@@ -327,23 +321,6 @@ def entry_heads(entry_ids: Iterable[int]) -> dict[int, tuple[datetime, datetime,
     return out
 
 
-def _assemble(rows, step: int, k0: int, k1: int) -> dict:
-    """owner -> values at grid indices k0..k1 of `step`, from (owner, step, chunk, raw) rows."""
-    out: dict = {}
-    n = k1 - k0 + 1
-    for owner, row_step, c, raw in rows:
-        if row_step != step or n <= 0:
-            continue
-        arr = out.get(owner)
-        if arr is None:
-            arr = out[owner] = np.full(n, np.nan, dtype=DTYPE)
-        values = unpack(raw)
-        lo, hi = max(k0, c * CHUNK), min(k1, c * CHUNK + CHUNK - 1)
-        if lo <= hi:
-            arr[lo - k0 : hi - k0 + 1] = values[lo - c * CHUNK : hi - c * CHUNK + 1]
-    return out
-
-
 def entry_values(entry_ids: list[int], step: int, k0: int, k1: int) -> dict[int, np.ndarray]:
     """entry id -> its values at grid points k0..k1 (k * step seconds) - one indexed query."""
     from cohorts.models import SeriesChunk
@@ -353,109 +330,4 @@ def entry_values(entry_ids: list[int], step: int, k0: int, k1: int) -> dict[int,
     rows = SeriesChunk.objects.filter(
         entry_id__in=entry_ids, step=step, chunk__gte=k0 // CHUNK, chunk__lte=k1 // CHUNK
     ).values_list("entry_id", "step", "chunk", "values")
-    return _assemble(rows, step, k0, k1)
-
-
-def scope_span(scope: str) -> tuple[datetime, datetime] | None:
-    """The first and the latest snapshot of the scope's entries, from their heads (always in
-    step with the entries, where the scope's head follows a deletion only once it commits)."""
-    from cohorts.models import SeriesHead
-
-    span = SeriesHead.objects.filter(
-        entry__cohort__kind=scope, first_ts__isnull=False, last_ts__isnull=False
-    ).aggregate(first=Min("first_ts"), last=Max("last_ts"))
-    if span["first"] is None or span["last"] is None:
-        return None
-    return span["first"], span["last"]
-
-
-def scope_growth(scope: str, step: int, k0: int, k1: int) -> dict[tuple, np.ndarray]:
-    """(competitor id, slug, name) -> the stored growth factors of a scope at grid points
-    k0..k1 of `step` (cohorts/series_overview.py), NaN where none of the competitor's entries
-    is alive. One indexed query."""
-    from cohorts.models import ScopeSeriesChunk
-
-    if k1 < k0:
-        return {}
-    rows = [
-        ((pk, slug, name), row_step, c, raw)
-        for pk, slug, name, row_step, c, raw in ScopeSeriesChunk.objects.filter(
-            scope=scope, step=step, chunk__gte=k0 // CHUNK, chunk__lte=k1 // CHUNK
-        ).values_list(
-            "competitor_id",
-            "competitor__slug",
-            "competitor__display_name",
-            "step",
-            "chunk",
-            "values",
-        )
-    ]
-    return _assemble(rows, step, k0, k1)
-
-
-def scope_edges(scope: str, born: tuple[int, int], last: int, step: int, k0: int, k1: int):
-    """The scope's entries whose first snapshot is within `born` (seconds, both ends
-    included) or whose latest is at `last` (seconds), in entry id order, each as (entry id,
-    competitor id, slug, name, starting balance, first and latest snapshot in seconds, latest
-    total, value at grid point k0 of `step`, value at k1): what a chart's first point and a
-    latest snapshot between grid points need. One query that reads the two points' eight bytes
-    each, not the whole chunks, with times and amounts as numbers (converting hundreds of
-    datetimes and Decimals in Python would cost more than the query)."""
-    from agents.models import Competitor
-    from cohorts.models import Cohort, Entry, SeriesChunk, SeriesHead
-
-    qn = connection.ops.quote_name
-    size = DTYPE.itemsize
-    if connection.vendor == "postgresql":
-        secs = "floor(extract(epoch from h.{}))::bigint"
-        real = "{}::float8"
-        point = "substring({}.{} from %s for " + str(size) + ")"
-    else:
-        secs = "CAST(strftime('%%s', h.{}) AS INTEGER)"
-        real = "CAST({} AS REAL)"
-        point = "substr({}.{}, %s, " + str(size) + ")"
-    chunks = qn(SeriesChunk._meta.db_table)
-    # A subquery per point, not a join: the planner then looks each entry's chunk up by the
-    # whole (entry, step, chunk) key instead of scanning every chunk of the step.
-    point = (
-        f"(SELECT {point.format('x', qn('values'))} FROM {chunks} x "
-        "WHERE x.entry_id = h.entry_id AND x.step = %s AND x.chunk = %s)"
-    )
-    # Each point only where it is used: k0's for an entry born within `born`, k1's for one
-    # whose latest is at `last` (most rows; a CASE runs its subquery only when it holds).
-    born_case = f"CASE WHEN h.first_ts >= %s AND h.first_ts < %s THEN {point} END"
-    last_case = f"CASE WHEN h.last_ts >= %s AND h.last_ts < %s THEN {point} END"
-    sql = f"""
-        SELECT h.entry_id, e.competitor_id, c.slug, c.display_name,
-               {real.format("e.initial_balance")}, {secs.format("first_ts")},
-               {secs.format("last_ts")}, {real.format("h.last_total")}, {born_case}, {last_case}
-        FROM {qn(SeriesHead._meta.db_table)} h
-        JOIN {qn(Entry._meta.db_table)} e ON e.id = h.entry_id
-        JOIN {qn(Cohort._meta.db_table)} co ON co.id = e.cohort_id
-        JOIN {qn(Competitor._meta.db_table)} c ON c.id = e.competitor_id
-        WHERE co.kind = %s AND h.first_ts IS NOT NULL AND h.last_ts IS NOT NULL
-          AND ((h.first_ts >= %s AND h.first_ts < %s) OR (h.last_ts >= %s AND h.last_ts < %s))
-        ORDER BY h.entry_id
-    """  # noqa: S608 - table names from the models, values as parameters
-    at = connection.ops.adapt_datetimefield_value
-    lo, hi = born
-    born_at = [at(instant(lo)), at(instant(hi + 1))]
-    last_at = [at(instant(last)), at(instant(last + 1))]
-    params: list[int | str | None] = [
-        *born_at, (k0 % CHUNK) * size + 1, step, k0 // CHUNK,
-        *last_at, (k1 % CHUNK) * size + 1, step, k1 // CHUNK,
-        scope, *born_at, *last_at,
-    ]  # fmt: skip
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    nan = float("nan")
-    return [
-        (*row[:8], _point(row[8], nan), _point(row[9], nan))
-        for row in rows
-        if lo <= row[5] <= hi or row[6] == last
-    ]
-
-
-def _point(raw, missing: float) -> float:
-    return missing if raw is None else float(unpack(bytes(raw))[0])
+    return assemble(rows, step, k0, k1)

@@ -8,7 +8,8 @@ what lets a write touch a few rows and a read fetch a few rows, whatever the his
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import math
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import numpy as np
@@ -106,3 +107,30 @@ def save_heads(M, heads: list) -> None:
         ["entry"],
         ["first_ts", "last_ts", "last_total"],
     )
+
+
+def step_for(span: timedelta | float, max_points: int) -> int:
+    """The smallest step that draws `span` in at most max_points points (a range's last point
+    may fall between grid points and is added on its own)."""
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    for step in LEVELS:
+        if math.floor(max(seconds, 0) / step) + 2 <= max_points:
+            return step
+    return LEVELS[-1]
+
+
+def assemble(rows, step: int, k0: int, k1: int) -> dict:
+    """owner -> values at grid indices k0..k1 of `step`, from (owner, step, chunk, raw) rows."""
+    out: dict = {}
+    n = k1 - k0 + 1
+    for owner, row_step, c, raw in rows:
+        if row_step != step or n <= 0:
+            continue
+        arr = out.get(owner)
+        if arr is None:
+            arr = out[owner] = np.full(n, np.nan, dtype=DTYPE)
+        values = unpack(raw)
+        lo, hi = max(k0, c * CHUNK), min(k1, c * CHUNK + CHUNK - 1)
+        if lo <= hi:
+            arr[lo - k0 : hi - k0 + 1] = values[lo - c * CHUNK : hi - c * CHUNK + 1]
+    return out

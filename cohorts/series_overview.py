@@ -18,7 +18,7 @@ points depend on the range itself, so the page computes those two from the entri
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from django.db.models import Max, Min
@@ -31,13 +31,23 @@ def lock_scopes(M, scopes: Iterable[str]) -> dict:
     M.ScopeSeriesHead.objects.bulk_create(
         [M.ScopeSeriesHead(scope=s) for s in scopes], ignore_conflicts=True
     )
-    rows = M.ScopeSeriesHead.objects.select_for_update().filter(scope__in=scopes).order_by("scope")
+    rows = (
+        M.ScopeSeriesHead.objects.select_for_update()
+        .filter(scope__in=scopes)
+        .only("scope", "first_ts", "last_ts")  # not the stored chart: kilobytes, rewritten
+        .order_by("scope")
+    )
     return {h.scope: h for h in rows}
 
 
-def refresh_scopes(M, touched: dict, info: dict, written: list) -> None:
+def refresh_scopes(
+    M, touched: dict, info: dict, written: list, chart: Callable[..., dict] | None = None
+) -> set[str]:
     """Recompute the overview chunks in `touched` ((scope, competitor) -> {(step, chunk)})
-    from the committed entry chunks, and widen the scopes' heads to the heads written."""
+    from the committed entry chunks, and widen the scopes' heads to the heads written;
+    with `chart(scope, span)`, store what it returns as the scope's home chart in the same
+    update (cohorts/series_chart.py), given the widened head as its span. Returns the
+    scopes it locked."""
     spans: dict[str, list] = {}
     for head in written:
         if head.last_ts is None:
@@ -46,16 +56,22 @@ def refresh_scopes(M, touched: dict, info: dict, written: list) -> None:
         span[0], span[1] = min(span[0], head.first_ts), max(span[1], head.last_ts)
     scopes = {scope for scope, _ in touched} | set(spans)
     if not scopes:
-        return
+        return scopes
     heads = lock_scopes(M, scopes)
     recompute_overview(M, touched)
-    for scope, (first, last) in spans.items():
-        head = heads[scope]
+    for scope in sorted(scopes):
+        head, fields = heads[scope], {}
+        if scope in spans:
+            first, last = spans[scope]
+            fields["first_ts"] = first if head.first_ts is None else min(head.first_ts, first)
+            fields["last_ts"] = last if head.last_ts is None else max(head.last_ts, last)
+        if chart is not None:
+            widened = (fields["first_ts"], fields["last_ts"]) if fields else None
+            fields["home_chart"] = chart(scope, widened)
         # One UPDATE per scope whether or not it moved: a tick costs the same queries each time.
-        M.ScopeSeriesHead.objects.filter(scope=scope).update(
-            first_ts=first if head.first_ts is None else min(head.first_ts, first),
-            last_ts=last if head.last_ts is None else max(head.last_ts, last),
-        )
+        if fields:
+            M.ScopeSeriesHead.objects.filter(scope=scope).update(**fields)
+    return scopes
 
 
 def starting_balance(initial) -> float:

@@ -166,16 +166,13 @@ def overview_chart(
     range_key: str,
     cohorts: list[Cohort] | None = None,
     staff_corrections: bool | None = None,
+    competitors: dict[int, Competitor] | None = None,
 ) -> ChartJSON:
-    """The home chart (charts.scope_return_series, decorated). The scope's span comes with
-    the cohorts when the caller has them (selectors.scope_cohorts); `staff_corrections`:
-    whether any staff correction exists at all, when the caller knows (HomeFacts)."""
-    span = None
-    if cohorts is not None and all(hasattr(c, "series_first") for c in cohorts):
-        firsts = [c.series_first for c in cohorts if c.series_first is not None]
-        lasts = [c.series_last for c in cohorts if c.series_last is not None]
-        span = (min(firsts), max(lasts)) if firsts and lasts else ()
-    payload = charts.scope_return_series(scope, range_key=range_key, span=span)
+    """The home chart (charts.scope_return_series, decorated). `cohorts`: the scope's, when
+    the caller has them (selectors.scope_cohorts); `staff_corrections`: whether any staff
+    correction exists at all, when the caller knows (HomeFacts); `competitors`: the ones the
+    caller has read, by id (the lines' names)."""
+    payload = charts.scope_return_series(scope, range_key=range_key, competitors=competitors)
     return ChartJSON.of(decorate_overview(payload, scope, cohorts, staff_corrections))
 
 

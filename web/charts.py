@@ -23,29 +23,23 @@ web/chart_reads.decorate_series / decorate_overview (cohort events, staff correc
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
-from cohorts import series
-from cohorts import series_overview as overview
+from agents.models import Competitor
+from cohorts import series, series_chart
 from cohorts.models import Cohort, Entry
 from web import colours
 
 MAX_POINTS = 400  # per entry, per series response
-OVERVIEW_POINTS = 120  # sample times of the home page's overview chart
-RANGES: dict[str, timedelta | None] = {
-    "10M": timedelta(minutes=10),
-    "1H": timedelta(hours=1),
-    "1D": timedelta(days=1),
-    "1W": timedelta(weeks=1),
-    "1M": timedelta(days=30),
-    "3M": timedelta(days=90),
-    "ALL": None,
-}
-DEFAULT_RANGE = "ALL"
+OVERVIEW_POINTS = series_chart.HOME_POINTS  # sample times of the home page's overview chart
+RANGES = series_chart.RANGES
+DEFAULT_RANGE = series_chart.DEFAULT_RANGE
+Window = series_chart.Window
+_numbers = series_chart.numbers
 
 
 def range_or_default(raw: str | None) -> str:
@@ -56,38 +50,6 @@ def range_or_default(raw: str | None) -> str:
 def fmt_ts(ts: datetime) -> str:
     # Plotly reads "YYYY-MM-DD HH:MM" as a date; every time on the site is UTC.
     return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
-
-
-class Window:
-    """The points of one range: grid indices k0..k1 of `step`, plus `tail` (seconds) when the
-    latest snapshot falls between grid points."""
-
-    def __init__(self, first: datetime, last: datetime, range_key: str, max_points: int):
-        window = RANGES[range_key]
-        end = series.epoch(last)
-        start = series.epoch(first)
-        if window is not None:
-            start = max(start, end - int(window.total_seconds()))
-        self.start = start  # seconds: the range's first instant, before its first grid point
-        self.step = series.step_for(end - start, max_points)
-        self.k0 = -(-start // self.step)
-        self.k1 = end // self.step
-        self.tail = end if end % self.step else None
-        self.times = [k * self.step for k in range(self.k0, self.k1 + 1)]
-        if self.tail is not None:
-            self.times.append(self.tail)
-
-    def x(self) -> list[str]:
-        # Vectorised: formatting hundreds of datetimes one by one is a visible share of a page.
-        stamps = np.datetime_as_string(np.array(self.times, dtype="datetime64[s]"), unit="m")
-        return [t.replace("T", " ") for t in stamps.tolist()]
-
-
-def _numbers(values: np.ndarray, digits: int) -> list[float | None]:
-    out = np.round(values, digits).tolist()
-    for i in np.flatnonzero(np.isnan(values)).tolist():  # null outside the entry's life
-        out[i] = None
-    return out
 
 
 def entry_label(entry: Entry, replicated: bool) -> str:
@@ -181,21 +143,13 @@ def scope_return_series(
     scope: str,
     max_points: int = OVERVIEW_POINTS,
     range_key: str = DEFAULT_RANGE,
-    span: tuple | None = None,
+    competitors: dict[int, Competitor] | None = None,
 ) -> dict[str, Any]:
-    """Each competitor's chain-linked return (%) across its entries in a scope, over time.
-
-    A plain mean of the entries' returns drops whenever a cohort opens (a new entry at 0 %
-    joins entries that have run for weeks). Here the growth from one sample time to the next
-    is averaged over the entries alive at both (an entry born in between counts from its
-    starting balance), and the growths are compounded: the return of holding the competitor's
-    entries in equal parts, rebalanced at each sample time. The growth at each grid point is
-    stored on write (cohorts/series_overview.py); the two points that depend on the range are
-    computed here from the few entries they involve: the first (only entries born since the
-    range's start count, from their starting balance) and a latest snapshot between grid
-    points. Three indexed queries, whatever the number of entries or the history (two when
-    the caller has the scope's `span`, series.scope_span; () when it has none).
-    """
+    """Each competitor's chain-linked return (%) across its entries in a scope, over time
+    (cohorts/series_chart.py). The default chart is read as stored on write; another range
+    is computed from the stored series in three indexed queries. Lines are named and coloured
+    here, from `competitors` (id -> Competitor) when the caller has them read, else one
+    query."""
     range_key = range_or_default(range_key)
     payload: dict[str, Any] = {
         "scope": scope,
@@ -207,75 +161,33 @@ def scope_return_series(
         "series": [],
         "annotations": [],
     }
-    if span is None:
-        span = series.scope_span(scope)
-    if not span:
+    default = range_key == DEFAULT_RANGE and max_points == OVERVIEW_POINTS
+    stored = series_chart.stored_home_chart(scope) if default else None
+    if stored is None:  # another range, or none stored yet (a database migrated since)
+        stored = series_chart.chart_lines(scope, range_key, max_points)
+    if not stored["lines"]:
         return payload
-    win = Window(span[0], span[1], range_key, max_points)
-    n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
-    factors = series.scope_growth(scope, win.step, win.k0, win.k1) if n_grid else {}
-    end = series.epoch(span[1])
-    edges = series.scope_edges(scope, (win.start, win.times[0]), end, win.step, win.k0, win.k1)
-    lines = []
-    for owner, y in _compounded(win, n_grid, factors, edges, end).items():
-        if np.isnan(y).all():
-            continue
-        pk, slug, name = owner
-        lines.append(
-            {"competitor": slug, "label": name, **colours.style_for(pk, scope=scope), "y": y}
-        )
+    names = _names([pk for pk, _ in stored["lines"]], competitors or {})
+    lines = [
+        {"competitor": slug, "label": name, **colours.style_for(pk, scope=scope), "y": y}
+        for pk, y in stored["lines"]
+        if pk in names
+        for slug, name in [names[pk]]
+    ]
     lines.sort(key=lambda line: (line["label"], line["competitor"]))
-    if lines:
-        payload["step_seconds"] = win.step
-        payload["x"] = win.x()
-        payload["series"] = [{**line, "y": _numbers(line["y"], 3)} for line in lines]
+    payload["step_seconds"] = stored["step_seconds"]
+    payload["x"] = stored["x"]
+    payload["series"] = lines
     return payload
 
 
-def _compounded(
-    win: Window, n_grid: int, factors: dict[tuple, np.ndarray], edges: list[tuple], end: int
-) -> dict[tuple, np.ndarray]:
-    """owner -> chain-linked return (%) at each of the window's times, from the stored growth
-    factors and the entries at the range's edges (series.scope_edges rows)."""
-    n = len(win.times)
-    born: dict[tuple, list] = {}
-    tail: dict[tuple, list] = {}
-    for e in edges:
-        if n_grid and win.start <= e[5] <= win.times[0]:
-            born.setdefault(e[1:4], []).append(e)
-        if win.tail is not None and e[6] == end:
-            tail.setdefault(e[1:4], []).append(e)
-    out = {}
-    for owner in set(factors) | set(born) | set(tail):
-        f = np.full(n, np.nan)
-        stored = factors.get(owner)
-        if stored is not None:
-            f[:n_grid] = stored
-        alive = ~np.isnan(f)
-        if n_grid:
-            # The first point: only entries born since the range's start grow, from their
-            # starting balance (earlier ones have no point before it in the range).
-            mine = born.get(owner, [])
-            f[0] = overview.growth_at(
-                np.array([e[8] for e in mine], dtype=float),
-                np.full(len(mine), np.nan),
-                [(e[4] or float("nan"), e[5]) for e in mine],
-                win.start - 1,
-                win.times[0],
-            )
-        if win.tail is not None:
-            mine = tail.get(owner, [])
-            f[-1] = overview.growth_at(
-                np.array([e[7] for e in mine], dtype=float),
-                np.array([e[9] if n_grid else np.nan for e in mine], dtype=float),
-                [(e[4] or float("nan"), e[5]) for e in mine],
-                win.times[-2] if n > 1 else win.start - 1,
-                win.tail,
-            )
-            alive[-1] = bool(mine)
-        y = (np.cumprod(np.where(np.isnan(f), 1.0, f)) - 1.0) * 100.0
-        y[~alive] = np.nan  # no entry alive: no point
-        out[owner] = y
+def _names(ids: list[int], known: dict[int, Competitor]) -> dict[int, tuple[str, str]]:
+    """competitor id -> (slug, display name): from `known`, the rest in one query."""
+    out = {pk: (known[pk].slug, known[pk].display_name) for pk in ids if pk in known}
+    missing = [pk for pk in ids if pk not in out]
+    if missing:
+        rows = Competitor.objects.filter(pk__in=missing).values_list("pk", "slug", "display_name")
+        out.update((pk, (slug, name)) for pk, slug, name in rows)
     return out
 
 

@@ -139,7 +139,11 @@ def home(
         context["markets_synced"] = scope != "live" or facts.markets_synced
         context["n_cohorts"] = len(cohorts)
         context["chart"] = chart_reads.overview_chart(
-            scope, range_key, cohorts, facts.staff_corrections
+            scope,
+            range_key,
+            cohorts,
+            facts.staff_corrections,
+            competitors={row.competitor_id: row.competitor for row in facts.rows},
         )
         context["range"] = range_key
         context["ranges"] = list(charts.RANGES)

@@ -20,7 +20,6 @@ from django.db.models import (
     F,
     IntegerField,
     Max,
-    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -150,15 +149,10 @@ def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None
 
 def scope_cohorts(scope: str | tuple[str, ...]) -> list[Cohort]:
     """The scope's (or scopes') cohorts, oldest first, with what a chart's events and a count
-    need, and each cohort's first and latest snapshot (`series_first`, `series_last`: the span
-    of the home chart, web/charts.scope_return_series)."""
+    need."""
     return list(
         Cohort.objects.filter(Q(kind=scope) if isinstance(scope, str) else Q(kind__in=scope))
         .only("id", "kind", "week_start")
-        .annotate(
-            series_first=Min("entries__series_head__first_ts"),
-            series_last=Max("entries__series_head__last_ts"),
-        )
         .order_by("week_start")
     )
 

@@ -331,9 +331,7 @@ def test_a_stale_claim_is_reclaimed(server, setup, settings):
     assert Trade.objects.filter(entry=entry).count() == 1
 
 
-def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(
-    server, setup, settings
-):
+def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(server, setup, settings):
     """The worker that claimed first got an answer, billed, then died: its call is kept, and
     the decision's tokens and cost count it with the reclaiming run's, as the audit page lists
     both (the provider billed both)."""

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cohorts import series
+from cohorts import series, series_chart
 from cohorts.models import (
     Entry,
     ScopeSeriesChunk,
@@ -135,7 +135,7 @@ def test_overview_is_the_mean_return_of_the_entries_alive():
     # What the scope stores instead is each step's mean growth (cohorts/series_overview.py):
     # a from its starting balance at its first point, flat afterwards; at week 2 a flat and b
     # from its balance, (1.0 + 0.8) / 2; then b alone, flat.
-    ((_, factors),) = series.scope_growth("live", step, k0, k1).items()
+    ((_, factors),) = series_chart.scope_growth("live", step, k0, k1).items()
     assert factors[0] == pytest.approx(1.1)
     assert factors[(series.epoch(T0 + timedelta(days=1)) // step) - k0] == 1.0
     assert factors[(series.epoch(week2) // step) - k0] == pytest.approx(0.9)
