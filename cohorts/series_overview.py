@@ -42,12 +42,11 @@ def lock_scopes(M, scopes: Iterable[str]) -> dict:
 
 def refresh_scopes(
     M, touched: dict, info: dict, written: list, chart: Callable[..., dict] | None = None
-) -> set[str]:
+) -> None:
     """Recompute the overview chunks in `touched` ((scope, competitor) -> {(step, chunk)})
     from the committed entry chunks, and widen the scopes' heads to the heads written;
     with `chart(scope, span)`, store what it returns as the scope's home chart in the same
-    update (cohorts/series_chart.py), given the widened head as its span. Returns the
-    scopes it locked."""
+    update (cohorts/series_chart.py), given the widened head as its span."""
     spans: dict[str, list] = {}
     for head in written:
         if head.last_ts is None:
@@ -56,7 +55,7 @@ def refresh_scopes(
         span[0], span[1] = min(span[0], head.first_ts), max(span[1], head.last_ts)
     scopes = {scope for scope, _ in touched} | set(spans)
     if not scopes:
-        return scopes
+        return
     heads = lock_scopes(M, scopes)
     recompute_overview(M, touched)
     for scope in sorted(scopes):
@@ -71,7 +70,6 @@ def refresh_scopes(
         # One UPDATE per scope whether or not it moved: a tick costs the same queries each time.
         if fields:
             M.ScopeSeriesHead.objects.filter(scope=scope).update(**fields)
-    return scopes
 
 
 def starting_balance(initial) -> float:

@@ -94,36 +94,32 @@ class HomeFacts:
 
 
 def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -> HomeFacts:
-    staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
     latest = scoring_selectors.done_runs(scope).values("pk")[:1]
     board, _, _ = selectors.sorted_rows(
         table_rows(LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort__isnull=True)),
         sort,
         descending,
     )
-    # The tests do not depend on the row: the database evaluates each once for the query.
-    rows = list(
-        board.select_related("run").annotate(
-            synced=Exists(selectors.synced_markets(scope)),
-            staff=Exists(staff),
-            staff_since=Exists(staff.filter(changed_at__gt=OuterRef("run__started_at"))),
-        )
-    )
+    # The same three answers on every row: each row carries them so that one query suffices.
+    rows = list(board.select_related("run").annotate(**_home_tests(scope, "run__started_at")))
     if rows:
         first = rows[0]
         for row in rows:
             row.run = first.run  # one instance, as the rows of a run read through it share
         return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since)
     # No run, or a run with no all-cohorts rows (nothing entered yet): the rare empty page.
-    run = (
-        scoring_selectors.done_runs(scope)
-        .annotate(
-            synced=Exists(selectors.synced_markets(scope)),
-            staff=Exists(staff),
-            staff_since=Exists(staff.filter(changed_at__gt=OuterRef("started_at"))),
-        )
-        .first()
-    )
+    run = scoring_selectors.done_runs(scope).annotate(**_home_tests(scope, "started_at")).first()
     if run is None:  # nothing scored yet: the empty page needs only the first test
         return HomeFacts(None, [], selectors.synced_markets(scope).exists(), None, False)
     return HomeFacts(run, [], run.synced, run.staff, run.staff_since)
+
+
+def _home_tests(scope: str, run_started: str) -> dict[str, Exists]:
+    """HomeFacts' existence tests as annotations; `run_started`: the path to the run's start
+    from the rows annotated."""
+    staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+    return {
+        "synced": Exists(selectors.synced_markets(scope)),
+        "staff": Exists(staff),
+        "staff_since": Exists(staff.filter(changed_at__gt=OuterRef(run_started))),
+    }

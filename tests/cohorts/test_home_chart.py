@@ -28,7 +28,7 @@ def tick(entries, at, total) -> None:
 
 
 @pytest.mark.django_db
-def test_every_kind_of_series_write_stores_the_chart_the_series_give(client):
+def test_every_kind_of_series_write_stores_the_chart_the_series_give():
     a, b = make_competitor("home-a"), make_competitor("home-b")
     _, entries = make_cohort_with_entries(1, week_start=T0, competitors=[a, b])
     for i in range(30):  # ticks
