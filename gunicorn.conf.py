@@ -2,6 +2,7 @@
 (`arena up`, the systemd unit, the compose service): its error and access logs in the arena's
 one key=value format (arena/logfmt.py) instead of gunicorn's own."""
 
+import gc
 import os
 
 from arena.logfmt import logging_dict
@@ -17,3 +18,12 @@ logconfig_dict["loggers"].update(
 # One key=value line per request (h: remote address, U: path, q: query, s: status, B: bytes,
 # M: milliseconds); the formatter quotes the whole message as msg="...".
 access_log_format = "method=%(m)s path=%(U)s query=%(q)s status=%(s)s bytes=%(B)s duration_ms=%(M)s"
+
+
+def post_worker_init(worker):
+    """Once the worker has loaded the site, move everything loaded so far (Django, the URL
+    map, templates, models: over 100,000 objects) out of the garbage collector's sight. They
+    live as long as the worker, and otherwise every full collection walks them all: a pause
+    of about a hundred milliseconds that lands on whichever request is running."""
+    gc.collect()
+    gc.freeze()
