@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import json
+
+from django.db.models import Func, JSONField, QuerySet, Value
 
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.stored import DmTables, RunDetails
 
 
 def done_runs(scope: str = ScoreRun.Scope.LIVE) -> QuerySet[ScoreRun]:
@@ -23,3 +26,43 @@ def leaderboard_rows(run: ScoreRun, cohort=None) -> QuerySet[LeaderboardRow]:
     rows = run.rows.select_related("competitor")
     rows = rows.filter(cohort__isnull=True) if cohort is None else rows.filter(cohort=cohort)
     return rows.order_by("rank", "competitor__display_name")
+
+
+class JsonAt(Func):
+    """The JSON value at a path of object keys, every key taken as a key: Django's own key
+    transforms read a key of digits (a cohort id) as an array index on SQLite."""
+
+    output_field = JSONField()
+
+    def __init__(self, field: str, *keys: str) -> None:
+        super().__init__(field, *(Value(k) for k in keys))
+        self.keys = keys
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, function="jsonb_extract_path", **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        path = "$" + "".join(f".{json.dumps(k)}" for k in self.keys)
+        inner = Func(self.source_expressions[0], Value(path), function="json_extract")
+        return inner.as_sql(compiler, connection, **extra)
+
+
+def group_details(run: ScoreRun, group: str) -> RunDetails:
+    """The part of a run's details one group's board reads (its headline and its paired
+    tests), sliced out by the database: the whole of them holds every group's tests, hundreds
+    of kilobytes a page would otherwise parse to read one group's."""
+    # Two slices, not three: each one decompresses the whole stored value again.
+    headline, dm = (
+        ScoreRun.objects.filter(pk=run.pk)
+        .values_list(JsonAt("details", "headline"), JsonAt("details", "dm", group))
+        .get()
+    )
+    rule = headline.get("rule") if isinstance(headline, dict) else None
+    by_cohort = headline.get("by_cohort") if isinstance(headline, dict) else None
+    if not isinstance(by_cohort, dict):
+        by_cohort = {}
+    return RunDetails(
+        headline_rule=rule,
+        headline_by_cohort={group: by_cohort[group]} if group in by_cohort else {},
+        dm={group: DmTables.from_json(dm)} if dm is not None else {},
+    )

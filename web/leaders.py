@@ -8,6 +8,7 @@ from __future__ import annotations
 from cohorts.models import Cohort
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.stored import RunDetails
 from web import standings
 from web.selectors import SCOPES, table_rows
 
@@ -66,9 +67,9 @@ def competitor_headlines(competitors) -> dict[int, dict]:
     if not runs:
         return {}
     rows = list(
-        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True).select_related(
-            "competitor", "run"
-        )
+        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True)
+        .select_related("competitor", "run")
+        .defer("run__details")  # parsed once per row otherwise; the boards read `runs`'
     )
     by_run: dict[int, list[LeaderboardRow]] = {}
     for r in rows:
@@ -102,17 +103,22 @@ def competitor_headlines(competitors) -> dict[int, dict]:
 
 
 def cohort_board(
-    cohort: Cohort, run: ScoreRun | None = None
+    cohort: Cohort,
+    run: ScoreRun | None = None,
+    rows: list[LeaderboardRow] | None = None,
+    details: RunDetails | None = None,
 ) -> tuple[ScoreRun, standings.Board] | None:
-    """The cohort's own leaderboard in the latest score run of its kind (`run`, when the
-    caller has it), ranked, lettered and with digits chosen as on the home page; None before
-    that run has scored the cohort. Ranked by the run's headline order, the same order that
-    names the leader on the cohorts page."""
+    """The cohort's own leaderboard in the latest score run of its kind (`run`, and its rows
+    for the cohort in rank order and its details, when the caller has them), ranked, lettered
+    and with digits
+    chosen as on the home page; None before that run has scored the cohort. Ranked by the
+    run's headline order, the same order that names the leader on the cohorts page."""
     if run is None:
         run = scoring_selectors.latest_run(cohort.kind)
     if run is None:
         return None
-    rows = list(table_rows(scoring_selectors.leaderboard_rows(run, cohort)))
+    if rows is None:
+        rows = list(table_rows(scoring_selectors.leaderboard_rows(run, cohort)))
     if not rows:
         return None
-    return run, standings.build(run, rows, group=str(cohort.pk))
+    return run, standings.build(run, rows, group=str(cohort.pk), details=details)

@@ -117,10 +117,11 @@ def home(
         if is_partial(request):
             run = selectors.latest_run(scope)
             table = selectors.leaderboard_rows(run, None, sort, descending)[0]
+            board = standings.build(run, table)
         else:
             facts = visitor_reads.home_facts(scope, sort, descending)
             run, table = facts.run, facts.rows
-        board = standings.build(run, table)
+            board = standings.build(run, table, details=facts.details)
         context = {
             "scope": scope,
             "scopes": selectors.SCOPES,
@@ -224,11 +225,12 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
     if cohort is None:
         raise Http404(f"no cohort {cohort_id}")
     with colours.in_scope(cohort.kind):
-        entries = _entries_with_corrections(cohort)
+        facts = visitor_reads.cohort_facts(cohort)
+        entries = _entries_with_corrections(cohort, facts.staff_corrections)
         decisions = selectors.recent_decisions(cohort)
         universe_week, universe = selectors.cohort_universe(cohort)
-        run = selectors.latest_run(cohort.kind)
-        scored = leaders.cohort_board(cohort, run)
+        run = facts.run
+        scored = leaders.cohort_board(cohort, run, facts.rows, facts.details) if run else None
         context = {
             "cohort": cohort,
             "standing": scored[1] if scored else None,
@@ -246,7 +248,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "universe": universe_html(rows.universe_rows(universe[:100])),
             "universe_shown": min(len(universe), 100),
             "universe_total": len(universe),
-            "rescoring": visitor_reads.rescoring_since(cohort.kind, run),
+            "rescoring": visitor_reads.rescoring_since(cohort.kind, run, facts.corrected_since_run),
             "decisions": rows.decision_rows(decisions),
             "seals": selectors.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.
@@ -275,10 +277,10 @@ class _EntryTable(list):
     corrections: list
 
 
-def _entries_with_corrections(cohort: Cohort) -> _EntryTable:
+def _entries_with_corrections(cohort: Cohort, any_staff: bool | None = None) -> _EntryTable:
     positions = selectors.cohort_positions(cohort)
     rows = _EntryTable(selectors.entry_rows(cohort, positions))
-    rows.corrections = selectors.staff_corrections(cohort, positions=positions)
+    rows.corrections = selectors.staff_corrections(cohort, positions=positions, any_staff=any_staff)
     names = {e.pk: entry_name(e) for e in rows}
     moved = set()
     for rc in rows.corrections:

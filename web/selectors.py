@@ -494,11 +494,15 @@ def get_decision(decision_id: int) -> Decision:
 
 
 def staff_corrections(
-    cohort: Cohort, entry: Entry | None = None, positions: list[PositionGroup] | None = None
+    cohort: Cohort,
+    entry: Entry | None = None,
+    positions: list[PositionGroup] | None = None,
+    any_staff: bool | None = None,
 ) -> list[ResolutionChange]:
     """Staff resolution changes of markets the cohort's entries (or one entry) held, newest
     first, each with .entry_ids: the entries it moved (two queries; one when the caller has
-    the cohort's `positions`, from cohort_positions)."""
+    the cohort's `positions`, from cohort_positions, or knows whether there is any staff
+    correction at all, `any_staff`; none when it has both and there is none)."""
     held: dict[int, set[int]] = {}
     if positions is None:
         pairs = Position.objects.filter(entry__cohort=cohort)
@@ -512,7 +516,7 @@ def staff_corrections(
                 held.setdefault(market_id, set()).add(entry_id)
     staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
     # Staff corrections are rare: one cheap test spares sending the held markets' ids.
-    if not held or not staff.exists():
+    if not held or not (staff.exists() if any_staff is None else any_staff):
         return []
     changes = list(
         staff.filter(market_id__in=held)

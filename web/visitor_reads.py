@@ -16,6 +16,7 @@ from cohorts.models import Entry, Forecast, Position
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.stored import RunDetails
 from web import selectors
 from web.standings import table_rows
 
@@ -86,11 +87,12 @@ class HomeFacts:
     leaderboard rows in the order asked for, and three existence tests. On a cold render each
     query costs about as much of Django's work as the database's, whatever it reads."""
 
-    run: ScoreRun | None
+    run: ScoreRun | None  # without its details (deferred): `details` holds what is read of them
     rows: list[LeaderboardRow]  # the run's all-cohorts rows, sorted (web/selectors.sorted_rows)
     markets_synced: bool  # else the page says to sync markets first
     staff_corrections: bool | None  # any at all (None: not read); the chart marks the scope's
     corrected_since_run: bool  # after the run started: the scores are being recomputed
+    details: RunDetails  # the run's details for the all-cohorts board (group_details)
 
 
 def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -> HomeFacts:
@@ -101,17 +103,73 @@ def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -
         descending,
     )
     # The same three answers on every row: each row carries them so that one query suffices.
-    rows = list(board.select_related("run").annotate(**_home_tests(scope, "run__started_at")))
+    rows = list(
+        board.select_related("run")
+        .defer("run__details")  # every group's tests, once per row: read sliced below
+        .annotate(**_home_tests(scope, "run__started_at"))
+    )
     if rows:
         first = rows[0]
         for row in rows:
             row.run = first.run  # one instance, as the rows of a run read through it share
-        return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since)
+        details = scoring_selectors.group_details(first.run, "all")
+        return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since, details)
     # No run, or a run with no all-cohorts rows (nothing entered yet): the rare empty page.
-    run = scoring_selectors.done_runs(scope).annotate(**_home_tests(scope, "started_at")).first()
+    run = (
+        scoring_selectors.done_runs(scope)
+        .defer("details")
+        .annotate(**_home_tests(scope, "started_at"))
+        .first()
+    )
     if run is None:  # nothing scored yet: the empty page needs only the first test
-        return HomeFacts(None, [], selectors.synced_markets(scope).exists(), None, False)
-    return HomeFacts(run, [], run.synced, run.staff, run.staff_since)
+        return HomeFacts(
+            None, [], selectors.synced_markets(scope).exists(), None, False, NO_DETAILS
+        )
+    return HomeFacts(run, [], run.synced, run.staff, run.staff_since, NO_DETAILS)
+
+
+NO_DETAILS = RunDetails()  # a board of no rows reads nothing of them
+
+
+@dataclass(frozen=True)
+class CohortFacts:
+    """What the cohort page reads of scores and corrections, in one query: the cohort kind's
+    latest run, that run's rows for the cohort in rank order (with their competitors), and
+    whether any staff correction exists at all and any followed the run's start."""
+
+    run: ScoreRun | None  # without its details (deferred): `details` holds what is read of them
+    rows: list[LeaderboardRow]
+    staff_corrections: bool
+    corrected_since_run: bool
+    details: RunDetails  # the run's details for this cohort's board (group_details)
+
+
+def cohort_facts(cohort) -> CohortFacts:
+    latest = scoring_selectors.done_runs(cohort.kind).values("pk")[:1]
+    rows = table_rows(
+        LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort=cohort)
+        .select_related("run", "competitor")
+        .defer("run__details")
+        .order_by("rank", "competitor__display_name")
+    )
+    staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+    tests = {
+        "staff": Exists(staff),
+        "staff_since": Exists(staff.filter(changed_at__gt=OuterRef("run__started_at"))),
+    }
+    board = list(rows.annotate(**tests))
+    if board:
+        first = board[0]
+        for row in board:
+            row.run = first.run
+        details = scoring_selectors.group_details(first.run, str(cohort.pk))
+        return CohortFacts(first.run, board, first.staff, first.staff_since, details)
+    # The run has not scored this cohort yet (or there is no run): the same tests on the run.
+    tests["staff_since"] = Exists(staff.filter(changed_at__gt=OuterRef("started_at")))
+    run = scoring_selectors.done_runs(cohort.kind).defer("details").annotate(**tests).first()
+    if run is None:
+        return CohortFacts(None, [], staff.exists(), False, NO_DETAILS)
+    return CohortFacts(run, [], run.staff, run.staff_since, NO_DETAILS)
 
 
 def _home_tests(scope: str, run_started: str) -> dict[str, Exists]:

@@ -1,5 +1,7 @@
 """No page does N+1: query counts are bounded and do not grow with the number of rows."""
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -7,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cohorts.models import Settlement
+from scoring.models import ScoreRun
 
 pytestmark = pytest.mark.django_db
 
@@ -82,11 +85,39 @@ def test_home_query_budget(client, arena_world, django_assert_max_num_queries):
 def test_home_reads_its_run_and_the_runs_rows_in_one_query(client, arena_world):
     """The latest run, its all-cohorts rows in the order asked for and the page's existence
     tests come back together: a cold `/` spends about as much of Django's time per query as
-    the database's, whatever the query reads."""
+    the database's, whatever the query reads. One more query reads the run's details for the
+    board, sliced to its group (test_boards_never_read_a_runs_whole_details)."""
     for url in ("/", "/?sort=return&dir=asc"):
         cache.clear()
         with CaptureQueriesContext(connection) as ctx:
             body = client.get(url).content.decode()
         scoring = [q["sql"] for q in ctx.captured_queries if "scoring_" in q["sql"]]
-        assert len(scoring) == 1, scoring
+        rows = [sql for sql in scoring if "scoring_leaderboardrow" in sql]
+        assert len(rows) == 1, scoring
+        assert len(scoring) == 2, scoring
         assert '<table class="leaderboard' in body
+
+
+WHOLE_DETAILS = re.compile(r'(.)"scoring_scorerun"\."details"')
+
+
+def test_boards_never_read_a_runs_whole_details(client, arena_world):
+    """A run's details hold every group's paired tests (hundreds of kB for twenty cohorts).
+    Read with each leaderboard row, they were parsed once per row: a cold `/` took 157-201 ms
+    in bench/pages.py against 13-18 ms. `/` and the cohort page read only their group's
+    slice, inside a JSON path function, never the column itself."""
+    cohort = arena_world.cohort_main
+    run = ScoreRun.objects.filter(scope="live").latest("pk")
+    assert run.details["dm"]["all"]["brier"]  # the fixture's run has tests to read
+    for url, slices in (("/", 2), (f"/cohorts/{cohort.pk}/", 0)):
+        cache.clear()
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(url).status_code == 200
+        sliced = 0
+        for q in ctx.captured_queries:
+            for before in WHOLE_DETAILS.findall(q["sql"]):
+                assert before == "(", (url, q["sql"])  # only as a JSON function's argument
+                sliced += 1
+        # `/`: the headline and the group's tests; the cohort page reads none while the run
+        # has no rows for the cohort (test_group_details: a cohort's board and its slice).
+        assert sliced == slices, url
