@@ -47,16 +47,24 @@ class JsonAt(Func):
         return inner.as_sql(compiler, connection, **extra)
 
 
+def details_at(run: ScoreRun, *paths: tuple[str, ...]) -> list[object]:
+    """The JSON values at these key paths of a run's details (None where there is none), sliced
+    out by the database: the whole of them holds every group's tests and tournament, hundreds
+    of kilobytes a page would otherwise parse to read one group's. Each path decompresses the
+    stored value again, so ask for few."""
+    values = ScoreRun.objects.filter(pk=run.pk).values_list(*(JsonAt("details", *p) for p in paths))
+    return list(values.get())
+
+
 def group_details(run: ScoreRun, group: str) -> RunDetails:
-    """The part of a run's details one group's board reads (its headline and its paired
-    tests), sliced out by the database: the whole of them holds every group's tests, hundreds
-    of kilobytes a page would otherwise parse to read one group's."""
-    # Two slices, not three: each one decompresses the whole stored value again.
-    headline, dm = (
-        ScoreRun.objects.filter(pk=run.pk)
-        .values_list(JsonAt("details", "headline"), JsonAt("details", "dm", group))
-        .get()
-    )
+    """The part of a run's details one group's board reads: its headline and paired tests."""
+    headline, dm = details_at(run, ("headline",), ("dm", group))
+    return slice_details(group, headline, dm)
+
+
+def slice_details(group: str, headline: object, dm: object) -> RunDetails:
+    """RunDetails of one group from its slices (details_at): the run's headline object and
+    the group's paired tests."""
     rule = headline.get("rule") if isinstance(headline, dict) else None
     by_cohort = headline.get("by_cohort") if isinstance(headline, dict) else None
     if not isinstance(by_cohort, dict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.models import Competitor
+from scoring import selectors as scoring_selectors
 from scoring.models import ScoreRun
 from scoring.stored import RowDetails
 
@@ -131,7 +132,8 @@ def dm_row(run: ScoreRun | None, competitor: Competitor) -> list[DmCell]:
     """This competitor's row of the run's all-cohorts Diebold-Mariano matrix (Brier loss)."""
     if run is None:
         return []
-    pairs = [p for p in run.stored_details.dm_for("all").brier if competitor.slug in (p.a, p.b)]
+    tests = scoring_selectors.group_details(run, "all").dm_for("all")
+    pairs = [p for p in tests.brier if competitor.slug in (p.a, p.b)]
     others = {(p.b if p.a == competitor.slug else p.a) or "" for p in pairs}
     names = dict(Competitor.objects.filter(slug__in=others).values_list("slug", "display_name"))
     out = []

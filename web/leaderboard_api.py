@@ -25,7 +25,8 @@ from django.http import HttpRequest, HttpResponse
 from cohorts.models import Cohort
 from core.methodology import METHODOLOGY_HASH
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.selectors import latest_run, leaderboard_rows
+from scoring.selectors import details_at, done_runs, leaderboard_rows, slice_details
+from scoring.stored import RunDetails
 from web import params, standings
 from web.api_errors import api_view, json_error
 from web.cache import Values, page
@@ -130,7 +131,7 @@ def _answer(scope: str | None, cohort_id: int | None) -> tuple[int, str]:
     elif scope is None:
         scope = scope_or_default(None)  # what the site's home page shows
         scope_note = f"no scope given: {scope}, the first of live, replay, demo that has cohorts"
-    run = latest_run(scope)
+    run = done_runs(scope).defer("details").first()  # read sliced to the group below
     payload: dict[str, Any] = {
         "as_of": None,
         "methodology_hash": METHODOLOGY_HASH,
@@ -143,29 +144,31 @@ def _answer(scope: str | None, cohort_id: int | None) -> tuple[int, str]:
     if run is None:
         return 200, _text(payload | {"note": "no score run yet"})
     key = "all" if cohort is None else str(cohort.pk)
-    details = run.details or {}
+    headline, dm, tournament = details_at(run, ("headline",), ("dm", key), ("tournament", key))
+    by_cohort = headline.get("by_cohort") if isinstance(headline, dict) else None
     payload |= {
         "as_of": run.as_of.isoformat(),
         "methodology_hash": run.methodology_hash,
         "methodology_version": run.methodology_version,
         "run_id": run.pk,
-        "headline": (details.get("headline") or {}).get("by_cohort", {}).get(key),
-        "headline_rule": (details.get("headline") or {}).get("rule"),
-        "rows": _ranked_payload(run, list(leaderboard_rows(run, cohort)), key),
-        "edge": {
-            "dm": (details.get("dm") or {}).get(key),
-            "tournament": (details.get("tournament") or {}).get(key),
-        },
+        "headline": by_cohort.get(key) if isinstance(by_cohort, dict) else None,
+        "headline_rule": headline.get("rule") if isinstance(headline, dict) else None,
+        "rows": _ranked_payload(
+            run, list(leaderboard_rows(run, cohort)), key, slice_details(key, headline, dm)
+        ),
+        "edge": {"dm": dm, "tournament": tournament},
     }
     if cohort is not None and not payload["rows"]:
         payload["note"] = "this cohort is not in the latest score run yet"
     return 200, _text(payload)
 
 
-def _ranked_payload(run: ScoreRun, rows: list[LeaderboardRow], group: str) -> list[dict]:
+def _ranked_payload(
+    run: ScoreRun, rows: list[LeaderboardRow], group: str, details: RunDetails
+) -> list[dict]:
     """Rows in the stored order with the page's ranks: scored rows first, ranked; the unscored
     after them with rank null and the reason, as the page lists them apart."""
-    board = standings.build(run, rows, group=group)
+    board = standings.build(run, rows, group=group, details=details)
     out = []
     for s in board.scored + board.unscored:
         payload = row_payload(s.row)

@@ -134,7 +134,8 @@ def sorted_rows(
 
 def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None, list]:
     """The competitor's rows in the latest run of a scope: the all-cohorts row first."""
-    run = latest_run(scope)
+    # Its details are read sliced where the page needs them (competitor_view.dm_row).
+    run = scoring_selectors.done_runs(scope).defer("details").first()
     if run is None:
         return None, []
     # The rows are read for the run just fetched, so the run the page names and the rows it

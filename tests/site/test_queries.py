@@ -104,12 +104,19 @@ WHOLE_DETAILS = re.compile(r'(.)"scoring_scorerun"\."details"')
 def test_boards_never_read_a_runs_whole_details(client, arena_world):
     """A run's details hold every group's paired tests (hundreds of kB for twenty cohorts).
     Read with each leaderboard row, they were parsed once per row: a cold `/` took 157-201 ms
-    in bench/pages.py against 13-18 ms. `/` and the cohort page read only their group's
-    slice, inside a JSON path function, never the column itself."""
+    in bench/pages.py against 13-18 ms. The boards read only their group's slices, inside a
+    JSON path function, never the column itself."""
     cohort = arena_world.cohort_main
     run = ScoreRun.objects.filter(scope="live").latest("pk")
     assert run.details["dm"]["all"]["brier"]  # the fixture's run has tests to read
-    for url, slices in (("/", 2), (f"/cohorts/{cohort.pk}/", 0)):
+    slug = arena_world.entries[0].competitor.slug
+    pages = (
+        ("/", 2),  # the headline, the group's paired tests
+        (f"/cohorts/{cohort.pk}/", 0),
+        (f"/competitors/{slug}/", 2),
+        ("/api/leaderboard?scope=live", 3),  # and the group's tournament
+    )
+    for url, slices in pages:
         cache.clear()
         with CaptureQueriesContext(connection) as ctx:
             assert client.get(url).status_code == 200
@@ -118,6 +125,5 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
             for before in WHOLE_DETAILS.findall(q["sql"]):
                 assert before == "(", (url, q["sql"])  # only as a JSON function's argument
                 sliced += 1
-        # `/`: the headline and the group's tests; the cohort page reads none while the run
-        # has no rows for the cohort (test_group_details: a cohort's board and its slice).
+        # The cohort page reads none while the run has no rows for the cohort.
         assert sliced == slices, url
