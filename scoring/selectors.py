@@ -57,14 +57,15 @@ def details_at(run: ScoreRun, *paths: tuple[str, ...]) -> list[object]:
 
 
 def group_details(run: ScoreRun, group: str) -> RunDetails:
-    """The part of a run's details one group's board reads: its headline and paired tests."""
-    headline, dm = details_at(run, ("headline",), ("dm", group))
-    return slice_details(group, headline, dm)
+    """The part of a run's details one group's board reads: its headline and its paired tests
+    in Brier loss, what the letters are made from (not those in log loss)."""
+    headline, brier = details_at(run, ("headline",), ("dm", group, "brier"))
+    return slice_details(group, headline, {"brier": brier} if brier is not None else None)
 
 
 def slice_details(group: str, headline: object, dm: object) -> RunDetails:
     """RunDetails of one group from its slices (details_at): the run's headline object and
-    the group's paired tests."""
+    the group's paired tests (or some of their tables)."""
     rule = headline.get("rule") if isinstance(headline, dict) else None
     by_cohort = headline.get("by_cohort") if isinstance(headline, dict) else None
     if not isinstance(by_cohort, dict):

@@ -12,6 +12,7 @@ engine's numpy numbers into them before anything is stored.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
@@ -28,12 +29,18 @@ def _list(data: object) -> list[Any]:
     return data if isinstance(data, list) else []
 
 
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    # dataclasses.fields() builds its answer on every call: a board reads hundreds of pairs.
+    return tuple(f.name for f in fields(cls))
+
+
 def _flat(cls: type[T], data: object) -> T | None:
     """A dataclass of scalars from a JSON object (None when there is no object)."""
     obj = _obj(data)
     if obj is None:
         return None
-    return cls(**{f.name: obj.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+    return cls(**{name: obj.get(name) for name in _names(cls)})  # type: ignore[arg-type]
 
 
 def _flat_json(obj: object) -> Json:
