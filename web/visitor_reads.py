@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Case, Exists, JSONField, OuterRef, Q, Subquery, When
 from django.http import Http404
 
 from cohorts import series
@@ -16,6 +16,7 @@ from cohorts.models import Entry, Forecast, Position
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.selectors import JsonAt
 from scoring.stored import RunDetails
 from web import selectors
 from web.standings import table_rows
@@ -106,13 +107,13 @@ def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -
     rows = list(
         board.select_related("run")
         .defer("run__details")  # every group's tests, once per row: read sliced below
-        .annotate(**_home_tests(scope, "run__started_at"))
+        .annotate(**_home_tests(scope, "run__started_at"), **_board_slices("all"))
     )
     if rows:
         first = rows[0]
         for row in rows:
             row.run = first.run  # one instance, as the rows of a run read through it share
-        details = scoring_selectors.group_details(first.run, "all")
+        details = _sliced_details(rows, "all")
         return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since, details)
     # No run, or a run with no all-cohorts rows (nothing entered yet): the rare empty page.
     run = (
@@ -157,12 +158,12 @@ def cohort_facts(cohort) -> CohortFacts:
         "staff": Exists(staff),
         "staff_since": Exists(staff.filter(changed_at__gt=OuterRef("run__started_at"))),
     }
-    board = list(rows.annotate(**tests))
+    board = list(rows.annotate(**tests, **_board_slices(str(cohort.pk), cohort=cohort)))
     if board:
         first = board[0]
         for row in board:
             row.run = first.run
-        details = scoring_selectors.group_details(first.run, str(cohort.pk))
+        details = _sliced_details(board, str(cohort.pk))
         return CohortFacts(first.run, board, first.staff, first.staff_since, details)
     # The run has not scored this cohort yet (or there is no run): the same tests on the run.
     tests["staff_since"] = Exists(staff.filter(changed_at__gt=OuterRef("started_at")))
@@ -170,6 +171,36 @@ def cohort_facts(cohort) -> CohortFacts:
     if run is None:
         return CohortFacts(None, [], staff.exists(), False, NO_DETAILS)
     return CohortFacts(run, [], run.staff, run.staff_since, NO_DETAILS)
+
+
+def _board_slices(group: str, cohort=None) -> dict[str, Case]:
+    """What a board reads of its run's details (scoring.selectors.group_details: the headline
+    and the group's Brier tests) as annotations of one of its rows, the lowest id, so the rows'
+    one query brings them: on every row they would be sent and parsed once per row, as the
+    whole details were."""
+    lowest = (
+        LeaderboardRow.objects.filter(run_id=OuterRef("run_id"), cohort=cohort)
+        .order_by("pk")
+        .values("pk")[:1]
+    )
+    one = Q(pk=Subquery(lowest))
+    return {
+        "board_headline": Case(
+            When(one, then=JsonAt("run__details", "headline")), output_field=JSONField()
+        ),
+        "board_brier": Case(
+            When(one, then=JsonAt("run__details", "dm", group, "brier")), output_field=JSONField()
+        ),
+    }
+
+
+def _sliced_details(rows: list[LeaderboardRow], group: str) -> RunDetails:
+    """The board's RunDetails from the one row that carries _board_slices."""
+    headline = next((r.board_headline for r in rows if r.board_headline is not None), None)
+    brier = next((r.board_brier for r in rows if r.board_brier is not None), None)
+    return scoring_selectors.slice_details(
+        group, headline, {"brier": brier} if brier is not None else None
+    )
 
 
 def _home_tests(scope: str, run_started: str) -> dict[str, Exists]:

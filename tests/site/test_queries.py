@@ -85,16 +85,14 @@ def test_home_query_budget(client, arena_world, django_assert_max_num_queries):
 def test_home_reads_its_run_and_the_runs_rows_in_one_query(client, arena_world):
     """The latest run, its all-cohorts rows in the order asked for and the page's existence
     tests come back together: a cold `/` spends about as much of Django's time per query as
-    the database's, whatever the query reads. One more query reads the run's details for the
-    board, sliced to its group (test_boards_never_read_a_runs_whole_details)."""
+    the database's, whatever the query reads; one of the rows also brings what the board reads
+    of the run's details (test_boards_never_read_a_runs_whole_details)."""
     for url in ("/", "/?sort=return&dir=asc"):
         cache.clear()
         with CaptureQueriesContext(connection) as ctx:
             body = client.get(url).content.decode()
         scoring = [q["sql"] for q in ctx.captured_queries if "scoring_" in q["sql"]]
-        rows = [sql for sql in scoring if "scoring_leaderboardrow" in sql]
-        assert len(rows) == 1, scoring
-        assert len(scoring) == 2, scoring
+        assert len(scoring) == 1, scoring
         assert '<table class="leaderboard' in body
 
 
@@ -112,7 +110,7 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
     slug = arena_world.entries[0].competitor.slug
     pages = (
         ("/", 2),  # the headline, the group's paired tests
-        (f"/cohorts/{cohort.pk}/", 0),
+        (f"/cohorts/{cohort.pk}/", 2),
         (f"/competitors/{slug}/", 2),
         ("/api/leaderboard?scope=live", 3),  # and the group's tournament
     )
@@ -125,5 +123,4 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
             for before in WHOLE_DETAILS.findall(q["sql"]):
                 assert before == "(", (url, q["sql"])  # only as a JSON function's argument
                 sliced += 1
-        # The cohort page reads none while the run has no rows for the cohort.
         assert sliced == slices, url
