@@ -10,7 +10,8 @@ from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.stored import RunDetails
 from web import standings
-from web.selectors import SCOPES, table_rows
+from web.selectors import SCOPES
+from web.standings import table_rows
 
 
 def _latest_runs(scopes) -> dict[str, ScoreRun]:
@@ -69,7 +70,8 @@ def competitor_headlines(competitors) -> dict[int, dict]:
     rows = list(
         LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True)
         .select_related("competitor", "run")
-        .defer("run__details")  # parsed once per row otherwise; the boards read `runs`'
+        # Parsed once per row otherwise; each board reads its details from `runs`' own run.
+        .defer("run__details")
     )
     by_run: dict[int, list[LeaderboardRow]] = {}
     for r in rows:
@@ -110,9 +112,9 @@ def cohort_board(
 ) -> tuple[ScoreRun, standings.Board] | None:
     """The cohort's own leaderboard in the latest score run of its kind (`run`, and its rows
     for the cohort in rank order and its details, when the caller has them), ranked, lettered
-    and with digits
-    chosen as on the home page; None before that run has scored the cohort. Ranked by the
-    run's headline order, the same order that names the leader on the cohorts page."""
+    and with digits chosen as on the home page; None before that run has scored the cohort.
+    Ranked by the run's headline order, the same order that names the leader on the cohorts
+    page."""
     if run is None:
         run = scoring_selectors.latest_run(cohort.kind)
     if run is None:

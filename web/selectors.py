@@ -48,7 +48,6 @@ from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
-from web.standings import table_rows
 
 SCOPES: tuple[str, ...] = (
     Cohort.Kind.LIVE,
@@ -101,20 +100,6 @@ def scopes_with_cohorts() -> list[str]:
 
 def latest_run(scope: str) -> ScoreRun | None:
     return scoring_selectors.latest_run(scope)
-
-
-def leaderboard_rows(
-    run: ScoreRun | None, cohort: Cohort | None = None, sort: str = "rank", descending=None
-) -> tuple[list[LeaderboardRow], str, bool]:
-    """Rows of one run (all cohorts when cohort is None), sorted by a whitelisted column.
-
-    Returns (rows, sort key used, descending flag used). Missing values sort last.
-    """
-    if run is None:
-        return [], "rank", False
-    qs = table_rows(scoring_selectors.leaderboard_rows(run, cohort=cohort))
-    rows, sort, descending = sorted_rows(qs, sort, descending)
-    return list(rows), sort, descending
 
 
 def sorted_rows(

@@ -93,7 +93,7 @@ class HomeFacts:
     markets_synced: bool  # else the page says to sync markets first
     staff_corrections: bool | None  # any at all (None: not read); the chart marks the scope's
     corrected_since_run: bool  # after the run started: the scores are being recomputed
-    details: RunDetails  # the run's details for the all-cohorts board (group_details)
+    details: RunDetails  # what the all-cohorts board reads of the run's (_board_slices)
 
 
 def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -> HomeFacts:
@@ -142,7 +142,7 @@ class CohortFacts:
     rows: list[LeaderboardRow]
     staff_corrections: bool
     corrected_since_run: bool
-    details: RunDetails  # the run's details for this cohort's board (group_details)
+    details: RunDetails  # what this cohort's board reads of the run's (_board_slices)
 
 
 def cohort_facts(cohort) -> CohortFacts:
