@@ -86,6 +86,7 @@ from cohorts.snapshots import take_snapshot  # noqa: E402
 from core.versions import scores_changed, values_changed  # noqa: E402
 from markets.models import Market  # noqa: E402
 from scoring.models import LeaderboardRow, ScoreRun  # noqa: E402
+from scoring.services import store_board_slices  # noqa: E402
 from scoring.stored import (  # noqa: E402
     CohortRef,
     DmPair,
@@ -231,6 +232,7 @@ def _score_run(comps, cohorts, rng) -> None:
         methodology_version="1", methodology_hash="0" * 64, engine_version=LABEL,
         n_forecasts=5000, n_resolved=2000, details=run_details(comps, cohorts, rng),
     )  # fmt: skip
+    store_board_slices(run, run.stored_details)  # as compute_scores does
     rows = []
     for cohort in [None, *cohorts]:
         for rank, k in enumerate(comps, start=1):
@@ -285,13 +287,16 @@ def run_details(comps, cohorts, rng) -> dict:
 
 
 def ensure_run_details() -> None:
-    """A bench database built before its run had details gets them (the pages read them)."""
+    """A bench database built before its run had details, or its groups' board slices, gets
+    them (the pages read them)."""
     run = ScoreRun.objects.filter(engine_version=LABEL).first()
     if run is not None and not run.details:
         comps = list(Competitor.objects.filter(slug__startswith="bench-").order_by("pk"))
         cohorts = list(Cohort.objects.filter(label=LABEL).order_by("week_start"))
         run.details = run_details(comps, cohorts, random.Random(7))
         run.save(update_fields=["details"])
+    if run is not None and not run.board_slices.exists():
+        store_board_slices(run, run.stored_details)
 
 
 def _snapshot_rows(entries, rng):
@@ -476,6 +481,9 @@ class Ticker:
             settle_pending(self.at)
         self.rows += take_snapshot(self.at)
         self.times.append((time.perf_counter() - t) * 1000)
+        # In production the tick runs in a Celery worker, never in the process serving pages:
+        # the page timed next must not pay for collecting the tick's garbage.
+        gc.collect()
 
     def close(self) -> None:
         if self.at == self.start:

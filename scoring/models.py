@@ -93,6 +93,35 @@ class LeaderboardRow(models.Model):
         return RowDetails.from_json(self.details)
 
 
+class BoardSlice(models.Model):
+    """What one group's leaderboard reads of its run's details (RunDetails.board_slice: the
+    headline and the group's paired Brier tests), stored beside them when the run is scored.
+    The details hold every group's tests and tournament, hundreds of kilobytes read whole from
+    disk even to take a path out of them; a board reads its own ten or so."""
+
+    run = models.ForeignKey(ScoreRun, on_delete=models.CASCADE, related_name="board_slices")
+    cohort = models.ForeignKey(
+        "cohorts.Cohort", null=True, blank=True, on_delete=models.CASCADE, help_text="Null: all"
+    )
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "cohort"],
+                condition=models.Q(cohort__isnull=False),
+                name="boardslice_one_per_cohort",
+            ),
+            models.UniqueConstraint(
+                fields=["run"], condition=models.Q(cohort__isnull=True), name="boardslice_one_all"
+            ),
+        ]
+
+    @cached_property
+    def stored_details(self) -> RunDetails:
+        return RunDetails.from_json(self.details)
+
+
 class TradeCLV(models.Model):
     """Closing-line value of one BUY: how the price moved from entry to the market's close.
 

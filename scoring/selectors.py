@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from django.db.models import Func, JSONField, QuerySet, Value
+from django.db.models import Func, JSONField, OuterRef, QuerySet, Value
 
-from scoring.models import LeaderboardRow, ScoreRun
+from scoring.models import BoardSlice, LeaderboardRow, ScoreRun
 from scoring.stored import DmTables, RunDetails
 
 
@@ -57,10 +57,20 @@ def details_at(run: ScoreRun, *paths: tuple[str, ...]) -> list[object]:
 
 
 def group_details(run: ScoreRun, group: str) -> RunDetails:
-    """The part of a run's details one group's board reads: its headline and its paired tests
-    in Brier loss, what the letters are made from (not those in log loss)."""
-    headline, brier = details_at(run, ("headline",), ("dm", group, "brier"))
-    return slice_details(group, headline, {"brier": brier} if brier is not None else None)
+    """What one group's board reads of a run's details (its BoardSlice: the headline and the
+    group's paired tests in Brier loss, what the letters are made from); empty for a group the
+    run did not score."""
+    cohort = None if group == "all" else int(group)
+    details = board_slice(run.pk, cohort).values_list("details", flat=True).first()
+    return RunDetails.from_json(details)
+
+
+def board_slice(
+    run_id: int | OuterRef, cohort_id: int | OuterRef | None
+) -> QuerySet[BoardSlice]:
+    """The BoardSlice of a run and a cohort (None: all cohorts); either may be an OuterRef."""
+    # django-stubs checks a lookup's value against the field alone, not an expression.
+    return BoardSlice.objects.filter(run_id=run_id, cohort_id=cohort_id)  # type: ignore[misc]
 
 
 def slice_details(group: str, headline: object, dm: object) -> RunDetails:

@@ -41,7 +41,7 @@ from core.versions import scores_changed
 from scoring.compute import competitor_stats, group_inputs
 from scoring.edge import EntryComp, TradeClv, dm_tables, holm_labels, trade_clv
 from scoring.load import ScopeData, load_scope
-from scoring.models import LeaderboardRow, ScoreRun, TradeCLV
+from scoring.models import BoardSlice, LeaderboardRow, ScoreRun, TradeCLV
 from scoring.paper import PaperEntry, paper_candidates, paper_portfolios
 from scoring.present import ALL, HEADLINE_RULE, json_safe, make_row, notes, rank_rows
 from scoring.questions import Questions, build_items, build_questions, yes_view
@@ -98,6 +98,7 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
                 n_resolved=scored.n_resolved,
                 details=json_safe(scored.details.to_json()),
             )
+            store_board_slices(run, scored.details)
             seal_run(run.pk, scope, scored.inputs)  # what it read and published, in the log
             scores_changed()  # a new leaderboard: every cached page is stale
     except Exception as exc:
@@ -109,6 +110,21 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
         raise
     run.refresh_from_db()
     return run
+
+
+def store_board_slices(run: ScoreRun, details: RunDetails) -> list[BoardSlice]:
+    """Each group's BoardSlice of the run's details: what its leaderboard reads of them, kept
+    apart so that a board never reads every group's tests to letter its own."""
+    slices = [
+        BoardSlice(
+            run=run,
+            cohort_id=None if group == ALL else int(group),
+            details=json_safe(details.board_slice(group).to_json()),
+        )
+        for group in details.groups()
+        if group == ALL or group.isdigit()
+    ]
+    return BoardSlice.objects.bulk_create(slices)
 
 
 def reap_stale_runs() -> int:

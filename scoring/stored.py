@@ -363,6 +363,22 @@ class RunDetails:
     def dm_for(self, group: object) -> DmTables:
         return self.dm.get(str(group)) or DmTables([], [], 0)
 
+    def board_slice(self, group: str) -> RunDetails:
+        """What one group's board reads (scoring.models.BoardSlice): the headline rule, the
+        group's headline and its paired tests in Brier loss, what its letters are made from."""
+        dm = self.dm.get(group)
+        return RunDetails(
+            headline_rule=self.headline_rule,
+            headline_by_cohort={group: self.headline_by_cohort[group]}
+            if group in self.headline_by_cohort
+            else {},
+            dm={group: DmTables(dm.brier, [], dm.n_keys)} if dm is not None else {},
+        )
+
+    def groups(self) -> list[str]:
+        """Every group the run has a headline or tests for."""
+        return sorted(set(self.headline_by_cohort) | set(self.dm))
+
     @classmethod
     def from_json(cls, data: object) -> RunDetails:
         obj = _obj(data) or {}

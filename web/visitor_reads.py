@@ -4,11 +4,12 @@ correction is waiting for new scores, and the home page's facts around its table
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Exists, JSONField, OuterRef, Q, Subquery, When
+from django.db.models import Case, Exists, JSONField, OuterRef, Q, QuerySet, Subquery, When
 from django.http import Http404
 
 from cohorts import series
@@ -16,7 +17,6 @@ from cohorts.models import Entry, Forecast, Position
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.selectors import JsonAt
 from scoring.stored import RunDetails
 from web import selectors
 from web.standings import table_rows
@@ -97,23 +97,16 @@ class HomeFacts:
 
 
 def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -> HomeFacts:
-    latest = scoring_selectors.done_runs(scope).values("pk")[:1]
-    board, _, _ = selectors.sorted_rows(
-        table_rows(LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort__isnull=True)),
-        sort,
-        descending,
-    )
-    # The same three answers on every row: each row carries them so that one query suffices.
-    rows = list(
-        board.select_related("run")
-        .defer("run__details")  # every group's tests, once per row: read sliced below
-        .annotate(**_home_tests(scope, "run__started_at"), **_board_slices("all"))
-    )
+    if sort not in selectors.SORTABLE:
+        sort = "rank"
+    if descending is None:
+        descending = not selectors.SORTABLE[sort][1]
+    rows = list(_home_rows(scope, sort, descending).all())
     if rows:
         first = rows[0]
         for row in rows:
             row.run = first.run  # one instance, as the rows of a run read through it share
-        details = _sliced_details(rows, "all")
+        details = _sliced_details(rows)
         return HomeFacts(first.run, rows, first.synced, first.staff, first.staff_since, details)
     # No run, or a run with no all-cohorts rows (nothing entered yet): the rare empty page.
     run = (
@@ -127,6 +120,25 @@ def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -
             None, [], selectors.synced_markets(scope).exists(), None, False, NO_DETAILS
         )
     return HomeFacts(run, [], run.synced, run.staff, run.staff_since, NO_DETAILS)
+
+
+@functools.cache
+def _home_rows(scope: str, sort: str, descending: bool) -> QuerySet[LeaderboardRow]:
+    """home_facts' query for a scope and an order (a few dozen in all), built once per
+    process: building it and resolving its subqueries cost about a millisecond of a cold `/`,
+    as much as the database's work. It holds no rows; callers run a copy (`.all()`)."""
+    latest = scoring_selectors.done_runs(scope).values("pk")[:1]
+    board, _, _ = selectors.sorted_rows(
+        table_rows(LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort__isnull=True)),
+        sort,
+        descending,
+    )
+    # The same three answers on every row: each row carries them so that one query suffices.
+    return (
+        board.select_related("run")
+        .defer("run__details")  # every group's tests: the board reads its slice (below)
+        .annotate(**_home_tests(scope, "run__started_at"), **_board_slices(None))
+    )
 
 
 NO_DETAILS = RunDetails()  # a board of no rows reads nothing of them
@@ -146,9 +158,32 @@ class CohortFacts:
 
 
 def cohort_facts(cohort) -> CohortFacts:
-    latest = scoring_selectors.done_runs(cohort.kind).values("pk")[:1]
+    board = list(_cohort_rows(cohort.kind).filter(cohort=cohort))
+    if board:
+        first = board[0]
+        for row in board:
+            row.run = first.run
+        details = _sliced_details(board)
+        return CohortFacts(first.run, board, first.staff, first.staff_since, details)
+    # The run has not scored this cohort yet (or there is no run): the same tests on the run.
+    staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+    tests = {
+        "staff": Exists(staff),
+        "staff_since": Exists(staff.filter(changed_at__gt=OuterRef("started_at"))),
+    }
+    run = scoring_selectors.done_runs(cohort.kind).defer("details").annotate(**tests).first()
+    if run is None:
+        return CohortFacts(None, [], staff.exists(), False, NO_DETAILS)
+    return CohortFacts(run, [], run.staff, run.staff_since, NO_DETAILS)
+
+
+@functools.cache
+def _cohort_rows(kind: str) -> QuerySet[LeaderboardRow]:
+    """cohort_facts' query for a cohort kind, built once per process as home's is (_home_rows),
+    filtered to the cohort by the caller."""
+    latest = scoring_selectors.done_runs(kind).values("pk")[:1]
     rows = table_rows(
-        LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort=cohort)
+        LeaderboardRow.objects.filter(run_id=Subquery(latest))
         .select_related("run", "competitor")
         .defer("run__details")
         .order_by("rank", "competitor__display_name")
@@ -158,49 +193,29 @@ def cohort_facts(cohort) -> CohortFacts:
         "staff": Exists(staff),
         "staff_since": Exists(staff.filter(changed_at__gt=OuterRef("run__started_at"))),
     }
-    board = list(rows.annotate(**tests, **_board_slices(str(cohort.pk), cohort=cohort)))
-    if board:
-        first = board[0]
-        for row in board:
-            row.run = first.run
-        details = _sliced_details(board, str(cohort.pk))
-        return CohortFacts(first.run, board, first.staff, first.staff_since, details)
-    # The run has not scored this cohort yet (or there is no run): the same tests on the run.
-    tests["staff_since"] = Exists(staff.filter(changed_at__gt=OuterRef("started_at")))
-    run = scoring_selectors.done_runs(cohort.kind).defer("details").annotate(**tests).first()
-    if run is None:
-        return CohortFacts(None, [], staff.exists(), False, NO_DETAILS)
-    return CohortFacts(run, [], run.staff, run.staff_since, NO_DETAILS)
+    return rows.annotate(**tests, **_board_slices(OuterRef("cohort_id")))
 
 
-def _board_slices(group: str, cohort=None) -> dict[str, Case]:
-    """What a board reads of its run's details (scoring.selectors.group_details: the headline
-    and the group's Brier tests) as annotations of one of its rows, the lowest id, so the rows'
-    one query brings them: on every row they would be sent and parsed once per row, as the
-    whole details were."""
+def _board_slices(cohort: OuterRef | None) -> dict[str, Case]:
+    """What a board reads of its run's details (its BoardSlice, scoring.selectors.group_details)
+    as an annotation of one of its rows, the lowest id, so the rows' one query brings it: on
+    every row it would be sent and parsed once per row. `cohort`: the board's (None: all)."""
     lowest = (
-        LeaderboardRow.objects.filter(run_id=OuterRef("run_id"), cohort=cohort)
+        LeaderboardRow.objects.filter(run_id=OuterRef("run_id"), cohort_id=cohort)
         .order_by("pk")
         .values("pk")[:1]
     )
-    one = Q(pk=Subquery(lowest))
+    part = scoring_selectors.board_slice(OuterRef("run_id"), cohort).values("details")
     return {
-        "board_headline": Case(
-            When(one, then=JsonAt("run__details", "headline")), output_field=JSONField()
-        ),
-        "board_brier": Case(
-            When(one, then=JsonAt("run__details", "dm", group, "brier")), output_field=JSONField()
-        ),
+        "board_slice": Case(
+            When(Q(pk=Subquery(lowest)), then=Subquery(part[:1])), output_field=JSONField()
+        )
     }
 
 
-def _sliced_details(rows: list[LeaderboardRow], group: str) -> RunDetails:
+def _sliced_details(rows: list[LeaderboardRow]) -> RunDetails:
     """The board's RunDetails from the one row that carries _board_slices."""
-    headline = next((r.board_headline for r in rows if r.board_headline is not None), None)
-    brier = next((r.board_brier for r in rows if r.board_brier is not None), None)
-    return scoring_selectors.slice_details(
-        group, headline, {"brier": brier} if brier is not None else None
-    )
+    return RunDetails.from_json(next((r.board_slice for r in rows if r.board_slice), None))
 
 
 def _home_tests(scope: str, run_started: str) -> dict[str, Exists]:

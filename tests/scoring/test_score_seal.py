@@ -118,6 +118,7 @@ def test_pruned_runs_verify_and_a_deleted_latest_run_does_not(run):
     assert prune_runs(keep=1) == 1 and not ScoreRun.objects.filter(pk=run.pk).exists()
     assert verify_database().ok
     _sql("DELETE FROM scoring_leaderboardrow WHERE run_id = %s", [second.pk])
+    _sql("DELETE FROM scoring_boardslice WHERE run_id = %s", [second.pk])
     _sql("DELETE FROM scoring_scorerun WHERE id = %s", [second.pk])
     # Nothing later stands in for them now: the first logged run that is gone is named.
     problem = _problem()

@@ -32,10 +32,20 @@ from cohorts.models import (
 from cohorts.snapshots import store_snapshots
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.services import store_board_slices
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday
 XSS = '<script>alert(1)</script><img src=x onerror="alert(2)"><b>bold</b>'
 _seq = itertools.count(1)
+
+
+def save_details(run: ScoreRun) -> None:
+    """Store a test's hand-written run details as compute_scores stores a run's: with each
+    group's board slice (scoring.models.BoardSlice), what the leaderboards read."""
+    run.save()
+    run.board_slices.all().delete()
+    run.__dict__.pop("stored_details", None)
+    store_board_slices(run, run.stored_details)
 
 
 @dataclass
@@ -276,7 +286,7 @@ class World:
                 }
             },
         }
-        run.save()
+        save_details(run)
         for rank, comp in enumerate(self.competitors, start=1):
             LeaderboardRow.objects.create(
                 run=run,

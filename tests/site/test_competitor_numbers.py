@@ -8,7 +8,7 @@ import pytest
 
 from cohorts.models import Cohort
 from scoring.models import LeaderboardRow
-from tests.site.conftest import build_arena
+from tests.site.conftest import build_arena, save_details
 from web.templatetags.arena import num, p_value, pct, signed
 
 
@@ -35,7 +35,7 @@ def test_competitor_page_numbers_labels_and_pairs(client, world):
     details = run.details
     details["dm"]["all"]["brier"][0]["p"] = 2.8e-12
     run.details = details
-    run.save()
+    save_details(run)
     row = LeaderboardRow.objects.get(run=run, competitor=first)
     d = row.details
     d["tournament"]["take"] = 1.4275776377860587e81  # exp(184.9) x coverage, as the issue saw

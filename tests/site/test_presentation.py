@@ -13,7 +13,7 @@ from cohorts.models import Cohort
 from core.versions import data_changed
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow
-from tests.site.conftest import T0, build_arena
+from tests.site.conftest import T0, build_arena, save_details
 from web import colours, glossary, standings
 from web.templatetags.arena import ci, money, signed, version
 
@@ -97,7 +97,7 @@ def test_letters_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
             }
         },
     }
-    run.save()
+    save_details(run)
     board = standings.build(run, rows)
     # Chained tiers would put Market with both Favorite and Random in one run of ties; the
     # letters say Market is inseparable from both while they differ from each other.
@@ -243,7 +243,7 @@ def test_cohort_page_ranks_its_competitors_with_letters_and_intervals(client, wo
     details["dm"][str(cohort.pk)] = {"brier": [_pair(c.slug, d.slug, "no_difference")
         for c, d in [(world.competitors[0], world.competitors[1])]]}  # fmt: skip
     run.details = details
-    run.save()
+    save_details(run)
     body = client.get(f"/cohorts/{cohort.pk}/").content.decode()
     table = body[body.index('id="standing-h"') : body.index('id="value-h"')]
     first, second, idle = (c.display_name for c in world.competitors[:3])

@@ -102,19 +102,20 @@ WHOLE_DETAILS = re.compile(r'(.)"scoring_scorerun"\."details"')
 def test_boards_never_read_a_runs_whole_details(client, arena_world):
     """A run's details hold every group's paired tests (hundreds of kB for twenty cohorts).
     Read with each leaderboard row, they were parsed once per row: a cold `/` took 157-201 ms
-    in bench/pages.py against 13-18 ms. The boards read only their group's slices, inside a
-    JSON path function, never the column itself."""
+    in bench/pages.py against 13-18 ms. A board reads its group's BoardSlice, stored when the
+    run was scored; only the API's edge tables are sliced out of the details, inside a JSON
+    path function, never the column itself."""
     cohort = arena_world.cohort_main
     run = ScoreRun.objects.filter(scope="live").latest("pk")
     assert run.details["dm"]["all"]["brier"]  # the fixture's run has tests to read
     slug = arena_world.entries[0].competitor.slug
-    pages = (
-        ("/", 2),  # the headline, the group's paired tests
-        (f"/cohorts/{cohort.pk}/", 2),
-        (f"/competitors/{slug}/", 2),
-        ("/api/leaderboard?scope=live", 3),  # and the group's tournament
+    pages = (  # (url, paths sliced out of the details, board slices read)
+        ("/", 0, 1),
+        (f"/cohorts/{cohort.pk}/", 0, 1),
+        (f"/competitors/{slug}/", 0, 1),
+        ("/api/leaderboard?scope=live", 3, 0),  # the headline, the group's tests, tournament
     )
-    for url, slices in pages:
+    for url, paths, boards in pages:
         cache.clear()
         with CaptureQueriesContext(connection) as ctx:
             assert client.get(url).status_code == 200
@@ -123,4 +124,6 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
             for before in WHOLE_DETAILS.findall(q["sql"]):
                 assert before == "(", (url, q["sql"])  # only as a JSON function's argument
                 sliced += 1
-        assert sliced == slices, url
+        assert sliced == paths, url
+        read = sum('FROM "scoring_boardslice"' in q["sql"] for q in ctx.captured_queries)
+        assert read == boards, url
