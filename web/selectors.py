@@ -60,6 +60,21 @@ SCOPES: tuple[str, ...] = (
 DEFAULT_SCOPES: tuple[str, ...] = (Cohort.Kind.LIVE, Cohort.Kind.REPLAY, Cohort.Kind.DEMO)
 ZERO = Value(Decimal("0.00"), output_field=DecimalField(max_digits=14, decimal_places=2))
 
+# What a table shows of a competitor: its name, link and badges. The rest (endpoint, prices,
+# params, notes) no table reads, and each column read costs every row its conversion.
+TABLE_COMPETITOR = ("id", "slug", "display_name", "kind", "simulated")
+
+
+def unshown_competitor(path: str) -> list[str]:
+    """The competitor fields a table does not show, as defer() paths from the model read
+    (`path`: the relation to the competitor, e.g. "competitor")."""
+    return [
+        f"{path}__{f.name}"
+        for f in Competitor._meta.concrete_fields
+        if f.name not in TABLE_COMPETITOR
+    ]
+
+
 # Leaderboard columns a visitor may sort by -> (field, lower-is-better). The default direction
 # of each column is "best first"; the rank column follows the scoring engine's own order.
 SORTABLE: dict[str, tuple[str, bool]] = {
@@ -204,7 +219,11 @@ def entry_rows(cohort: Cohort, positions: list[PositionGroup] | None = None) -> 
     snapshots are written), their positions counted and summed, their trades counted. Cheaper
     to plan and run than one correlated subquery per figure.
     """
-    rows = list(Entry.objects.filter(cohort=cohort).select_related("competitor", "series_head"))
+    rows = list(
+        Entry.objects.filter(cohort=cohort)
+        .select_related("competitor", "series_head")
+        .defer(*unshown_competitor("competitor"))
+    )
     by_status: dict[tuple[int, str], tuple[int, Decimal | None]] = {}
     for e, _market, status, n, cost in cohort_positions(cohort) if positions is None else positions:
         had_n, had_cost = by_status.get((e, status), (0, None))

@@ -136,7 +136,8 @@ def _home_rows(scope: str, sort: str, descending: bool) -> QuerySet[LeaderboardR
     # The same three answers on every row: each row carries them so that one query suffices.
     return (
         board.select_related("run")
-        .defer("run__details")  # every group's tests: the board reads its slice (below)
+        # The run's details hold every group's tests: the board reads its slice (below).
+        .defer("run__details", *selectors.unshown_competitor("competitor"))
         .annotate(**_home_tests(scope, "run__started_at"), **_board_slices(None))
     )
 
@@ -185,7 +186,7 @@ def _cohort_rows(kind: str) -> QuerySet[LeaderboardRow]:
     rows = table_rows(
         LeaderboardRow.objects.filter(run_id=Subquery(latest))
         .select_related("run", "competitor")
-        .defer("run__details")
+        .defer("run__details", *selectors.unshown_competitor("competitor"))
         .order_by("rank", "competitor__display_name")
     )
     staff = ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
