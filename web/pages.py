@@ -275,9 +275,8 @@ class _EntryTable(list):
 
 
 def _entries_with_corrections(cohort: Cohort, any_staff: bool | None = None) -> _EntryTable:
-    positions = selectors.cohort_positions(cohort)
-    rows = _EntryTable(selectors.entry_rows(cohort, positions))
-    rows.corrections = selectors.staff_corrections(cohort, positions=positions, any_staff=any_staff)
+    rows = _EntryTable(selectors.entry_rows(cohort))
+    rows.corrections = selectors.staff_corrections(cohort, any_staff=any_staff)
     names = {e.pk: entry_name(e) for e in rows}
     moved = set()
     for rc in rows.corrections:
