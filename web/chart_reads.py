@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -109,16 +109,20 @@ def _styled(lines: list[dict], replicated: bool, scope: str) -> None:
 
 
 def decorate_series(
-    payload: dict, cohort: Cohort, entry_ids: list[int] | None = None, corrections=None
+    payload: dict,
+    cohort: Cohort,
+    entry_ids: list[int] | None = None,
+    corrections=None,
+    frozen: list[tuple[int, datetime]] | None = None,
 ) -> dict:
     """A cohort's (or one entry's) value series with each line's fixed colour and the events
     that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
     markets its entries held (`corrections`: selectors.staff_corrections of the whole cohort,
-    when the caller has them)."""
+    `frozen`: selectors.cohort_universes' weeks, when the caller has them)."""
     _styled(payload.get("entries", []), replicated=True, scope=cohort.kind)
     if payload.get("x"):
         held = corrections if entry_ids is None else None
-        events = cohort_events(cohort) + correction_events([cohort], entry_ids, held)
+        events = cohort_events(cohort, frozen) + correction_events([cohort], entry_ids, held)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
@@ -186,18 +190,23 @@ def overview_chart(
 
 
 def cohort_chart(
-    cohort: Cohort, range_key: str, entries=None, only: list[int] | None = None, corrections=None
+    cohort: Cohort,
+    range_key: str,
+    entries=None,
+    only: list[int] | None = None,
+    corrections=None,
+    frozen: list[tuple[int, datetime]] | None = None,
 ):
     """A cohort's value chart (all entries, or the entries `only`). `entries` (with their
-    competitors) and `corrections` (selectors.staff_corrections of the cohort) save queries
-    when the caller has them."""
+    competitors), `corrections` (selectors.staff_corrections of the cohort) and `frozen`
+    (selectors.cohort_universes' weeks) save queries when the caller has them."""
     rows = entries
     if rows is None:
         rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
         if only is not None:
             rows = rows.filter(pk__in=only)
     payload = charts.cohort_series(cohort, range_key, entries=list(rows))
-    return ChartJSON.of(decorate_series(payload, cohort, only, corrections))
+    return ChartJSON.of(decorate_series(payload, cohort, only, corrections, frozen))
 
 
 def _scope_events(
@@ -216,11 +225,14 @@ def _event(at, kind: str, label: str, detail: str = "") -> dict:
     return {"x": charts.fmt_ts(at), "kind": kind, "label": label, "detail": detail}
 
 
-def cohort_events(cohort: Cohort) -> list[dict]:
-    """Moments that move every entry of a cohort: each week's decisions, the end of deciding,
+def cohort_events(cohort: Cohort, frozen: list[tuple[int, datetime]] | None = None) -> list[dict]:
+    """Moments that move every entry of a cohort: each week's decisions (`frozen`: when each
+    week's universe was frozen, when the caller has read them), the end of deciding,
     completion."""
+    if frozen is None:
+        frozen = list(cohort.universes.order_by("week").values_list("week", "frozen_at"))
     events = []
-    for week, frozen_at in cohort.universes.order_by("week").values_list("week", "frozen_at"):
+    for week, frozen_at in frozen:
         events.append(_event(frozen_at, "cohort", f"week {week} decisions"))
     decisions_end = cohort.week_start + timedelta(weeks=cohort.decision_weeks)
     if cohort.status != Cohort.Status.ACTIVE:

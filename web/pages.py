@@ -225,7 +225,8 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
         facts = visitor_reads.cohort_facts(cohort)
         entries = _entries_with_corrections(cohort, facts.staff_corrections)
         decisions = selectors.recent_decisions(cohort)
-        universe_week, universe = selectors.cohort_universe(cohort)
+        universes = selectors.cohort_universes(cohort)
+        universe = universes.latest_markets
         run = facts.run
         scored = leaders.cohort_board(cohort, run, facts.rows, facts.details) if run else None
         context = {
@@ -236,12 +237,12 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "entry_rows": rows.entry_rows(cohort.pk, entries),
             "corrections": entries.corrections,
             "series": chart_reads.cohort_chart(
-                cohort, range_key, entries, corrections=entries.corrections
+                cohort, range_key, entries, corrections=entries.corrections, frozen=universes.frozen
             ),
             "range": range_key,
             "ranges": list(charts.RANGES),
             "series_url": reverse("api-cohort-series", args=[cohort.pk]),
-            "universe_week": universe_week,
+            "universe_week": universes.latest_week,
             "universe": universe_html(rows.universe_rows(universe[:100])),
             "universe_shown": min(len(universe), 100),
             "universe_total": len(universe),

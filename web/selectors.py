@@ -12,14 +12,18 @@ read-side cache. The tests guard the counts on small and large data.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import (
+    Case,
     Count,
     DecimalField,
     F,
     IntegerField,
+    JSONField,
     Max,
     OuterRef,
     Prefetch,
@@ -28,6 +32,7 @@ from django.db.models import (
     Subquery,
     Sum,
     Value,
+    When,
 )
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
@@ -43,6 +48,7 @@ from cohorts.models import (
     Settlement,
     Snapshot,
     Trade,
+    Universe,
 )
 from cohorts.scope import LIVE_PATH_KINDS, SOURCE_FOR_KIND
 from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
@@ -257,13 +263,34 @@ def recent_decisions(cohort: Cohort, limit: int = 20) -> list[dict[str, Any]]:
     )
 
 
-def cohort_universe(cohort: Cohort) -> tuple[int | None, list[dict]]:
-    """The latest frozen universe (week, markets) or (None, []) before the first decision."""
-    latest = cohort.universes.order_by("-week").values_list("week", "markets").first()
-    if latest is None:
-        return None, []
-    week, markets = latest
-    return week, list(markets or [])
+@dataclass(frozen=True)
+class Universes:
+    """A cohort's frozen universes as its page reads them: when each week's was frozen (the
+    chart's decision events) and the latest one's markets (the universe table)."""
+
+    frozen: list[tuple[int, datetime]]  # (week, frozen_at), oldest week first
+    latest_week: int | None
+    latest_markets: list[dict]
+
+
+def cohort_universes(cohort: Cohort) -> Universes:
+    """Universes of the cohort in one query (_universe_weeks): every week's freeze, and the
+    markets of the latest week only (a hundred markets a week)."""
+    rows = list(_universe_weeks().filter(cohort=cohort))
+    if not rows:
+        return Universes([], None, [])
+    week, _, markets = rows[-1]
+    return Universes([(w, at) for w, at, _ in rows], week, list(markets or []))
+
+
+@functools.cache
+def _universe_weeks() -> QuerySet:
+    """cohort_universes' query, built once per process (as _entry_figures)."""
+    latest = (
+        Universe.objects.filter(cohort_id=OuterRef("cohort_id")).order_by("-week").values("week")
+    )
+    markets = Case(When(week=Subquery(latest[:1]), then=F("markets")), output_field=JSONField())
+    return Universe.objects.order_by("week").values_list("week", "frozen_at", markets)
 
 
 def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
