@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
-from django.db.models import Func, JSONField, OuterRef, QuerySet, Value
+from django.db.models import Func, JSONField, OuterRef, Q, QuerySet, Value
 
 from scoring.models import BoardSlice, LeaderboardRow, ScoreRun
 from scoring.stored import DmTables, RunDetails
@@ -65,9 +66,23 @@ def group_details(run: ScoreRun, group: str) -> RunDetails:
     return RunDetails.from_json(details)
 
 
-def board_slice(
-    run_id: int | OuterRef, cohort_id: int | OuterRef | None
-) -> QuerySet[BoardSlice]:
+def board_details(
+    run_ids: Iterable[int], cohort_ids: Iterable[int] | None = None, all_cohorts: bool = True
+) -> dict[tuple[int, int | None], RunDetails]:
+    """The boards' slices of these runs in one query, by (run id, cohort id; None for all
+    cohorts): of every group, or of these cohorts and (with `all_cohorts`) the all-cohorts
+    board. A board with none (a group the run did not score) is not in the result."""
+    slices = BoardSlice.objects.filter(run_id__in=list(run_ids))
+    if cohort_ids is not None:
+        groups = Q(cohort_id__in=list(cohort_ids))
+        slices = slices.filter(groups | Q(cohort__isnull=True) if all_cohorts else groups)
+    elif not all_cohorts:
+        slices = slices.filter(cohort__isnull=False)
+    rows = slices.values_list("run_id", "cohort_id", "details")
+    return {(run, cohort): RunDetails.from_json(details) for run, cohort, details in rows}
+
+
+def board_slice(run_id: int | OuterRef, cohort_id: int | OuterRef | None) -> QuerySet[BoardSlice]:
     """The BoardSlice of a run and a cohort (None: all cohorts); either may be an OuterRef."""
     # django-stubs checks a lookup's value against the field alone, not an expression.
     return BoardSlice.objects.filter(run_id=run_id, cohort_id=cohort_id)  # type: ignore[misc]

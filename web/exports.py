@@ -44,6 +44,8 @@ from cohorts import seal_verify, seals
 from cohorts.models import Cohort, Universe
 from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
+from scoring.selectors import board_details
+from scoring.stored import RunDetails
 from web import params, standings
 from web.export_specs import SPECS, Spec
 from web.export_text import csv_cell, json_row, number_text
@@ -213,13 +215,16 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
 def _page_ranks(run_id: int) -> dict[tuple[int | None, str], tuple[int | None, str | None]]:
     """(cohort id or None, competitor slug) -> (the rank the pages show, why it has none) for
     every row of one run, each group ranked as its leaderboard page ranks it. One query per run."""
-    run = ScoreRun.objects.get(pk=run_id)
+    run = ScoreRun.objects.defer("details").get(pk=run_id)
+    slices = board_details([run_id])  # each group's, not the run's every table
     groups: dict[int | None, list[LeaderboardRow]] = {}
     for r in LeaderboardRow.objects.filter(run_id=run_id).select_related("competitor"):
         groups.setdefault(r.cohort_id, []).append(r)
     out: dict[tuple[int | None, str], tuple[int | None, str | None]] = {}
     for cohort_id, rows_ in groups.items():
-        board = standings.build(run, rows_, group="all" if cohort_id is None else str(cohort_id))
+        group = "all" if cohort_id is None else str(cohort_id)
+        details = slices.get((run_id, cohort_id), RunDetails())
+        board = standings.build(run, rows_, group=group, details=details)
         for st in board.scored + board.unscored:
             out[(cohort_id, st.row.competitor.slug)] = (st.rank, st.reason or None)
     return out

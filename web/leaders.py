@@ -13,11 +13,15 @@ from web import standings
 from web.selectors import SCOPES
 from web.standings import table_rows
 
+NO_DETAILS = RunDetails()  # a board its run did not score
+
 
 def _latest_runs(scopes) -> dict[str, ScoreRun]:
+    """The latest run of each scope, without its details: each board reads its own slice
+    (scoring.selectors.board_details), not every group's tests."""
     runs = {}
     for scope in scopes:
-        run = scoring_selectors.latest_run(scope)
+        run = scoring_selectors.done_runs(scope).defer("details").first()
         if run is not None:
             runs[scope] = run
     return runs
@@ -37,13 +41,17 @@ def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:
     by_cohort: dict[int, list[LeaderboardRow]] = {}
     for r in rows:
         by_cohort.setdefault(r.cohort_id, []).append(r)
+    slices = scoring_selectors.board_details(
+        (run.pk for run in runs.values()), (c.pk for c in cohorts), all_cohorts=False
+    )
     out = {}
     for c in cohorts:
         run = runs.get(c.kind)
         ranked = by_cohort.get(c.pk) or []
         if run is None or not ranked:
             continue
-        board = standings.build(run, ranked, group=str(c.pk))
+        details = slices.get((run.pk, c.pk), NO_DETAILS)
+        board = standings.build(run, ranked, group=str(c.pk), details=details)
         scored = sorted(board.scored, key=lambda s: s.rank)
         if not scored:
             continue
@@ -67,12 +75,9 @@ def competitor_headlines(competitors) -> dict[int, dict]:
     runs = _latest_runs(SCOPES)
     if not runs:
         return {}
-    rows = list(
-        LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True)
-        .select_related("competitor", "run")
-        # Parsed once per row otherwise; each board reads its details from `runs`' own run.
-        .defer("run__details")
-    )
+    all_cohorts = LeaderboardRow.objects.filter(run__in=runs.values(), cohort__isnull=True)
+    rows = list(all_cohorts.select_related("competitor"))
+    slices = scoring_selectors.board_details((run.pk for run in runs.values()), ())
     by_run: dict[int, list[LeaderboardRow]] = {}
     for r in rows:
         by_run.setdefault(r.run_id, []).append(r)
@@ -81,7 +86,8 @@ def competitor_headlines(competitors) -> dict[int, dict]:
         run = runs.get(scope)
         if run is None:
             continue
-        board = standings.build(run, by_run.get(run.pk, []))
+        details = slices.get((run.pk, None), NO_DETAILS)
+        board = standings.build(run, by_run.get(run.pk, []), details=details)
         field_name = standings.HEADLINES[board.headline][0]
         for s in board.scored + board.unscored:
             cid = s.row.competitor_id
@@ -116,11 +122,13 @@ def cohort_board(
     Ranked by the run's headline order, the same order that names the leader on the cohorts
     page."""
     if run is None:
-        run = scoring_selectors.latest_run(cohort.kind)
+        run = scoring_selectors.done_runs(cohort.kind).defer("details").first()
     if run is None:
         return None
     if rows is None:
         rows = list(table_rows(scoring_selectors.leaderboard_rows(run, cohort)))
     if not rows:
         return None
+    if details is None:
+        details = scoring_selectors.group_details(run, str(cohort.pk))
     return run, standings.build(run, rows, group=str(cohort.pk), details=details)

@@ -103,8 +103,9 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
     """A run's details hold every group's paired tests (hundreds of kB for twenty cohorts).
     Read with each leaderboard row, they were parsed once per row: a cold `/` took 157-201 ms
     in bench/pages.py against 13-18 ms. A board reads its group's BoardSlice, stored when the
-    run was scored; only the API's edge tables are sliced out of the details, inside a JSON
-    path function, never the column itself."""
+    run was scored (the list pages and the scores export every board's in one query); only the
+    API's edge tables are sliced out of the details, inside a JSON path function, never the
+    column itself."""
     cohort = arena_world.cohort_main
     run = ScoreRun.objects.filter(scope="live").latest("pk")
     assert run.details["dm"]["all"]["brier"]  # the fixture's run has tests to read
@@ -114,11 +115,17 @@ def test_boards_never_read_a_runs_whole_details(client, arena_world):
         (f"/cohorts/{cohort.pk}/", 0, 1),
         (f"/competitors/{slug}/", 0, 1),
         ("/api/leaderboard?scope=live", 3, 0),  # the headline, the group's tests, tournament
+        ("/cohorts/", 0, 1),  # every cohort's board, in one query
+        ("/competitors/", 0, 1),  # each scope's all-cohorts board, in one query
+        ("/exports/scores.csv?since=2026-01-01&until=2026-12-31", 0, 1),  # the ranks pages show
     )
     for url, paths, boards in pages:
         cache.clear()
         with CaptureQueriesContext(connection) as ctx:
-            assert client.get(url).status_code == 200
+            response = client.get(url)
+            assert response.status_code == 200
+            if response.streaming:
+                assert b"".join(response.streaming_content)  # its queries run as it streams
         sliced = 0
         for q in ctx.captured_queries:
             for before in WHOLE_DETAILS.findall(q["sql"]):
