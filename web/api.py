@@ -30,7 +30,7 @@ from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
 from cohorts.seal_sign import checkpoint_dict, latest_checkpoints, public_key_info
 from markets.models import Market
-from web import chart_reads, charts, lineage, params, selectors
+from web import chart_reads, charts, lineage, params, seal_reads, selectors
 from web.api_errors import api_view
 from web.cache import page
 
@@ -233,7 +233,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
 
 def _decision_seal(d) -> dict[str, Any] | None:
     """The decision's record hash and the roots covering it (null until its week is sealed)."""
-    sealed = selectors.decision_seal(d)
+    sealed = seal_reads.decision_seal(d)
     if sealed is None:
         return None
     digest = sealed["digest"]
@@ -381,10 +381,10 @@ def seals(
     `?kind=live|replay|demo`, `limit` (default 50, max 200), `offset`; `total` counts the roots
     and `next` is the following page's path and query (null on the last). The records themselves:
     /exports/seals.json; how to check them: docs/verification.md (`arena verify --published`)."""
-    feed = selectors.seal_feed(kind or None, cohort_id)
+    feed = seal_reads.seal_feed(kind or None, cohort_id)
     total = feed.count()
     found = list(feed[offset : offset + limit])
-    digests = selectors.seal_digests(found)
+    digests = seal_reads.seal_digests(found)
     following = None
     if offset + limit < total:
         query = {
@@ -406,7 +406,7 @@ def seals(
             "next": following,
             "seals": [_seal_dict(s, digests[s.pk]) for s in found],
             "event_logs": [
-                {**h, "updated_at": _iso(h["updated_at"])} for h in selectors.event_log_heads()
+                {**h, "updated_at": _iso(h["updated_at"])} for h in seal_reads.event_log_heads()
             ],
             "signing_key": public_key_info(),
             "checkpoints": [checkpoint_dict(cp) for cp in latest_checkpoints(kind or None)],

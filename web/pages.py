@@ -34,6 +34,7 @@ from web import (
     lineage,
     params,
     rows,
+    seal_reads,
     selectors,
     standings,
     visitor_reads,
@@ -248,7 +249,7 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "universe_total": len(universe),
             "rescoring": visitor_reads.rescoring_since(cohort.kind, run, facts.corrected_since_run),
             "decisions": rows.decision_rows(decisions),
-            "seals": selectors.cohort_seal_rows(cohort),
+            "seals": seal_reads.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.
             "latest_week": decisions[0]["week"] if decisions else None,
         }
@@ -451,7 +452,7 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
         "decision": decision,
         "calls": attempts.call_views(decision, list(decision.llm_calls.all())),
         "model_called": model_called,
-        "seal": selectors.decision_seal(decision),
+        "seal": seal_reads.decision_seal(decision),
         "release": lineage.release_view(decision.release) if decision.release else None,
     }
     return render(request, "arena/decision_detail.html", context)

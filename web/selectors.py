@@ -1,12 +1,13 @@
 """Read queries for the public pages and the JSON API: scopes, score runs, cohorts and
-entries, competitors, markets, decisions, seals. Charts as pages serve them are in
-web/chart_reads.py, each list page's leaders and headline figures in web/leaders.py.
+entries, competitors, markets, decisions. Charts as pages serve them are in
+web/chart_reads.py, each list page's leaders and headline figures in web/leaders.py, the
+sealed records in web/seal_reads.py.
 
 Every function here returns rows with a fixed number of queries, whatever the number of
 entries, decisions or snapshots: per-row numbers come from annotations, grouped counts or
 what the write path stored (an entry's series head), related objects from select_related /
 prefetch_related. Nothing is kept between reads: the page cache (web/cache.py) is the one
-read-side cache. The tests guard the counts on small and large data.
+read-side cache; a few hot queries keep only their built shape (`functools.cache`, no rows). The tests guard the counts on small and large data.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from cohorts.models import (
     Universe,
 )
 from cohorts.scope import LIVE_PATH_KINDS, SOURCE_FOR_KIND
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -222,6 +222,32 @@ def entry_rows(cohort: Cohort) -> list[Entry]:
         decorate_entry(e)
     rows.sort(key=lambda e: (-e.value, e.competitor.display_name, e.replicate))
     return rows
+
+
+@functools.cache
+def _entry_figures() -> QuerySet[Entry]:
+    """entry_rows' query, built once per process: its four correlated counts cost more to
+    build and resolve than the database spends on them (12 entries: 1.2 ms against 2.3 ms for
+    the three grouped queries it replaced). It holds no rows; callers filter a copy."""
+    positions = Position.objects.filter(entry_id=OuterRef("pk")).order_by().values("entry_id")
+    open_ = positions.filter(status=Position.Status.OPEN)
+    settled = positions.filter(status=Position.Status.SETTLED)
+    trades = Trade.objects.filter(entry_id=OuterRef("pk")).order_by().values("entry_id")
+
+    def one(rows: QuerySet, figure, field) -> Subquery:
+        return Subquery(rows.annotate(figure=figure).values("figure")[:1], output_field=field)
+
+    money = DecimalField(max_digits=14, decimal_places=2)
+    return (
+        Entry.objects.select_related("competitor", "series_head")
+        .defer(*unshown_competitor("competitor"))
+        .annotate(
+            trade_count=one(trades, Count("id"), IntegerField()),
+            open_count=one(open_, Count("id"), IntegerField()),
+            open_cost=one(open_, Sum("cost_basis"), money),
+            settled_count=one(settled, Count("id"), IntegerField()),
+        )
+    )
 
 
 def get_cohort(cohort_id: int) -> Cohort | None:
@@ -516,86 +542,3 @@ def staff_corrections(
     for rc in changes:
         rc.entry_ids = held[rc.market_id]
     return changes
-
-
-@functools.cache
-def _entry_figures() -> QuerySet[Entry]:
-    """entry_rows' query, built once per process: its four correlated counts cost more to
-    build and resolve than the database spends on them (12 entries: 1.2 ms against 2.3 ms for
-    the three grouped queries it replaced). It holds no rows; callers filter a copy."""
-    positions = Position.objects.filter(entry_id=OuterRef("pk")).order_by().values("entry_id")
-    open_ = positions.filter(status=Position.Status.OPEN)
-    settled = positions.filter(status=Position.Status.SETTLED)
-    trades = Trade.objects.filter(entry_id=OuterRef("pk")).order_by().values("entry_id")
-
-    def one(rows: QuerySet, figure, field) -> Subquery:
-        return Subquery(rows.annotate(figure=figure).values("figure")[:1], output_field=field)
-
-    money = DecimalField(max_digits=14, decimal_places=2)
-    return (
-        Entry.objects.select_related("competitor", "series_head")
-        .defer(*unshown_competitor("competitor"))
-        .annotate(
-            trade_count=one(trades, Count("id"), IntegerField()),
-            open_count=one(open_, Count("id"), IntegerField()),
-            open_cost=one(open_, Sum("cost_basis"), money),
-            settled_count=one(settled, Count("id"), IntegerField()),
-        )
-    )
-
-
-# --- seals (cohorts/seals.py; docs/verification.md) -----------------------------------------
-
-
-def seal_feed(kind: str | None = None, cohort_id: int | None = None) -> QuerySet[WeekSeal]:
-    """Week roots, newest first."""
-    qs = WeekSeal.objects.select_related("cohort").order_by("-sealed_at", "-id")
-    if kind in Cohort.Kind.values:
-        qs = qs.filter(scope=kind)
-    if cohort_id is not None:
-        qs = qs.filter(cohort_id=cohort_id)
-    return qs
-
-
-def seal_digests(seals: list[WeekSeal]) -> dict[int, list[DecisionDigest]]:
-    """seal id -> the digests its root covers (without the stored record bytes)."""
-    weeks = {(s.cohort_id, s.week) for s in seals}
-    chains: dict[tuple[int, int], list[DecisionDigest]] = {}
-    cohort_ids = {c for c, _ in weeks}
-    for dg in (
-        DecisionDigest.objects.filter(cohort_id__in=cohort_ids)
-        .defer("record")
-        .order_by("cohort_id", "week", "seq")
-    ):
-        if (dg.cohort_id, dg.week) in weeks:
-            chains.setdefault((dg.cohort_id, dg.week), []).append(dg)
-    return {s.pk: chains.get((s.cohort_id, s.week), [])[: s.count] for s in seals}
-
-
-def event_log_heads() -> list[dict[str, Any]]:
-    heads = []
-    for scope in sorted(set(EventLogEntry.objects.values_list("scope", flat=True).distinct())):
-        head = EventLogEntry.objects.filter(scope=scope).defer("record").order_by("-seq").first()
-        heads.append(
-            {"scope": scope, "count": head.seq, "head": head.link, "updated_at": head.created_at}
-        )
-    return heads
-
-
-def cohort_seal_rows(cohort: Cohort) -> list[WeekSeal]:
-    return seal_feed(cohort_id=cohort.pk).order_by("week", "seq")
-
-
-def decision_seal(decision: Decision) -> dict[str, Any] | None:
-    """The decision's latest digest and the roots that cover it (None: not sealed yet)."""
-    digest = (
-        DecisionDigest.objects.filter(decision=decision).defer("record").order_by("-seq").first()
-    )
-    if digest is None:
-        return None
-    roots = list(
-        WeekSeal.objects.filter(
-            cohort_id=digest.cohort_id, week=digest.week, count__gte=digest.seq
-        ).order_by("seq")
-    )
-    return {"digest": digest, "roots": roots, "amended": digest.amendment}
