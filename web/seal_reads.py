@@ -46,8 +46,9 @@ def event_log_heads() -> list[dict[str, Any]]:
     return heads
 
 
-def cohort_seal_rows(cohort: Cohort) -> list[WeekSeal]:
-    return seal_feed(cohort_id=cohort.pk).order_by("week", "seq")
+def cohort_seal_rows(cohort: Cohort) -> QuerySet[WeekSeal]:
+    """The cohort's roots in week order (its page has the cohort: no join to read it again)."""
+    return WeekSeal.objects.filter(cohort_id=cohort.pk).order_by("week", "seq")
 
 
 def decision_seal(decision: Decision) -> dict[str, Any] | None:
