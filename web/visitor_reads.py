@@ -86,7 +86,8 @@ def rescoring_since(
 @dataclass(frozen=True)
 class HomeFacts:
     """What `/` reads besides its chart, in one query: the scope's latest run, the run's
-    leaderboard rows in the order asked for, and three existence tests. On a cold render each
+    leaderboard rows in the order asked for, its board's slice and its three answers (markets
+    synced, any staff correction, one since the run: two annotations). On a cold render each
     query costs about as much of Django's work as the database's, whatever it reads."""
 
     run: ScoreRun | None  # without its details (deferred): `details` holds what is read of them
@@ -131,7 +132,7 @@ def _home_rows(scope: str, sort: str, descending: bool) -> QuerySet[LeaderboardR
         sort,
         descending,
     )
-    # The same three answers on every row: each row carries them so that one query suffices.
+    # The same answers on every row: each row carries them so that one query suffices.
     return (
         board.select_related("run")
         # The run's details hold every group's tests: the board reads its slice (below).
