@@ -11,7 +11,7 @@ from django.core.cache.backends.filebased import FileBasedCache
 
 from arena.cache_backend import ResilientFileBasedCache
 
-PAGE = (200, [("Content-Type", "text/html; charset=utf-8")], "<p>page</p>".encode() * 3000)
+PAGE = (200, [("Content-Type", "text/html; charset=utf-8")], b"<p>page</p>" * 3000)
 
 
 @pytest.fixture
