@@ -7,12 +7,12 @@ Every function here returns rows with a fixed number of queries, whatever the nu
 entries, decisions or snapshots: per-row numbers come from annotations, grouped counts or
 what the write path stored (an entry's series head), related objects from select_related /
 prefetch_related. Nothing is kept between reads: the page cache (web/cache.py) is the one
-read-side cache; a few hot queries keep only their built shape (`functools.cache`, no rows). The tests guard the counts on small and large data.
+read-side cache; a few hot queries keep only their built shape (web/shapes.py, per thread, no
+rows). The tests guard the counts on small and large data.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -55,6 +55,7 @@ from cohorts.scope import LIVE_PATH_KINDS, SOURCE_FOR_KIND
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
+from web.shapes import per_thread
 
 SCOPES: tuple[str, ...] = (
     Cohort.Kind.LIVE,
@@ -224,11 +225,11 @@ def entry_rows(cohort: Cohort) -> list[Entry]:
     return rows
 
 
-@functools.cache
+@per_thread
 def _entry_figures() -> QuerySet[Entry]:
-    """entry_rows' query, built once per process: its four correlated counts cost more to
-    build and resolve than the database spends on them (12 entries: 1.2 ms against 2.3 ms for
-    the three grouped queries it replaced). It holds no rows; callers filter a copy."""
+    """entry_rows' query, built once per thread (web.shapes): its four correlated counts cost
+    more to build and resolve than the database spends on them (12 entries: 1.2 ms against
+    2.3 ms for the three grouped queries it replaced). It holds no rows; callers filter a copy."""
     positions = Position.objects.filter(entry_id=OuterRef("pk")).order_by().values("entry_id")
     open_ = positions.filter(status=Position.Status.OPEN)
     settled = positions.filter(status=Position.Status.SETTLED)
@@ -309,9 +310,9 @@ def cohort_universes(cohort: Cohort) -> Universes:
     return Universes([(w, at) for w, at, _ in rows], week, list(markets or []))
 
 
-@functools.cache
+@per_thread
 def _universe_weeks() -> QuerySet:
-    """cohort_universes' query, built once per process (as _entry_figures)."""
+    """cohort_universes' query, built once per thread (web.shapes)."""
     latest = (
         Universe.objects.filter(cohort_id=OuterRef("cohort_id")).order_by("-week").values("week")
     )

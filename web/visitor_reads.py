@@ -4,7 +4,6 @@ correction is waiting for new scores, and the home page's facts around its table
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -20,6 +19,7 @@ from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.stored import RunDetails
 from web import selectors
+from web.shapes import per_thread
 from web.standings import table_rows
 
 FORECASTS_PER_PAGE = 20
@@ -121,11 +121,11 @@ def home_facts(scope: str, sort: str = "rank", descending: bool | None = None) -
     return HomeFacts(run, [], run.synced, staff, since, NO_DETAILS)
 
 
-@functools.cache
+@per_thread
 def _home_rows(scope: str, sort: str, descending: bool) -> QuerySet[LeaderboardRow]:
-    """home_facts' query for a scope and an order (a few dozen in all), built once per
-    process: building it and resolving its subqueries cost about a millisecond of a cold `/`,
-    as much as the database's work. It holds no rows; callers run a copy (`.all()`)."""
+    """home_facts' query for a scope and an order (a few dozen in all), built once per thread
+    (web.shapes): building it and resolving its subqueries cost about a millisecond of a cold
+    `/`, as much as the database's work. It holds no rows; callers run a copy (`.all()`)."""
     latest = scoring_selectors.done_runs(scope).values("pk")[:1]
     board, _, _ = selectors.sorted_rows(
         table_rows(LeaderboardRow.objects.filter(run_id=Subquery(latest), cohort__isnull=True)),
@@ -176,9 +176,9 @@ def cohort_facts(cohort) -> CohortFacts:
     return CohortFacts(run, [], staff, since, NO_DETAILS)
 
 
-@functools.cache
+@per_thread
 def _cohort_rows(kind: str) -> QuerySet[LeaderboardRow]:
-    """cohort_facts' query for a cohort kind, built once per process as home's is (_home_rows),
+    """cohort_facts' query for a cohort kind, built once per thread as home's is (_home_rows),
     filtered to the cohort by the caller."""
     latest = scoring_selectors.done_runs(kind).values("pk")[:1]
     rows = table_rows(
