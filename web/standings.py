@@ -125,13 +125,13 @@ def build(
     rows: list[LeaderboardRow],
     group: str = "all",
     ranked_order: list[LeaderboardRow] | None = None,
-    details: RunDetails | None = None,
+    *,
+    details: RunDetails,
 ) -> Board:
     """The board of one group ("all" or a cohort id) of a run. `rows` is the display order
     (any sort); ranks and letters always follow the run's own rank order. `details`: the
-    run's, or just the group's (scoring.selectors.group_details), when the caller has them."""
-    if details is None:
-        details = run.stored_details if run else RunDetails()
+    group's (its BoardSlice, scoring.selectors.group_details) or the run's. Required, so no
+    page falls back to reading a run's whole details (140 kB) without saying so."""
     headline = details.headline(group)
     headline = headline if headline in HEADLINES else "brier_skill_vs_market"
     field_name, label = HEADLINES[headline]

@@ -39,7 +39,7 @@ def test_demo_letters_api_ranks_and_the_copier_interval(demo, client):
     for group in groups:
         cohort = None if group == "all" else int(group)
         rows = list(leaderboard_rows(run, cohort))
-        board = standings.build(run, rows, group=group)
+        board = standings.build(run, rows, group=group, details=run.stored_details)
         verdict = {frozenset((p.a, p.b)): p.verdict for p in run.stored_details.dm_for(group).brier}
         assert board.grouped
         for x, y in itertools.combinations(board.scored, 2):

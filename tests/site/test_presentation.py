@@ -98,7 +98,7 @@ def test_letters_follow_the_paired_tests_and_unscored_rows_stand_apart(world):
         },
     }
     save_details(run)
-    board = standings.build(run, rows)
+    board = standings.build(run, rows, details=run.stored_details)
     # Chained tiers would put Market with both Favorite and Random in one run of ties; the
     # letters say Market is inseparable from both while they differ from each other.
     assert [(s.row.competitor.slug, s.rank, s.letters) for s in board.scored] == [
