@@ -1,6 +1,5 @@
 """resolve_markets and set_resolution: what is recorded, and what is deliberately not."""
 
-import importlib.util
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +20,6 @@ from tests.fakes.gamma_server import (
 )
 
 pytestmark = pytest.mark.django_db
-HAS_SETTLEMENT = importlib.util.find_spec("cohorts.settlement") is not None
 
 
 def trading_copy(raw: dict) -> dict:
@@ -203,7 +201,6 @@ def test_reopened_market_goes_back_to_upstream_detection(gamma, gamma_client):
     assert ResolutionChange.objects.filter(market__external_id="604489").count() == 3
 
 
-@pytest.mark.skipif(not HAS_SETTLEMENT, reason="cohorts.settlement not built yet")
 def test_resolution_is_settled_and_then_untracked(gamma, gamma_client):
     track_then_close(gamma, gamma_client, example_resolved_binary())
     report = resolve_markets(client=gamma_client)
