@@ -173,6 +173,11 @@ class ResilientFileBasedCache(FileBasedCache):
     def _value(data: bytes) -> Any:
         return pickle.loads(zlib.decompress(data) if data[:1] == ZLIB_HEADER else data)
 
+    def validate_key(self, key):
+        """Every key is a valid file name here (the file is named by the key's hash), so
+        Django's memcached checks, a Python loop over each key's characters, are skipped: a
+        page-cache hit made one per file it read, 2.5 us each."""
+
     def _read(self, key, default, version):
         try:
             with open(self._key_to_file(key, version), "rb") as f:

@@ -29,10 +29,11 @@ SCORES_KEY = "arena:scores-version"
 KEYS = (DATA_KEY, VALUES_KEY, SCORES_KEY)
 
 
-def versions(found: Mapping[str, object]) -> dict[str, str | None]:
-    """Every token, given what a `cache.get_many(KEYS + ...)` already returned (one round trip
-    when all exist); a missing one is created. None when the cache is unreachable."""
-    return {key: _token(found.get(key), key) for key in KEYS}
+def versions(found: Mapping[str, object], keys: tuple[str, ...] = KEYS) -> tuple[str | None, ...]:
+    """The tokens `keys` (in that order), given what a `cache.get_many([*keys, ...])` already
+    returned (one round trip when all exist); a missing one is created. None when the cache is
+    unreachable."""
+    return tuple(_token(found.get(key), key) for key in keys)
 
 
 def _token(found: object, key: str) -> str | None:

@@ -20,7 +20,8 @@ it, and it is served only while those are still the current ones. A snapshot tic
 the values token, so pages that show no portfolio values stay cached through it; the
 leaderboard API depends on the scores token alone.
 
-A hit is one round trip: the tokens and the page come back in one `get_many` (MGET on Redis).
+A hit is one round trip: the page and the tokens it depends on come back in one `get_many` (MGET
+on Redis; on the file cache, one file each).
 
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
 that render is in flight get the page's previous version instead of piling on (stale by at most
@@ -48,11 +49,11 @@ from urllib.parse import quote
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, QueryDict
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_urlconf, resolve
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django_htmx.middleware import HtmxDetails
 
-from core.versions import DATA_KEY, KEYS, SCORES_KEY, VALUES_KEY, scores_changed, versions
+from core.versions import DATA_KEY, SCORES_KEY, VALUES_KEY, scores_changed, versions
 from web.params import BadParameter, Param, bad_request
 
 __all__ = [
@@ -138,8 +139,8 @@ def wants_partial(request, target: str | None) -> bool:
     (URL-decoded under `HX-Request-URI-AutoEncoded: true`), so `HX-Request: %74rue` is a
     partial request for both, never a partial stored under the full page's key. A history
     restore (htmx re-fetching a page it has no snapshot of) needs the whole page."""
-    if target is None:
-        return False
+    if target is None or "HTTP_HX_REQUEST" not in request.META:
+        return False  # no HX-Request header at all: not an htmx request, whatever it encodes
     htmx = HtmxDetails(request)
     return bool(htmx) and not htmx.history_restore_request and htmx.target == target
 
@@ -152,8 +153,17 @@ def is_partial(request) -> bool:
 def _spec(request) -> PageSpec | None:
     if request.path.startswith(EXCLUDED_PREFIXES):
         return None
+    return _spec_of(get_urlconf(), request.path_info)
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_of(urlconf: str | None, path: str) -> PageSpec | None:
+    """The page declaration of the view at `path`, remembered per URL map and path: resolving
+    walks the URL patterns, a fifth of a page-cache hit's own work. The answer depends on
+    nothing else (the URL map is fixed while a process runs; a test that swaps it is another
+    key), and the bound keeps a crawler's distinct paths from growing it."""
     try:
-        match = resolve(request.path_info)
+        match = resolve(path, urlconf)
     except Resolver404:
         return None
     return getattr(match.func, "page_spec", None)
@@ -251,10 +261,11 @@ class PublicPageCacheMiddleware:
         if not settings.ARENA_PAGE_CACHE or not _anonymous(request):
             return _for_browser(self.get_response(request), partial)
         key = f"arena:page:{page_id}"
-        found = cache.get_many([*KEYS, key])
-        tokens = versions(found)
+        # Only the tokens this page depends on: on the file cache each is a file to read.
+        depends = spec.version_keys(values)
+        found = cache.get_many([*depends, key])
         # Read before rendering: the page is stored under tokens at least as old as its rows.
-        current = tuple(tokens[k] for k in spec.version_keys(values))
+        current = versions(found, depends)
         if None in current:  # the cache is unreachable: render, uncached
             return _for_browser(self.get_response(request), partial)
         stored = found.get(key)

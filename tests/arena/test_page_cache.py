@@ -6,10 +6,13 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.http import HttpResponse
+from django.urls import path
 
 from agents.models import Competitor
 from cohorts.services import BetOrder, execute_orders, open_cohort
 from cohorts.settlement import settle_market
+from core.versions import DATA_KEY, SCORES_KEY, VALUES_KEY
 from markets.models import Market
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,6 +171,34 @@ def test_a_hit_is_one_cache_round_trip(client, monkeypatch):
     assert calls == ["get_many"]
 
 
+@pytest.mark.parametrize(
+    ("url", "tokens"),
+    [
+        ("/methodology/", {DATA_KEY}),  # no portfolio values on it
+        ("/", {DATA_KEY, VALUES_KEY}),
+        ("/api/leaderboard?scope=live", {SCORES_KEY}),
+    ],
+)
+def test_a_hit_reads_the_page_and_only_the_tokens_it_depends_on(client, monkeypatch, url, tokens):
+    # On the file cache every key is a file opened per request: a token the page does not
+    # depend on is a read for nothing.
+    from django.core.cache import cache as django_cache
+
+    client.get(url)
+    asked = []
+    real = django_cache.get_many
+
+    def get_many(keys, *args, **kwargs):
+        asked.append(list(keys))
+        return real(keys, *args, **kwargs)
+
+    monkeypatch.setattr(django_cache, "get_many", get_many)
+    assert client.get(url)["X-Cache"] == "hit"
+    [keys] = asked
+    pages = [k for k in keys if k.startswith("arena:page:")]
+    assert len(pages) == 1 and set(keys) - set(pages) == tokens
+
+
 def test_a_snapshot_tick_keeps_pages_without_values_cached(client):
     from cohorts.snapshots import take_snapshot
 
@@ -295,3 +326,21 @@ def test_a_refused_value_is_the_same_400_with_the_cache_on_or_off(client, settin
     off = client.get(path)
     assert on.status_code == off.status_code == 400, path
     assert on.content == off.content and "X-Cache" not in on
+
+
+def _plain_home(request):
+    return HttpResponse("not a cached page")
+
+
+# ROOT_URLCONF for the test below: `/` served by a view that declares no page.
+urlpatterns = [path("", _plain_home)]
+
+
+def test_which_view_declares_a_page_is_remembered_per_url_map(client, settings):
+    # The middleware remembers each path's page declaration (resolving is a fifth of a hit),
+    # keyed on the URL map in force: a swapped map is read afresh, not served from memory.
+    client.get("/")
+    assert client.get("/")["X-Cache"] == "hit"
+    settings.ROOT_URLCONF = __name__
+    plain = client.get("/")
+    assert plain.content == b"not a cached page" and "X-Cache" not in plain
