@@ -11,7 +11,8 @@ templates use, which build them with format_html or from constant markup).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.urls import reverse
@@ -36,22 +37,32 @@ from web.templatetags.arena import (
 )
 
 _SENTINEL = 987654321
+_SLUG = re.compile(r"[-a-zA-Z0-9_]+")  # what the <slug:...> converter accepts
 
 
 @functools.cache
-def _id_url(name: str) -> Callable[[int], str]:
-    """The URL of route `name` for an integer id, reversing once: the route's only argument is
-    an <int:...> converter, so every id's URL is the same text around the id."""
+def _around(name: str) -> tuple[str, str]:
+    """The text of route `name`'s URL before and after its one argument, reversing once: for
+    an <int:...> or <slug:...> argument every URL of the route is that text around it."""
     head, _, tail = reverse(name, args=[_SENTINEL]).rpartition(str(_SENTINEL))
-    return lambda pk: f"{head}{int(pk)}{tail}"
+    return head, tail
 
 
 def market_url(pk: int) -> str:
-    return _id_url("market-detail")(pk)
+    head, tail = _around("market-detail")
+    return f"{head}{int(pk)}{tail}"
 
 
 def decision_url(pk: int) -> str:
-    return _id_url("decision-detail")(pk)
+    head, tail = _around("decision-detail")
+    return f"{head}{int(pk)}{tail}"
+
+
+def competitor_url(slug: str) -> str:
+    if not _SLUG.fullmatch(slug):  # reverse() refuses it as the route would
+        return reverse("competitor-detail", args=[slug])
+    head, tail = _around("competitor-detail")
+    return f"{head}{slug}{tail}"
 
 
 def _name(display_name: str, replicate: int) -> str:
@@ -272,7 +283,3 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
             )
         )
     return out
-
-
-def competitor_url(slug: str) -> str:
-    return reverse("competitor-detail", args=[slug])
