@@ -41,28 +41,35 @@ _SLUG = re.compile(r"[-a-zA-Z0-9_]+")  # what the <slug:...> converter accepts
 
 
 @functools.cache
-def _around(name: str) -> tuple[str, str]:
-    """The text of route `name`'s URL before and after its one argument, reversing once: for
-    an <int:...> or <slug:...> argument every URL of the route is that text around it."""
-    head, _, tail = reverse(name, args=[_SENTINEL]).rpartition(str(_SENTINEL))
-    return head, tail
+def _parts(name: str, n: int) -> tuple[str, ...]:
+    """The text of route `name`'s URL around its `n` arguments, reversing once: for <int:...>
+    and <slug:...> arguments every URL of the route is that text around them."""
+    return tuple(reverse(name, args=[_SENTINEL] * n).split(str(_SENTINEL)))
+
+
+def _url(name: str, *args: str) -> str:
+    parts = _parts(name, len(args))
+    return parts[0] + "".join(arg + part for arg, part in zip(args, parts[1:], strict=True))
 
 
 def market_url(pk: int) -> str:
-    head, tail = _around("market-detail")
-    return f"{head}{int(pk)}{tail}"
+    return _url("market-detail", str(int(pk)))
 
 
 def decision_url(pk: int) -> str:
-    head, tail = _around("decision-detail")
-    return f"{head}{int(pk)}{tail}"
+    return _url("decision-detail", str(int(pk)))
 
 
 def competitor_url(slug: str) -> str:
     if not _SLUG.fullmatch(slug):  # reverse() refuses it as the route would
         return reverse("competitor-detail", args=[slug])
-    head, tail = _around("competitor-detail")
-    return f"{head}{slug}{tail}"
+    return _url("competitor-detail", slug)
+
+
+def entry_url(cohort_id: int, slug: str) -> str:
+    if not _SLUG.fullmatch(slug):
+        return reverse("entry-detail", args=[cohort_id, slug])
+    return _url("entry-detail", str(int(cohort_id)), slug)
 
 
 def _name(display_name: str, replicate: int) -> str:
@@ -106,7 +113,7 @@ def entry_rows(cohort_id: int, entries: Iterable) -> list[EntryRow]:
     out = []
     for e in entries:
         c = e.competitor
-        href = reverse("entry-detail", args=[cohort_id, c.slug])
+        href = entry_url(cohort_id, c.slug)
         if e.replicate > 1:
             href += f"?replicate={e.replicate}"
         r = e.return_pct
