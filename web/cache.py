@@ -67,6 +67,7 @@ __all__ = [
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
+REMEMBERED_PATH_LENGTH = 100  # longer paths are resolved on each request, never kept
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
 # The request headers that choose between a page and its htmx partial: a browser or proxy
@@ -153,20 +154,26 @@ def is_partial(request) -> bool:
 def _spec(request) -> PageSpec | None:
     if request.path.startswith(EXCLUDED_PREFIXES):
         return None
-    return _spec_of(get_urlconf(), request.path_info)
+    path = request.path_info
+    if len(path) > REMEMBERED_PATH_LENGTH:
+        return _resolve_spec(get_urlconf(), path)
+    return _spec_of(get_urlconf(), path)
 
 
-@functools.lru_cache(maxsize=4096)
-def _spec_of(urlconf: str | None, path: str) -> PageSpec | None:
-    """The page declaration of the view at `path`, remembered per URL map and path: resolving
-    walks the URL patterns, a fifth of a page-cache hit's own work. The answer depends on
-    nothing else (the URL map is fixed while a process runs; a test that swaps it is another
-    key), and the bound keeps a crawler's distinct paths from growing it."""
+def _resolve_spec(urlconf: str | None, path: str) -> PageSpec | None:
+    """The page declaration of the view at `path` under the URL map `urlconf`."""
     try:
         match = resolve(path, urlconf)
     except Resolver404:
         return None
     return getattr(match.func, "page_spec", None)
+
+
+# Remembered per URL map and path: resolving walks the URL patterns, a fifth of a page-cache
+# hit's own work, and the answer depends on nothing else (the URL map is fixed while a process
+# runs; a test that swaps it is another key). The bound and the length limit keep a crawler's
+# distinct or very long paths from growing it past a few hundred kilobytes.
+_spec_of = functools.lru_cache(maxsize=4096)(_resolve_spec)
 
 
 def _only_declared(request, spec: PageSpec) -> None:

@@ -344,3 +344,17 @@ def test_which_view_declares_a_page_is_remembered_per_url_map(client, settings):
     settings.ROOT_URLCONF = __name__
     plain = client.get("/")
     assert plain.content == b"not a cached page" and "X-Cache" not in plain
+
+
+def test_long_paths_are_resolved_but_never_kept(client):
+    # A crawler's long paths (up to nginx's 8 kB) would otherwise sit in every worker's memory.
+    from web.cache import REMEMBERED_PATH_LENGTH, _spec_of
+
+    _spec_of.cache_clear()
+    client.get("/markets/")
+    kept = _spec_of.cache_info().currsize
+    long_path = "/competitors/" + "a" * REMEMBERED_PATH_LENGTH + "/"
+    assert client.get(long_path).status_code == 404
+    assert _spec_of.cache_info().currsize == kept
+    client.get("/methodology/")
+    assert _spec_of.cache_info().currsize == kept + 1
