@@ -206,8 +206,8 @@ def check_health(run: Any) -> Check:
     if not samples:
         return Check("healthz", False, "no /healthz answer recorded")
 
-    def in_window(t: float) -> bool:
-        return any(o["start"] <= t <= o["end"] + HEALTH_LAG_SECONDS for o in run.outages)
+    def in_window(s: Any) -> bool:
+        return any(s.overlaps(o["start"], o["end"] + HEALTH_LAG_SECONDS) for o in run.outages)
 
     problems = []
     # Until a worker's first heartbeat, /healthz rightly says no worker is proven alive (on a
@@ -219,12 +219,12 @@ def check_health(run: Any) -> Check:
         return Check("healthz", False, f"no worker heartbeat in {len(samples)} samples")
     every, startup, samples = samples, samples[:first_ok], samples[first_ok:]
     for o in run.outages:
-        seen = [s for s in every if o["start"] <= s.wall <= o["end"] + HEALTH_LAG_SECONDS
+        seen = [s for s in every if s.overlaps(o["start"], o["end"] + HEALTH_LAG_SECONDS)
                 and (s.http != 200 or s.status == "error")]  # fmt: skip
         if o["required"] and not seen:
             problems.append(f"the {o['what']} outage ({o['end'] - o['start']:.0f} s) was never "
                             "reported")  # fmt: skip
-    false = [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s.wall)]
+    false = [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s)]
     if false:
         first = false[0]
         problems.append(f"{len(false)} error answers outside any outage, first at arena "

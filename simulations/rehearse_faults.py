@@ -177,15 +177,16 @@ def _restart_redis(stage: Stage) -> str:
 
 
 def _kill_backends(stage: Stage) -> str:
+    # The outage starts as the statement is sent: a request in flight meets it from then on.
+    start = clock.wall().timestamp()
     with connection.cursor() as cur:
         cur.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         killed = cur.fetchone()[0]
-    now = clock.wall().timestamp()
     # A killed connection is an outage of an instant: /healthz may see it, or not.
-    stage.outage("database", now, now + 2, required=False)
+    stage.outage("database", start, clock.wall().timestamp() + 2, required=False)
     return f"{killed} backend(s) terminated"
 
 

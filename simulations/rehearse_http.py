@@ -23,13 +23,20 @@ TAGS = re.compile(r"<[^>]+>|\s+")
 
 @dataclass
 class HealthSample:
-    wall: float  # clock.wall().timestamp()
+    wall: float  # clock.wall().timestamp() when the request was sent
     arena: str
     http: int  # 0: no answer
     status: str
     broker: str = ""
     database: str = ""
     worker: str = ""
+    # When the answer came back: a fault injected while the request was in flight (a backend
+    # killed under its query) shows in an answer to a request sent before the fault began.
+    answered: float = 0.0
+
+    def overlaps(self, start: float, end: float) -> bool:
+        """Whether this request was in flight at some moment of [start, end]."""
+        return self.wall <= end and max(self.answered, self.wall) >= start
 
 
 class HealthProbe:
@@ -60,15 +67,16 @@ class HealthProbe:
         try:
             response = session.get(self.url, timeout=HTTP_TIMEOUT)
         except requests.RequestException:
-            return HealthSample(at, arena, 0, "no answer")
+            return HealthSample(at, arena, 0, "no answer", answered=clock.wall().timestamp())
+        answered = clock.wall().timestamp()
         try:
             body = response.json()
         except ValueError:
-            return HealthSample(at, arena, response.status_code, "not JSON")
+            return HealthSample(at, arena, response.status_code, "not JSON", answered=answered)
         return HealthSample(
             at, arena, response.status_code, str(body.get("status")),
             str(body.get("broker")), str(body.get("database")),
-            str((body.get("worker") or {}).get("status")),
+            str((body.get("worker") or {}).get("status")), answered,
         )  # fmt: skip
 
     def timeline(self) -> list[dict]:

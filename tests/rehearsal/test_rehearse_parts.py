@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -17,7 +18,9 @@ from arena.celery import BEAT_SCHEDULE, app
 from cohorts.models import Cohort
 from core import clock
 from simulations.rehearse import Options, plan_start, refuse_live_data
+from simulations.rehearse_checks import check_health
 from simulations.rehearse_faults import schedule
+from simulations.rehearse_http import HealthSample
 from simulations.rehearse_procs import RehearsalError
 from simulations.simllm import SimulatedLLMServer
 from simulations.simmodels import CHARACTERS
@@ -145,3 +148,24 @@ def test_beat_holds_periodic_work_back_while_a_backlog_waits(tmp_path, monkeypat
         with caplog.at_level("INFO", logger="arena.beat"):
             scheduler.apply_entry(sync)
         assert "not sending" not in caplog.text
+
+
+def _health_run(samples, outages):
+    return SimpleNamespace(health=SimpleNamespace(samples=samples), outages=outages)
+
+
+def test_an_error_answer_to_a_request_in_flight_when_a_fault_began_is_inside_its_outage():
+    ok = HealthSample(100.0, "a", 200, "ok", "ok", "ok", "ok", answered=100.1)
+    # Sent at 110.0, before the backends were killed at 110.3; its query died under it.
+    killed = HealthSample(110.0, "a", 503, "error", "ok", "error", "unknown", answered=110.4)
+    outage = {"what": "database", "start": 110.3, "end": 112.3, "required": False}
+    assert check_health(_health_run([ok, killed], [outage])).ok
+
+    # The same answer to a request that was over before the fault began is a false alarm.
+    early = HealthSample(110.0, "a", 503, "error", "ok", "error", "unknown", answered=110.2)
+    check = check_health(_health_run([ok, early], [outage]))
+    assert not check.ok and "1 error answers outside any outage" in check.detail
+
+    # A required outage no sample overlapped was never reported.
+    check = check_health(_health_run([ok], [{**outage, "required": True}]))
+    assert not check.ok and "was never reported" in check.detail
