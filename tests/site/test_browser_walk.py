@@ -124,8 +124,14 @@ def _check_labels(v: Visitor, name: str) -> None:
 
 
 def _check_numbers(v: Visitor, name: str) -> None:
-    digits, number = widest_number(v.page.evaluate(VISIBLE_TEXT))
-    assert digits <= MAX_DIGITS, f"{name}: a number {digits} digits wide: {number[:40]}"
+    text = v.page.evaluate(VISIBLE_TEXT)
+    digits, number = widest_number(text)
+    # The words around it say which field printed it (a rare failure was seen without them).
+    at = text.find(number)
+    around = " ".join(text[max(at - 160, 0) : at + len(number) + 80].split())
+    assert digits <= MAX_DIGITS, (
+        f"{name}: a number {digits} digits wide: {number[:40]} in «{around}»"
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)
