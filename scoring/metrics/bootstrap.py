@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from core.methodology import CONSTANTS as C
 from core.methodology import seed as methodology_seed
 from scoring.metrics._arrays import NAN, FloatArray, IntArray, _pair, _vec
+from scoring.metrics.distributions import normal_ppf
 
 _CHUNK_CELLS = 4_000_000  # bound memory: resample index blocks of at most this many cells
 
@@ -172,7 +172,7 @@ def required_n_for_brier_edge(
         var = float(values.var(ddof=1))
     if not (math.isfinite(var) and var >= 0):
         return math.inf
-    z = stats.norm.ppf(1.0 - alpha / 2.0) + stats.norm.ppf(power)
+    z = normal_ppf(1.0 - alpha / 2.0) + normal_ppf(power)
     return float(max(2, math.ceil(z * z * var / (delta * delta))))
 
 

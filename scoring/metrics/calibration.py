@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from core.methodology import CONSTANTS as C
 from scoring.metrics._arrays import NAN, FloatArray, IntArray, _pair, _vec
+from scoring.metrics.distributions import normal_ppf
 from scoring.metrics.proper import brier
 
 
@@ -83,7 +83,7 @@ def wilson_interval(
     """Wilson score interval for a binomial proportion (NaN where n == 0)."""
     level = C.ci_level if level is None else level
     k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    z = stats.norm.ppf(0.5 + level / 2.0)
+    z = normal_ppf(0.5 + level / 2.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         f = k / n
         denom = 1.0 + z * z / n

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from core.methodology import CONSTANTS as C
 from core.methodology import seed as methodology_seed
 from scoring.metrics._arrays import NAN, FloatArray, IntArray, _logit, _pair, _vec
 from scoring.metrics.bootstrap import _CHUNK_CELLS, _percentile_interval
+from scoring.metrics.distributions import normal_sf
 
 
 def clv_prob(entry_price: ArrayLike, close_price: ArrayLike) -> FloatArray:
@@ -79,7 +79,7 @@ def clv_mean_ztest(clv: ArrayLike) -> tuple[float, float]:
     if not sd > C.sb_min_sd:
         return NAN, 1.0
     z = float(x.mean() / (sd / math.sqrt(x.size)))
-    return z, float(stats.norm.sf(z))
+    return z, normal_sf(z)
 
 
 # ---------------------------------------------------------------------------------------------

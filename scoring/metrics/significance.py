@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special, stats
+from scipy import special
 
 from core.methodology import CONSTANTS as C
 from scoring.metrics._arrays import NAN, FloatArray, _logit, _pair, _vec
+from scoring.metrics.distributions import chi2_sf, student_t_sf
 
 
 def nw_bandwidth(n: int, h: int = 1, rule: str | None = None) -> int:
@@ -62,7 +63,7 @@ def diebold_mariano(
         return (0.0 if mean == 0.0 else NAN), 1.0
     hln = math.sqrt((n + 1 - 2 * h + h * (h - 1) / n) / n)
     stat = hln * mean / math.sqrt(lrv / n)
-    return float(stat), float(2.0 * stats.t.sf(abs(stat), n - 1))
+    return float(stat), 2.0 * student_t_sf(abs(stat), n - 1)
 
 
 def dm_matrix(
@@ -209,9 +210,9 @@ def market_information_test(
     return result | {
         "ok": True,
         "lr_stat": lr,
-        "lr_p": float(stats.chi2.sf(lr, 1)),
+        "lr_p": chi2_sf(lr, 1),
         "wald_hc3_stat": wald,
-        "wald_p": float(stats.chi2.sf(wald, 1)) if math.isfinite(wald) else 1.0,
+        "wald_p": chi2_sf(wald, 1) if math.isfinite(wald) else 1.0,
         "llf": full["llf"],
         "llf_restricted": restricted["llf"],
     }
