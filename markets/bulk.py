@@ -16,6 +16,7 @@ which keeps a 5,000-market sync from spending its time in per-value field machin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
@@ -97,6 +98,16 @@ def _prep(field: models.Field, connection) -> Callable[[Any], Any]:
             return memo[value]
 
         return prep_datetime
+    if isinstance(field, models.DecimalField):
+        # A finite Decimal comes out of Django's preparation as an equal Decimal (both backends
+        # hand it to their driver unchanged): 2.5 us a value the other way, 350,000 of them in
+        # the default demo's snapshots.
+        def prep_decimal(value: Any) -> Any:
+            if type(value) is Decimal and value.is_finite():
+                return value
+            return field.get_db_prep_save(value, connection)
+
+        return prep_decimal
     return lambda value: field.get_db_prep_save(value, connection)
 
 
