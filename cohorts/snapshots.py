@@ -17,10 +17,11 @@ value exactly, and total == initial balance + realised + unrealised P/L.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery, Sum
@@ -37,6 +38,20 @@ from markets.pricing import outcome_price
 CENT = Decimal("0.01")
 BUCKET_MINUTES = 10
 SNAPSHOT_FIELDS = ["cash", "positions_value", "total", "realized_pnl", "unrealized_pnl"]
+
+
+class SnapshotRow(NamedTuple):
+    """One Snapshot row to store: what a tick computes and store_snapshots writes. Not a model
+    instance, which is only taken apart again for the upsert (building 70,000 of them was 0.7 s
+    of the default demo)."""
+
+    entry_id: int
+    ts: datetime
+    cash: Decimal
+    positions_value: Decimal
+    total: Decimal
+    realized_pnl: Decimal
+    unrealized_pnl: Decimal
 
 
 def bucket_for(at: datetime) -> datetime:
@@ -71,8 +86,8 @@ class Book:
             ]
 
 
-def compute_snapshots(entry_filter: Q, ts: datetime) -> list[Snapshot]:
-    """Unsaved Snapshot rows at `ts` for the entries matching `entry_filter` (2 queries: the
+def compute_snapshots(entry_filter: Q, ts: datetime) -> list[SnapshotRow]:
+    """The Snapshot rows at `ts` for the entries matching `entry_filter` (2 queries: the
     entries with their realised P/L, and their open positions with the markets' marks; every
     tick runs it, so each round trip saved is saved 144 times a day)."""
     return value_book(read_book(entry_filter), ts)
@@ -105,7 +120,7 @@ def read_book(entry_filter: Q) -> Book:
     return Book(entries, positions)
 
 
-def value_book(book: Book, ts: datetime) -> list[Snapshot]:
+def value_book(book: Book, ts: datetime) -> list[SnapshotRow]:
     """The book's Snapshot rows at `ts` (no query)."""
     entries, positions = book.entries, book.positions
     markets = {row[1]: row[5:] for row in positions}
@@ -126,7 +141,7 @@ def value_book(book: Book, ts: datetime) -> list[Snapshot]:
     for entry_id, cash, _realized in entries:
         positions_value = value[entry_id].quantize(CENT, rounding=ROUND_HALF_EVEN)
         rows.append(
-            Snapshot(
+            SnapshotRow(
                 entry_id=entry_id,
                 ts=ts,
                 cash=cash,
@@ -139,7 +154,7 @@ def value_book(book: Book, ts: datetime) -> list[Snapshot]:
     return rows
 
 
-def store_snapshots(rows: list[Snapshot]) -> int:
+def store_snapshots(rows: Sequence[SnapshotRow]) -> int:
     """Upsert snapshot rows and fold them into the chart series, in one transaction.
 
     The only way snapshots are written (ticks, settlement, replays, the demo), so the series
@@ -152,15 +167,7 @@ def store_snapshots(rows: list[Snapshot]) -> int:
         heads = series.lock(r.entry_id for r in rows)  # before the rows: see series.lock
         # Plain rows (series_grid.upsert): the ORM's per-instance insert compilation cost more
         # than the write.
-        upsert(
-            Snapshot,
-            [
-                {"entry_id": r.entry_id, "ts": r.ts} | {f: getattr(r, f) for f in SNAPSHOT_FIELDS}
-                for r in rows
-            ],
-            ["entry", "ts"],
-            SNAPSHOT_FIELDS,
-        )
+        upsert(Snapshot, [r._asdict() for r in rows], ["entry", "ts"], SNAPSHOT_FIELDS)
         series.record(heads, [(r.entry_id, r.ts, r.total) for r in rows])
         values_changed()
     return len(rows)

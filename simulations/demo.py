@@ -58,6 +58,7 @@ from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_sta
 from cohorts.settlement import settle_market
 from cohorts.snapshots import (
     Book,
+    SnapshotRow,
     bucket_for,
     read_book,
     snapshot_cohorts,
@@ -347,7 +348,7 @@ class _Sim:
         self.held: dict[int, str] | None = None  # pk -> key of open markets demo entries hold
         self.quoted: dict[int, dict[str, str]] = {}
         self.running: list[int] | None = None
-        self.pending: list[Snapshot] = []  # computed at their tick, not stored yet
+        self.pending: list[SnapshotRow] = []  # computed at their tick, not stored yet
         # What the running entries hold, read once per stretch without events (see tick).
         self.book: Book | None = None
 

@@ -13,8 +13,9 @@ from decimal import Decimal
 from django.utils import timezone
 
 from agents.models import Competitor
-from cohorts.models import Cohort, Entry, Snapshot
+from cohorts.models import Cohort, Entry
 from cohorts.services import open_cohort, week_start_for
+from cohorts.snapshots import SnapshotRow
 from markets.models import Market
 
 _seq = itertools.count(1)
@@ -90,12 +91,12 @@ def make_cohort_with_entries(
     return cohort, list(cohort.entries.order_by("pk"))
 
 
-def snapshot_row(entry: Entry, ts: datetime, total) -> Snapshot:
-    """An unsaved all-cash Snapshot of `total` (rounded to cents), for bulk writes and the
-    series writers (cohorts.snapshots.store_snapshots) in tests."""
+def snapshot_row(entry: Entry, ts: datetime, total) -> SnapshotRow:
+    """An all-cash snapshot row of `total` (rounded to cents), for the series writers
+    (cohorts.snapshots.store_snapshots) in tests."""
     total = Decimal(total).quantize(Decimal("0.01"))
     zero = Decimal("0.00")
-    return Snapshot(
-        entry=entry, ts=ts, cash=total, positions_value=zero, total=total,
+    return SnapshotRow(
+        entry_id=entry.pk, ts=ts, cash=total, positions_value=zero, total=total,
         realized_pnl=zero, unrealized_pnl=zero,
     )  # fmt: skip
