@@ -37,6 +37,7 @@ from web import (
     seal_reads,
     selectors,
     standings,
+    table_html,
     visitor_reads,
 )
 from web.cache import is_partial, page
@@ -126,12 +127,14 @@ def home(
             "run": run,
             "board": board,
             "rows": board.scored,
-            "leader_rows": rows.leader_rows(board, scope, sort),
             "sort": sort,
             "descending": descending,
             "columns": _leaderboard_columns(scope, sort, descending, board.headline),
-            "run_method": version(run.methodology_version) if run else "",
         }
+        run_method = version(run.methodology_version) if run else ""
+        context["leader_rows_html"] = table_html.leader_rows_html(
+            rows.leader_rows(board, scope, sort), board.headline, run_method
+        )
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
         context["rescoring"] = visitor_reads.rescoring_since(scope, run, facts.corrected_since_run)
@@ -233,9 +236,13 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
         context = {
             "cohort": cohort,
             "standing": scored[1] if scored else None,
-            "standing_rows": rows.leader_rows(scored[1], cohort.kind, "rank") if scored else [],
+            "standing_rows_html": table_html.standing_rows_html(
+                rows.leader_rows(scored[1], cohort.kind, "rank"), scored[1].headline
+            )
+            if scored
+            else "",
             "entries": entries,
-            "entry_rows": rows.entry_rows(cohort.pk, entries),
+            "entry_rows_html": table_html.entry_rows_html(rows.entry_rows(cohort.pk, entries)),
             "corrections": entries.corrections,
             "series": chart_reads.cohort_chart(
                 cohort, range_key, entries, corrections=entries.corrections, frozen=universes.frozen
@@ -248,7 +255,8 @@ def cohort_detail(request: HttpRequest, cohort_id: int, range_key: str) -> HttpR
             "universe_shown": min(len(universe), 100),
             "universe_total": len(universe),
             "rescoring": visitor_reads.rescoring_since(cohort.kind, run, facts.corrected_since_run),
-            "decisions": rows.decision_rows(decisions),
+            "decisions": bool(decisions),
+            "decision_rows_html": table_html.decision_rows_html(rows.decision_rows(decisions)),
             "seals": seal_reads.cohort_seal_rows(cohort),
             # Decisions are newest week first, so the first one is the latest decided week.
             "latest_week": decisions[0]["week"] if decisions else None,

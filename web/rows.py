@@ -163,13 +163,23 @@ def decision_rows(decisions: Iterable[dict]) -> list[DecisionRow]:
             status=str(_DECISION_STATUS.get(d["status"], d["status"])),
             action=d["action"] or "—",
             n_trades=d["n_trades"],
-            reasoning=Truncator(str(d["reasoning"])).chars(160),
+            reasoning=snippet(str(d["reasoning"]), REASONING_CHARS),
         )
         for d in decisions
     ]
 
 
 _DECISION_STATUS = dict(Decision.Status.choices)
+REASONING_CHARS = 160
+
+
+def snippet(text: str, n: int) -> str:
+    """Truncator(text).chars(n): at most n characters, the last an ellipsis when cut. Plain
+    ASCII (most reasoning) has no combining characters for Truncator to skip, so it is cut
+    directly: Truncator walks the text character by character, 0.3 ms for a page's twenty."""
+    if text.isascii():
+        return text if len(text) <= n else text[: n - 1] + "…"
+    return Truncator(text).chars(n)
 
 
 @dataclass(frozen=True)

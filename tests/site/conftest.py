@@ -25,11 +25,10 @@ from cohorts.models import (
     LLMCall,
     Position,
     Settlement,
-    Snapshot,
     Trade,
     Universe,
 )
-from cohorts.snapshots import store_snapshots
+from cohorts.snapshots import SnapshotRow, store_snapshots
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.services import store_board_slices
@@ -239,8 +238,8 @@ class World:
         # Through the service, which keeps the chart series as the snapshots are written.
         store_snapshots(
             [
-                Snapshot(
-                    entry=entry,
+                SnapshotRow(
+                    entry_id=entry.pk,
                     ts=entry.cohort.week_start + timedelta(minutes=step_minutes * i),
                     cash=entry.cash,
                     positions_value=Decimal("100.00"),

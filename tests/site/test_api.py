@@ -7,7 +7,7 @@ import pytest
 
 from cohorts import series
 from cohorts.models import Snapshot
-from cohorts.snapshots import store_snapshots
+from cohorts.snapshots import SnapshotRow, store_snapshots
 from tests.site.conftest import T0
 from web import charts
 
@@ -75,7 +75,7 @@ def test_series_downsamples_to_at_most_max_points(client, world):
     entry = world.entry(cohort, comp)
     n = 3 * 1008  # three weeks of 10-minute snapshots, total = its index
     store_snapshots([
-        Snapshot(entry=entry, ts=T0 + timedelta(minutes=10 * i), cash=Decimal("1"),
+        SnapshotRow(entry_id=entry.pk, ts=T0 + timedelta(minutes=10 * i), cash=Decimal("1"),
                  positions_value=Decimal("0"), total=Decimal(i), realized_pnl=Decimal("0"),
                  unrealized_pnl=Decimal("0"))
         for i in range(n)
@@ -117,8 +117,8 @@ def test_series_of_a_sparse_history_has_a_value_at_every_sample(client, world):
     for i, e in enumerate((entry, late)):  # both to day 12; the late one from day 3
         store_snapshots(
             [
-                Snapshot(
-                    entry=e,
+                SnapshotRow(
+                    entry_id=e.pk,
                     ts=T0 + timedelta(days=3 * d + 3 * i),
                     cash=Decimal("10000"),
                     positions_value=Decimal("0"),

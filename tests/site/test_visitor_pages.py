@@ -179,8 +179,7 @@ def test_styles_rank_within_the_scope_and_swatches_match_the_lines(client, arena
 
 
 def test_home_chart_does_not_drop_when_a_new_cohort_opens(client, world):
-    from cohorts.models import Snapshot
-    from cohorts.snapshots import store_snapshots
+    from cohorts.snapshots import SnapshotRow, store_snapshots
 
     competitor = world.competitor("steady-grower")
     old = world.entry(world.cohort(weeks_ago=1), competitor)
@@ -190,8 +189,8 @@ def test_home_chart_does_not_drop_when_a_new_cohort_opens(client, world):
         start = entry.cohort.week_start
         store_snapshots(
             [
-                Snapshot(
-                    entry=entry,
+                SnapshotRow(
+                    entry_id=entry.pk,
                     ts=start + timedelta(hours=h),
                     cash=total,
                     positions_value=Decimal(0),
