@@ -29,6 +29,20 @@ HEADLINE_SKILL = "brier_skill_vs_market"
 HEADLINE_RETURN = "return_pct"
 
 
+def _letters(r: LeaderRow) -> str:
+    if not r.letters:
+        return ""
+    return (
+        f' <span class="tier group-letters" title="{esc(r.letters_title)}">{esc(r.letters)}</span>'
+    )
+
+
+def _provisional(r: LeaderRow) -> str:
+    if not r.provisional:
+        return ""
+    return f'<span class="badge badge-provisional" title="{esc(r.provisional_title)}">provisional</span>'
+
+
 def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) -> SafeString:
     """The home leaderboard's <tr> rows; `run_method` is the run's methodology label (a row
     scored under another gets a badge naming its own)."""
@@ -36,17 +50,6 @@ def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) 
     return_head = " headline" if headline == HEADLINE_RETURN else ""
     out = []
     for r in rows:
-        letters = (
-            f' <span class="tier group-letters" title="{esc(r.letters_title)}">{esc(r.letters)}</span>'
-            if r.letters
-            else ""
-        )
-        provisional = (
-            f'<span class="badge badge-provisional" title="{esc(r.provisional_title)}">'
-            "provisional</span>"
-            if r.provisional
-            else ""
-        )
         method = (
             f'<span class="badge badge-method" title="{esc(r.method_title)}">{esc(r.method)}</span>'
             if r.method and r.method != run_method
@@ -60,9 +63,9 @@ def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) 
         )
         out.append(
             f'<tr class="{esc(r.css)}">'
-            f'<td class="key rank" data-label="Rank">{esc(r.rank)}{letters}</td>'
+            f'<td class="key rank" data-label="Rank">{esc(r.rank)}{_letters(r)}</td>'
             f'<th scope="row" class="key competitor" data-label="Competitor">{esc(r.swatch)}'
-            f'<a href="{esc(r.href)}">{esc(r.name)}</a> {provisional} {method} {baseline}'
+            f'<a href="{esc(r.href)}">{esc(r.name)}</a> {_provisional(r)} {method} {baseline}'
             f"{esc(r.simulated)}</th>"
             f'<td class="key num{skill_head}" data-label="Skill vs market">{esc(r.skill)} '
             f'<span class="ci">{esc(r.skill_ci)}</span></td>'
@@ -85,22 +88,11 @@ def standing_rows_html(rows: Iterable[LeaderRow], headline: str) -> SafeString:
     return_head = " headline" if headline == HEADLINE_RETURN else ""
     out = []
     for r in rows:
-        letters = (
-            f' <span class="tier group-letters" title="{esc(r.letters_title)}">{esc(r.letters)}</span>'
-            if r.letters
-            else ""
-        )
-        provisional = (
-            f' <span class="badge badge-provisional" title="{esc(r.provisional_title)}">'
-            "provisional</span>"
-            if r.provisional
-            else ""
-        )
         out.append(
             f'<tr class="{esc(r.css)}">'
-            f'<td class="key rank num" data-label="Rank">{esc(r.rank)}{letters}</td>'
+            f'<td class="key rank num" data-label="Rank">{esc(r.rank)}{_letters(r)}</td>'
             f'<th scope="row" class="key competitor" data-label="Competitor">{esc(r.swatch)}'
-            f'<a href="{esc(r.href)}">{esc(r.name)}</a>{provisional}</th>'
+            f'<a href="{esc(r.href)}">{esc(r.name)}</a> {_provisional(r)}</th>'
             f'<td class="num{skill_head}" data-label="Skill vs market">{esc(r.skill)} '
             f'<span class="ci">{esc(r.skill_ci)}</span></td>'
             f'<td class="num{return_head}" data-label="Return">{esc(r.ret)} '
