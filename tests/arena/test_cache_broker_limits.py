@@ -12,7 +12,8 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from tests.faults.conftest import free_port, wait_until
+from simulations.rehearse_procs import free_port
+from tests.faults.conftest import wait_until
 
 ROOT = Path(django_settings.BASE_DIR)
 PAGE = b"x" * 30_000  # a rendered page is 20-30 kB

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import TypeVar
 import pytest
 from django.conf import settings
 from django.db import connection
+
+from simulations.rehearse_procs import PrivateRedis
 
 T = TypeVar("T")
 
@@ -50,12 +51,6 @@ def wait_until(
             details = "".join(f"\n--- {p.name}:\n{p.output()[-3000:]}" for p in procs)
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{details}")
         time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:
@@ -92,43 +87,6 @@ class Proc:
         self._log.close()
 
 
-class RedisServer:
-    """A private redis-server on a free port, without persistence (a restart starts empty, like
-    a crashed broker without AOF: the worst case for lost messages)."""
-
-    def __init__(self, workdir: Path):
-        self.port = free_port()
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wait_until(self.ping, 10, f"redis-server on port {self.port}")
-        return self
-
-    def ping(self) -> bool:
-        import redis
-
-        try:
-            return bool(redis.Redis(port=self.port, socket_timeout=0.5).ping())
-        except redis.RedisError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-
 @pytest.fixture
 def redis_server(tmp_path):
     if shutil.which("redis-server") is None:
@@ -137,7 +95,9 @@ def redis_server(tmp_path):
         pytest.fail(
             "REDIS_URL is set but redis-server is not installed (apt-get install redis-server)"
         )
-    server = RedisServer(tmp_path).start()
+    # The rehearsal's own private Redis: no persistence, so a restart starts empty, like a
+    # crashed broker without AOF (the worst case for lost messages).
+    server = PrivateRedis(tmp_path).start()
     yield server
     server.stop()
 

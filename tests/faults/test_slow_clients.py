@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.faults.conftest import Proc, child_env, free_port, wait_until
+from simulations.rehearse_procs import free_port
+from tests.faults.conftest import Proc, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"

@@ -14,8 +14,9 @@ import urllib.request
 import pytest
 from django.db import connection
 
+from simulations.rehearse_procs import free_port
 from tests.factories import make_market
-from tests.faults.conftest import Proc, child_env, free_port, wait_until
+from tests.faults.conftest import Proc, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 PAGES = ["/markets/", "/api/markets", "/cohorts/", "/api/cohorts/"]
