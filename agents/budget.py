@@ -6,7 +6,7 @@ while the universe block alone can be 25k tokens. Sending it anyway gets an imme
 
 - The context size comes from the competitor's `context_tokens`, else the server (`GET /props`,
   llama.cpp's `n_ctx`), else it is unknown and the prompt is sent whole; a refusal that names the
-  server's `n_ctx` then fits it and asks again (cohorts/decisions.py).
+  server's `n_ctx` then fits it and asks again (cohorts/decisions/run.py).
 - The prompt shows the first N markets of the shared universe (its volume order) that fit with
   room for the answer (prompt + max_tokens + a small reserve for the repair within the context),
   the forecast sample always among them. Every competitor of a cohort forecasts the same sample,

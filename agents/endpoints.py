@@ -13,7 +13,7 @@ its decision is skipped with the reason.
 Time: every chat() call is one phase of a decision (initial, refit after a context refusal,
 repair: PHASES_PER_DECISION at most), and each gets a total (`phase_seconds`) derived from the
 claim timeout, so a decision's calls always end before another runner could take its claim over
-(cohorts/decisions.py) and call the same model a second time.
+(cohorts/decisions/run.py) and call the same model a second time.
 """
 
 from __future__ import annotations

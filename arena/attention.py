@@ -55,7 +55,7 @@ def refused_decision_weeks(now) -> list[dict]:
 
 
 def retrying_decisions(limit: int = 200) -> list[Decision]:
-    """Decisions waiting out a provider outage (cohorts/decision_retry.py): no human is needed,
+    """Decisions waiting out a provider outage (cohorts/decisions/retry.py): no human is needed,
     the catch-up runs them again from `retry_after`, but staff watching an outage want to see
     which competitors wait, since when and until when."""
     return list(

@@ -1,6 +1,6 @@
 """One log format for web, worker, beat and the CLI: one line per record, key=value.
 
-    ts=2026-11-22T00:05:03.120Z level=INFO role=worker logger=cohorts.decisions
+    ts=2026-11-22T00:05:03.120Z level=INFO role=worker logger=cohorts.decisions.run
     cohort=12 week=1 competitor=gpt-5 decision=481 status=skipped reason="no API key: ..."
     msg="decision finished"
 

@@ -1,4 +1,4 @@
-"""`arena verify`: the sealed records (cohorts/seal_cli.py), and with `--scores` the published
+"""`arena verify`: the sealed records (cohorts/seals/cli.py), and with `--scores` the published
 leaderboards recomputed from the exports (scoring/verify_scores.py).
 
 Wired here, at the top floor, because the scores check reads the exports (web) and scores with
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from cohorts import seal_cli
+from cohorts.seals import cli as seal_cli
 from core.progress import Progress
 from scoring import verify_scores
 from web import exports

@@ -40,7 +40,7 @@ def input_cases(base: str, record_case: Callable, http_get: Callable) -> None:
 def case_hostile_model_responses(server) -> list[int]:
     from datetime import timedelta
 
-    from cohorts.decisions import run_decision
+    from cohorts.decisions.run import run_decision
     from cohorts.models import LLMCall
     from tests.agents.helpers import llm_competitor
     from tests.factories import make_cohort_with_entries

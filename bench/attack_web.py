@@ -276,7 +276,7 @@ def case_stale_rerun(kit) -> None:
 
     from django.test.utils import override_settings
 
-    from cohorts.decisions import UNIVERSE_PRICE_WINDOW, run_decision
+    from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW, run_decision
     from cohorts.models import Trade
     from cohorts.services import open_cohort
     from cohorts.universe import freeze_universe

@@ -197,7 +197,7 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 def run_round(args, cohort) -> float:
-    from cohorts.decisions import decide, run_decision
+    from cohorts.decisions.run import decide, run_decision
     from cohorts.models import Decision
     from cohorts.tasks import enqueue_decisions
 

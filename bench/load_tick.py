@@ -7,7 +7,7 @@ row per entry of every running live cohort (cohorts.snapshots.take_snapshot: the
 which also extends the chart series and replaces the values version) — first after --delay
 seconds, then every --interval seconds (600 is production's cadence; 0 = back to back), each
 tick in the next 10-minute bucket after the bench data ends, so every tick really writes. At the
-end the rows it added are deleted and the series rewound to where they were (cohorts.series
+end the rows it added are deleted and the series rewound to where they were (cohorts.series.write
 recomputes from the first tick's time on), so the data set stays as bench/pages.py built it.
 Prints "ready" once started, then ticks, rows and timings.
 """

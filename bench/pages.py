@@ -12,7 +12,7 @@ from its start until the end of week WEEKS (a cohort opened later has a shorter 
 about 2.5 million Snapshot rows at 20 weeks, 7.4 million at 40. Plus a few decisions, trades and
 positions per entry, 500 markets and a score run, so the pages have their usual content. The
 snapshots are written with COPY, around the services, so the build then runs the chart series'
-backfill (cohorts.series.rebuild_all, what migration 0004 and `arena rebuild-series` do) and
+backfill (cohorts.series.write.rebuild_all, what migration 0004 and `arena rebuild-series` do) and
 prints how long it took.
 
 Measured in-process with Django's test Client (URL routing, middleware, views, queries,
@@ -81,8 +81,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from agents.models import Competitor  # noqa: E402
-from cohorts import series  # noqa: E402
 from cohorts.models import Cohort, Decision, Entry, Forecast, Position, Snapshot, Trade, Universe  # noqa: E402  # noqa: E402
+from cohorts.series import write as series  # noqa: E402
 from cohorts.settlement import settle_pending  # noqa: E402
 from cohorts.snapshots import take_snapshot  # noqa: E402
 from core.versions import scores_changed, values_changed  # noqa: E402

@@ -1,4 +1,4 @@
-"""Benchmark: sealing a 12-entry week, and `arena verify` over 20 cohorts (cohorts/seals.py).
+"""Benchmark: sealing a 12-entry week, and `arena verify` over 20 cohorts (cohorts/seals/sealing.py).
 
     uv run python bench/seal.py                       # SQLite in a temp dir
     DATABASE_URL=postgres://.../arena_bench uv run python bench/seal.py --cohorts 20
@@ -253,9 +253,9 @@ def _bench(args) -> None:
     from django.db.models import Sum
 
     from agents import prompts
-    from cohorts import seals
     from cohorts.models import Cohort, Decision, Entry, LedgerEntry
-    from cohorts.seal_verify import export_chunks, verify_database, verify_export
+    from cohorts.seals import sealing as seals
+    from cohorts.seals.verify import export_chunks, verify_database, verify_export
     from cohorts.universe import freeze_universe
 
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from cohorts import decision_admin  # noqa: F401  (registers the decision audit)
+from cohorts.decisions import admin as decision_admin  # noqa: F401  (registers the decision audit)
 from cohorts.models import (
     Cohort,
     Decision,
@@ -18,7 +18,7 @@ from cohorts.models import (
     Universe,
 )
 from cohorts.scope import on_live_path
-from cohorts.seal_models import DecisionDigest, EventLogEntry, SealPublication, WeekSeal
+from cohorts.seals.models import DecisionDigest, EventLogEntry, SealPublication, WeekSeal
 from core import clock
 
 
@@ -253,7 +253,7 @@ class UniverseAdmin(ReadOnlyAdmin):
     list_select_related = ["cohort"]
 
 
-# Sealing records (cohorts/seals.py): append-only, never edited here.
+# Sealing records (cohorts/seals/sealing.py): append-only, never edited here.
 
 
 @admin.register(WeekSeal)

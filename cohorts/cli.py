@@ -8,9 +8,11 @@ from datetime import date
 from django.core.management.base import CommandError
 
 from cohorts import doctor as doctor_checks
-from cohorts import lineup, seals, series, services, settlement, snapshots
+from cohorts import lineup, services, settlement, snapshots
 from cohorts.models import Cohort
 from cohorts.scope import live_path_kind
+from cohorts.seals import sealing as seals
+from cohorts.series import write as series
 from core import clock
 
 

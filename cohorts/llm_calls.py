@@ -3,7 +3,7 @@ the sealed decision record and the decision API publish.
 
 The sealed record (docs/verification.md) and /api/decisions/<id> show the same fields and differ
 only in the forms of times and money, which each caller passes: the seal has its fixed forms
-(cohorts/seal_canonical.py), the API ISO 8601 times and 6-10 place dollars. The seal adds the
+(cohorts/seals/canonical.py), the API ISO 8601 times and 6-10 place dollars. The seal adds the
 row's id, which the API leaves out (it lists the calls of one decision by attempt).
 """
 

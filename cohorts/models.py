@@ -76,7 +76,7 @@ class Entry(models.Model):
     )
     # The exact model this entry runs (the competitor's current release when the cohort
     # opened): every decision of the entry calls it. Null only for an entry made outside
-    # open_cohort, which its first decision pins (cohorts/decisions.py).
+    # open_cohort, which its first decision pins (cohorts/decisions/run.py).
     release = models.ForeignKey(
         "agents.Release",
         null=True,
@@ -245,7 +245,7 @@ class Snapshot(models.Model):
         ]
 
 
-# --- chart series (cohorts/series.py keeps them; pages only read them) ----------------------
+# --- chart series (cohorts/series/write.py keeps them; pages only read them) ----------------------
 
 
 class SeriesHead(models.Model):
@@ -280,7 +280,7 @@ class SeriesChunk(models.Model):
 class ScopeSeriesHead(models.Model):
     """First and latest snapshot of a scope (live / replay / demo); the lock of its overview;
     and the home page's default chart of the scope, computed by every series write under that
-    lock (cohorts/series_chart.py), so a visitor's first look reads it instead of computing it."""
+    lock (cohorts/series/chart.py), so a visitor's first look reads it instead of computing it."""
 
     scope = models.CharField(max_length=10, primary_key=True, choices=Cohort.Kind.choices)
     first_ts = models.DateTimeField(null=True, blank=True)
@@ -290,7 +290,7 @@ class ScopeSeriesHead(models.Model):
 
 class ScopeSeriesChunk(models.Model):
     """A competitor's mean growth over its entries of a scope from each grid point to the next
-    (cohorts/series_overview.py), packed like SeriesChunk: what the home chart compounds."""
+    (cohorts/series/overview.py), packed like SeriesChunk: what the home chart compounds."""
 
     scope = models.CharField(max_length=10, choices=Cohort.Kind.choices)
     competitor = models.ForeignKey("agents.Competitor", on_delete=models.CASCADE, related_name="+")
@@ -317,7 +317,7 @@ class Decision(models.Model):
         SKIPPED = "skipped", "Skipped"
         FAILED = "failed", "Failed"
         # A transient error interrupted the run: a database error (reclaimed at once), or a
-        # provider outage (reclaimed from retry_after on; cohorts/decision_retry.py).
+        # provider outage (reclaimed from retry_after on; cohorts/decisions/retry.py).
         RETRYABLE = "retryable", "Retryable"
 
     class Action(models.TextChoices):
@@ -349,7 +349,7 @@ class Decision(models.Model):
         blank=True, help_text="Why the decision ended as HOLD, if forced"
     )
     error = models.TextField(blank=True)
-    # Rounds lost to a provider outage (cohorts/decision_retry.py): 0 when none was.
+    # Rounds lost to a provider outage (cohorts/decisions/retry.py): 0 when none was.
     retry_rounds = models.PositiveSmallIntegerField(
         default=0, help_text="Rounds whose model calls all failed for a transient provider reason"
     )
@@ -470,8 +470,8 @@ class Forecast(models.Model):
         return f"Forecast {self.pk}: market {self.market_id} {self.outcome} {self.probability:.3f}"
 
 
-# The append-only sealing records live in their own module (cohorts/seal_models.py).
-from cohorts.seal_models import (  # noqa: E402, F401
+# The append-only sealing records live in their own module (cohorts/seals/models.py).
+from cohorts.seals.models import (  # noqa: E402, F401
     Checkpoint,
     DecisionDigest,
     EventLogEntry,

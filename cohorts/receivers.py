@@ -4,8 +4,10 @@ from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
 from agents.models import Competitor
-from cohorts import lineup, seal_state, series, settlement, snapshots
+from cohorts import lineup, settlement, snapshots
 from cohorts.models import Cohort, Entry
+from cohorts.seals import state as seal_state
+from cohorts.series import write as series
 from markets.models import Market
 from markets.signals import market_resolved, scope_time
 

@@ -25,10 +25,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Competitor, Release
-from cohorts import seal_state
 from cohorts.lineup import NoCompetitors
 from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Position, Trade
 from cohorts.scope import live_path_kind
+from cohorts.seals import state as seal_state
 from core import clock
 from core.methodology import CONSTANTS, METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.versions import data_changed

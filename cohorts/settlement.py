@@ -30,7 +30,7 @@ Concurrency: a run takes its locks in this order, the one every writer shares
 2. every entry holding the market, in pk order (execution takes the entry before its positions
    too, so a settlement and a decision cannot deadlock);
 3. those entries' chart series heads in pk order, then their scope's series head
-   (cohorts.series.lock_with_scopes; the snapshot tick takes these two without the entries);
+   (cohorts.series.write.lock_with_scopes; the snapshot tick takes these two without the entries);
 4. the week seals and the scope's event log (seal_before_settlement appends a seal; the run's
    own events are appended last). A log append waits for any uncommitted append to the same
    scope (the (scope, seq) constraint), so the log must be the last lock: a run that sealed
@@ -55,8 +55,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q
 
-from cohorts import seal_state, seals, series
 from cohorts.models import Cohort, Entry, LedgerEntry, Position, Settlement
+from cohorts.seals import sealing as seals
+from cohorts.seals import state as seal_state
+from cohorts.series import write as series
 from cohorts.snapshots import write_settlement_snapshots
 from core import clock
 from core.versions import data_changed

@@ -26,10 +26,10 @@ from typing import NamedTuple
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery, Sum
 
-from cohorts import series
 from cohorts.models import Cohort, Entry, Position, Snapshot
 from cohorts.scope import KIND_FOR_SOURCE, live_path_kind, on_live_path
-from cohorts.series_grid import upsert
+from cohorts.series import write as series
+from cohorts.series.grid import upsert
 from core import clock
 from core.versions import values_changed
 from markets.models import Market

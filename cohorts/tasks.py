@@ -1,8 +1,8 @@
 """Celery tasks of the competition engine: thin wrappers over the services.
 
-`decide` is the beat entry for decisions (a 15-minute catch-up from Sunday 00:05 UTC): it freezes
-the universes and enqueues one `run_decision` per pending entry, so entries run in parallel on the
-workers; each decision is claimed through its unique Decision row.
+The decision tasks (`decide`, `run_decision`) live with the decision run in
+cohorts/decisions/tasks.py, under these modules' task names; importing them here registers them
+with Celery's autodiscovery, which looks for `cohorts.tasks`.
 
 Each is safe to run twice at once (the services claim their work with unique constraints,
 row locks or conditional UPDATEs) and retries transient database errors with backoff.
@@ -10,15 +10,14 @@ row locks or conditional UPDATEs) and retries transient database errors with bac
 
 from __future__ import annotations
 
-from datetime import date, datetime
-from functools import partial
+from datetime import date
 
 from celery import shared_task
-from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import OperationalError
 
-from cohorts import decisions, holdings, seals, services, settlement, snapshots
-from cohorts.models import Decision
+from cohorts import holdings, services, settlement, snapshots
+from cohorts.decisions.tasks import decide, enqueue_decisions, run_decision
+from cohorts.seals import sealing as seals
 from core import clock
 from core.jobs import job_run
 from markets.models import Market
@@ -30,8 +29,6 @@ RETRY = {
     "retry_jitter": True,
     "max_retries": 5,
 }
-# A decision also retries a dropped connection (the worker's DB link can die mid-call).
-DECIDE_RETRY = {**RETRY, "autoretry_for": (OperationalError, InterfaceError)}
 
 
 @shared_task(**RETRY)
@@ -94,35 +91,4 @@ def backfill_held_markets() -> dict:
         return summary
 
 
-@shared_task(name="cohorts.tasks.decide", **DECIDE_RETRY)
-def decide(cohort_id: int | None = None, week: int | None = None) -> int:
-    """Enqueue this week's decisions for every decision-eligible live cohort."""
-    with job_run("decide") as summary:
-        refused: list[dict] = []
-        count = decisions.decide(
-            cohort=cohort_id, week=week, enqueue=enqueue_decisions, refused=refused
-        )
-        summary["entries"] = count
-        if refused:
-            summary["refused"] = refused
-    return count
-
-
-# acks_late: a worker that dies mid-decision leaves the message to be redelivered.
-@shared_task(name="cohorts.tasks.run_decision", bind=True, acks_late=True, **DECIDE_RETRY)
-def run_decision(self, entry_id: int, week: int, at: str | None = None) -> str:
-    when = datetime.fromisoformat(at) if at else None
-    decision = decisions.run_decision(entry_id, week, when)
-    if decision.status == Decision.Status.CLAIMED:
-        # Another runner holds the claim. Look again once it would be stale: if that runner
-        # died, this retry takes the decision over; if it finished, the retry is a no-op.
-        raise self.retry(countdown=settings.ARENA_CLAIM_TIMEOUT_SECONDS + 60, max_retries=3)
-    return decision.status
-
-
-def enqueue_decisions(entry_ids: list[int], week: int, at: datetime | None) -> None:
-    """One run_decision message per entry, sent after commit: a worker must never look for rows
-    this transaction has not committed."""
-    at_text = at.isoformat() if at is not None else None
-    for entry_id in entry_ids:
-        transaction.on_commit(partial(run_decision.delay, entry_id, week, at_text))
+__all__ = ["decide", "enqueue_decisions", "run_decision"]

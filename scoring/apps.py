@@ -6,7 +6,7 @@ class ScoringConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from cohorts.seal_events import register_kind
+        from cohorts.seals.events import register_kind
         from scoring import receivers  # noqa: F401  (connects the signal receivers)
         from scoring.services_seal import KIND, READER
 

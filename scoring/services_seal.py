@@ -1,5 +1,5 @@
 """Score runs in the seal: every finished run appends a `score_run` record to its scope's event
-log (cohorts/seal_events.py), in the transaction that marks it done, stating what it read and
+log (cohorts/seals/events.py), in the transaction that marks it done, stating what it read and
 what it published:
 
     inputs     a digest of the forecasts and market resolutions it scored (`inputs_digest`)
@@ -10,7 +10,7 @@ scoring/apps.py) and names the run, and the leaderboard row, that was edited aft
 inputs part is the run's statement of what it read: the database has moved on since (later
 forecasts, corrections), so it is compared by its hash in the chain, not with today's rows.
 
-The forms, in the fixed forms of cohorts/seal_canonical.py (docs/verification.md, "score_run"):
+The forms, in the fixed forms of cohorts/seals/canonical.py (docs/verification.md, "score_run"):
 
     run row     {"id", "scope", "status", "as_of", "finished_at", "methodology_version",
                  "methodology_hash", "engine_version", "n_forecasts", "n_resolved", "details"}
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from cohorts.seal_canonical import FORMAT, canonical, dec, record_hash, sha256_hex, ts
-from cohorts.seal_events import Event, KindReader, append_event
-from cohorts.seal_models import EventLogEntry
+from cohorts.seals.canonical import FORMAT, canonical, dec, record_hash, sha256_hex, ts
+from cohorts.seals.events import Event, KindReader, append_event
+from cohorts.seals.models import EventLogEntry
 from scoring.load import ScopeData
 from scoring.models import LeaderboardRow, ScoreRun
 

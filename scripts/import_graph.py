@@ -8,7 +8,8 @@ Reads imports with `ast` (so nothing is executed and imports inside functions or
 blocks count too), and string model references (`ForeignKey("app.Model")`) across packages as
 edges to that app's models; tests, bench and migrations are left out. Exits 1 when the package graph has a
 cycle, a package imports one above it in LAYERS, or two modules import each other (directly or
-round a longer loop). docs/architecture.md explains the floors.
+round a longer loop), or two rooms of one package (its sub-packages and root modules) do.
+docs/architecture.md explains the floors and the rooms.
 """
 
 from __future__ import annotations
@@ -119,6 +120,48 @@ def package_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
     return graph
 
 
+def sub_packages() -> list[str]:
+    """Packages inside a top-level package (cohorts.seals, ...): rooms by concern."""
+    found = []
+    for pkg in project_packages():
+        for init in (ROOT / pkg).glob("*/__init__.py"):
+            if not SKIP_DIRS.intersection(init.relative_to(ROOT).parts):
+                found.append(_module_name(init))
+    return sorted(found)
+
+
+def _room(module: str, subs: list[str]) -> str:
+    """The room a module lives in: its sub-package, or itself when it sits at its package's
+    root. A sub-package's `models` is a room of its own: Django registers models through the
+    app's models module, which imports it, so it belongs with the app's models, not the
+    sub-package (cohorts.models imports cohorts.seals.models, which imports nothing)."""
+    for sub in subs:
+        if module == sub or module.startswith(sub + "."):
+            return module if module == f"{sub}.models" else sub
+    return module
+
+
+def room_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Within each top-level package that has sub-packages, the graph of its rooms (each
+    sub-package, each root module). A cycle here is two rooms that call each other back."""
+    subs = sub_packages()
+    owners = {s.split(".")[0] for s in subs}
+    graph: dict[str, set[str]] = {}
+    for name, edges in modules.items():
+        if name.split(".")[0] not in owners:
+            continue
+        src = _room(name, subs)
+        graph.setdefault(src, set())
+        for target in edges:
+            if target.split(".")[0] != name.split(".")[0]:
+                continue
+            dst = _room(target, subs)
+            # A package's empty __init__ (`from cohorts import x` names it) is no room.
+            if dst != src and dst != name.split(".")[0]:
+                graph[src].add(dst)
+    return graph
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one node (Tarjan), each sorted."""
     index: dict[str, int] = {}
@@ -176,6 +219,7 @@ def problems() -> list[str]:
     found = layer_breaches(packages)
     found += [f"package cycle: {' <-> '.join(c)}" for c in cycles(packages)]
     found += [f"module cycle: {' <-> '.join(c)}" for c in cycles(modules)]
+    found += [f"room cycle: {' <-> '.join(c)}" for c in cycles(room_graph(modules))]
     return found
 
 
@@ -184,6 +228,13 @@ def main(argv: list[str]) -> int:
     packages = package_graph(modules)
     for pkg in sorted(packages, key=lambda p: LAYERS.index(p) if p in LAYERS else -1):
         print(f"{pkg:12} -> {', '.join(sorted(packages[pkg], key=LAYERS.index)) or '(nothing)'}")
+    rooms = room_graph(modules)
+    subs = sub_packages()
+    if subs:
+        print()
+        print("rooms inside packages (sub-packages and what they import of their package):")
+        for sub in subs:
+            print(f"  {sub:22} -> {', '.join(sorted(rooms.get(sub, ()))) or '(nothing)'}")
     if "--modules" in argv:
         print()
         for name in sorted(modules):

@@ -41,7 +41,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from agents.models import Competitor
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import (
     Cohort,
     Decision,
@@ -53,7 +53,7 @@ from cohorts.models import (
     Snapshot,
     Trade,
 )
-from cohorts.seals import delete_sealed
+from cohorts.seals.sealing import delete_sealed
 from cohorts.services import advance_cohorts, cohort_week, open_cohort, week_start_for
 from cohorts.settlement import settle_market
 from cohorts.snapshots import (

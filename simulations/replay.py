@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agents.models import Competitor
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import Cohort, Decision, Snapshot
 from cohorts.services import advance_cohorts, open_cohort, week_start_for
 from cohorts.settlement import settle_market

@@ -35,6 +35,36 @@ def test_the_checker_sees_a_breach(tmp_path, monkeypatch):
     assert graph.cycles(breached) == [["cohorts", "markets"]]
 
 
+def test_cohorts_is_three_rooms_and_its_rest_with_no_cycle():
+    """The seals, the chart series and the decision run are sub-packages of cohorts, and the
+    rooms of cohorts (those three and its root modules) never call each other back."""
+    graph = _graph_module()
+    subs = graph.sub_packages()
+    assert {"cohorts.seals", "cohorts.series", "cohorts.decisions"} <= set(subs)
+    assert not list((ROOT / "cohorts").glob("seal_*.py"))
+    assert not list((ROOT / "cohorts").glob("series_*.py"))
+    assert not list((ROOT / "cohorts").glob("decision_*.py"))
+    rooms = graph.room_graph(graph.module_graph())
+    assert graph.cycles(rooms) == []
+    assert "cohorts.decisions" not in rooms["cohorts.seals"]  # the run seals, never the reverse
+    assert rooms["cohorts.series"] <= {"cohorts.models"}
+
+
+def test_the_checker_sees_two_rooms_calling_each_other_back(monkeypatch):
+    graph = _graph_module()
+    monkeypatch.setattr(graph, "sub_packages", lambda: ["cohorts.seals", "cohorts.decisions"])
+    modules = {
+        "cohorts.models": {"cohorts.seals.models"},
+        "cohorts.seals.models": set(),
+        "cohorts.seals.records": {"cohorts.models", "cohorts.decisions.calls"},
+        "cohorts.decisions.calls": {"cohorts.models"},
+        "cohorts.decisions.run": {"cohorts.seals.records"},
+    }
+    rooms = graph.room_graph(modules)
+    assert rooms["cohorts.models"] == {"cohorts.seals.models"}  # models is a room of its own
+    assert graph.cycles(rooms) == [["cohorts.decisions", "cohorts.seals"]]
+
+
 def test_a_string_model_reference_counts_as_an_edge(tmp_path):
     """`ForeignKey("cohorts.Entry")` in agents ties agents to cohorts though nothing is imported."""
     import ast

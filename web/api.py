@@ -28,7 +28,7 @@ from django.shortcuts import get_object_or_404
 
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
-from cohorts.seal_sign import checkpoint_dict, latest_checkpoints, public_key_info
+from cohorts.seals.sign import checkpoint_dict, latest_checkpoints, public_key_info
 from markets.models import Market
 from web import chart_reads, charts, lineage, params, seal_reads, selectors
 from web.api_errors import api_view
@@ -142,7 +142,7 @@ def cohort_series(
 
     At most 400 sample times (`step_seconds` apart on a fixed UTC grid, plus the latest snapshot
     when it falls between two), each entry's value there: its last snapshot at or before that
-    time (cohorts/series.py keeps them as snapshots are written). `x` is shared by all entries;
+    time (cohorts/series/write.py keeps them as snapshots are written). `x` is shared by all entries;
     `y` holds null outside an entry's life. Each entry has its competitor's fixed `color` and a
     `dash`; `annotations` ({x, kind: cohort|correction, label, detail}) mark weekly decisions,
     the cohort's lifecycle and staff corrections of markets its entries held.

@@ -4,7 +4,7 @@ changed between attempts.
 
 Calls are never deleted, and a run that starts again numbers its calls after the earlier ones
 (cohorts/llm_calls.py), so a call started before the decision's latest claim belongs to an
-earlier run. A staff re-run leaves an admin log row on the decision (cohorts/decision_admin.py).
+earlier run. A staff re-run leaves an admin log row on the decision (cohorts/decisions/admin.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def staff_reran(decision: Decision) -> bool:
 def call_views(decision: Decision, calls: list[LLMCall]) -> list[CallView]:
     earlier = [c for c in calls if c.started_at < decision.claimed_at]
     by_staff = bool(earlier) and staff_reran(decision)
-    # Rounds after a provider outage (cohorts/decision_retry.py) are the arena's own re-runs.
+    # Rounds after a provider outage (cohorts/decisions/retry.py) are the arena's own re-runs.
     rounds = bool(earlier) and not by_staff and decision.retry_rounds > 0
     out = []
     previous = ""

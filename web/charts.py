@@ -3,7 +3,7 @@
 The browser draws them with static/arena/charts.js (Plotly). Data reaches the page only through
 `json_script` or the JSON API, never inside an inline script.
 
-Value series are read, never recomputed from snapshots: cohorts/series.py keeps every entry's
+Value series are read, never recomputed from snapshots: cohorts/series/write.py keeps every entry's
 value on fixed grids of 10 minutes to a week as snapshots are written, and per scope and
 competitor the growth factors the home chart compounds into its chain-linked return (see
 scope_return_series). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from agents.models import Competitor
-from cohorts import series, series_chart
 from cohorts.models import Cohort, Entry
+from cohorts.series import chart as series_chart
+from cohorts.series import write as series
 from web import colours
 
 MAX_POINTS = 400  # per entry, per series response
@@ -146,7 +147,7 @@ def scope_return_series(
     competitors: dict[int, Competitor] | None = None,
 ) -> dict[str, Any]:
     """Each competitor's chain-linked return (%) across its entries in a scope, over time
-    (cohorts/series_chart.py). The default chart is read as stored on write; another range
+    (cohorts/series/chart.py). The default chart is read as stored on write; another range
     is computed from the stored series in three indexed queries. Lines are named and coloured
     here, from `competitors` (id -> Competitor) when the caller has them read, else one
     query."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from cohorts.models import Decision, Forecast, Snapshot, Trade
-from cohorts.seal_models import DecisionDigest, WeekSeal
+from cohorts.seals.models import DecisionDigest, WeekSeal
 from scoring.models import LeaderboardRow, ScoreRun
 
 CHUNK = 2_000  # rows per database fetch for small rows

@@ -40,8 +40,9 @@ from django.db.models import F, Max, Min, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_safe
 
-from cohorts import seal_verify, seals
 from cohorts.models import Cohort, Universe
+from cohorts.seals import sealing as seals
+from cohorts.seals import verify as seal_verify
 from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import board_details

@@ -17,8 +17,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
 from agents.models import Competitor
-from cohorts import seal_sign
 from cohorts.models import Cohort
+from cohorts.seals import sign as seal_sign
 from markets.models import Market
 from scoring.metrics import provisional_threshold
 from scoring.stored import RowDetails

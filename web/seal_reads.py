@@ -1,4 +1,4 @@
-"""Reads of the sealed records (cohorts/seals.py; docs/verification.md) as the pages and the API
+"""Reads of the sealed records (cohorts/seals/sealing.py; docs/verification.md) as the pages and the API
 show them: week roots, the digests each covers, the event logs' heads, a decision's seal."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from cohorts.models import Cohort, Decision
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
 
 
 def seal_feed(kind: str | None = None, cohort_id: int | None = None) -> QuerySet[WeekSeal]:

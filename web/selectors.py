@@ -208,7 +208,7 @@ def cohorts_overview(kind: str | None = None) -> QuerySet[Cohort]:
 def entry_rows(cohort: Cohort) -> list[Entry]:
     """The cohort's entries with value, return, cash, invested, trades and resolved counts, in
     one query (_entry_figures): the entries with their competitor and series head (the latest
-    snapshot, kept by cohorts/series.py as snapshots are written), and per entry its trades
+    snapshot, kept by cohorts/series/write.py as snapshots are written), and per entry its trades
     counted and its open and settled positions counted and summed."""
     rows = list(_entry_figures().filter(cohort=cohort))
     for e in rows:

@@ -12,8 +12,8 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, Exists, JSONField, OuterRef, Q, QuerySet, Subquery, When
 from django.http import Http404
 
-from cohorts import series
 from cohorts.models import Entry, Forecast, Position
+from cohorts.series import write as series
 from markets.models import Market, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun

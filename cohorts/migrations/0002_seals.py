@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-# Append-only in the database itself (see cohorts/seal_models.py): UPDATE is refused on every
+# Append-only in the database itself (see cohorts/seals/models.py): UPDATE is refused on every
 # sealing table; DELETE of live rows is refused on PostgreSQL. TRUNCATE (Django's test flush on
 # PostgreSQL, pg_restore --clean) does not fire row triggers.
 SEALED_TABLES = ["cohorts_decisiondigest", "cohorts_weekseal", "cohorts_eventlogentry"]

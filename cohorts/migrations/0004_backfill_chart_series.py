@@ -10,7 +10,7 @@ from django.db import migrations
 
 
 def backfill(apps, schema_editor):
-    from cohorts import series
+    from cohorts.series import write as series
 
     models = SimpleNamespace(
         Competitor=apps.get_model("agents", "Competitor"),

@@ -10,7 +10,7 @@ from django.db import migrations
 
 
 def recompute(apps, schema_editor):
-    from cohorts.series_overview import rebuild_overviews
+    from cohorts.series.overview import rebuild_overviews
 
     rebuild_overviews(
         SimpleNamespace(

@@ -11,7 +11,7 @@ from agents import baselines
 from agents.baselines import BaselineInput
 from agents.parsing import parse_decision
 from agents.prompts import MAX_FRACTION, MIN_BET, decision_context
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import Decision, Forecast, Trade
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from agents.prompts import PROMPT_SHA256, PROMPT_VERSION
-from cohorts.decisions import decide, run_decision
+from cohorts.decisions.run import decide, run_decision
 from cohorts.models import Decision, Entry, Forecast, LedgerEntry, LLMCall, Position, Trade
 from cohorts.universe import freeze_universe
 from markets.models import Market

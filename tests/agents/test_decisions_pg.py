@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from cohorts.decisions import decide, run_decision
+from cohorts.decisions.run import decide, run_decision
 from cohorts.models import Decision, Entry, LedgerEntry, LLMCall, Trade
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.models import Decision, LLMCall
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (

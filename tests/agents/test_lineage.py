@@ -10,7 +10,7 @@ import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from agents.models import Release, ReleaseInUse
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.models import Cohort, Decision, Entry
 from cohorts.services import open_cohort
 from cohorts.universe import freeze_universe

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from agents import endpoints
 from agents.budget import CHARS_PER_TOKEN, Counter, estimate_tokens, fit
 from agents.llm import LLMClient
-from cohorts.decisions import claim_decision, run_decision
+from cohorts.decisions.run import claim_decision, run_decision
 from cohorts.models import Decision
 from cohorts.universe import freeze_universe
 from core import clock

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import Decision
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import AT, llm_competitor, make_cohort, make_markets

@@ -12,7 +12,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from simulations.rehearse_procs import free_port
+from simulations.rehearsal.procs import free_port
 from tests.faults.conftest import wait_until
 
 ROOT = Path(django_settings.BASE_DIR)

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from arena.logfmt import KeyValueFormatter, quote
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from core import logcontext
 from tests.agents.helpers import AT, llm_competitor, make_cohort, make_markets
 

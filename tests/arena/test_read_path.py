@@ -64,7 +64,7 @@ def test_a_tick_renders_values_again_and_a_score_run_the_leaderboard(client, coh
     take_snapshot(at=SUNDAY + timedelta(minutes=10), cohorts=[cohort])
     assert _tables_read(client, "/markets/")[0] == ""  # no values on it: still cached
     sql, page = _tables_read(client, "/")
-    # The chart was read afresh: as the tick stored it with the series (cohorts/series_chart.py).
+    # The chart was read afresh: as the tick stored it with the series (cohorts/series/chart.py).
     assert "cohorts_scopeserieshead" in sql
     assert charts_end(page) == "2026-11-15 00:10"
     compute_scores("live", as_of=SUNDAY + timedelta(minutes=10))  # a data write

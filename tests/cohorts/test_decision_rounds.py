@@ -1,4 +1,4 @@
-"""A provider outage costs a decision a round, not its week (cohorts/decision_retry.py).
+"""A provider outage costs a decision a round, not its week (cohorts/decisions/retry.py).
 
 The model is a real OpenAI-compatible server on 127.0.0.1 (tests/fakes/openai_server.py) that
 answers 503/429/402 or a valid decision; the arena's clock of record is a simulated clock that
@@ -22,12 +22,12 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cohorts import decision_retry as policy
-from cohorts import seals
-from cohorts.decision_claims import claim_decision
-from cohorts.decisions import UNIVERSE_PRICE_WINDOW, decide, run_decision
+from cohorts.decisions import retry as policy
+from cohorts.decisions.claims import claim_decision
+from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW, decide, run_decision
 from cohorts.models import Decision, LLMCall, Trade
-from cohorts.seal_models import DecisionDigest
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import DecisionDigest
 from cohorts.universe import freeze_universe
 from core import clock
 from tests.agents.helpers import (

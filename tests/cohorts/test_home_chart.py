@@ -1,4 +1,4 @@
-"""The home page's default chart is stored by every series write (cohorts/series_chart.py) and
+"""The home page's default chart is stored by every series write (cohorts/series/chart.py) and
 read as stored: always the chart the committed series give, named at render."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from cohorts import series, series_chart
 from cohorts.models import Entry, ScopeSeriesHead
+from cohorts.series import chart as series_chart
+from cohorts.series import write as series
 from cohorts.snapshots import store_snapshots
 from tests.factories import make_cohort_with_entries, make_competitor, snapshot_row
 

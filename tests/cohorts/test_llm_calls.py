@@ -9,10 +9,10 @@ from decimal import Decimal
 import pytest
 
 from agents.attempts import Attempt
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.llm_calls import FIELDS, call_dict, call_row, store_calls
 from cohorts.models import Decision, LLMCall
-from cohorts.seal_canonical import dec, ts
+from cohorts.seals.canonical import dec, ts
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The home chart reads growth factors stored on write (cohorts/series_overview.py) and gives the
+"""The home chart reads growth factors stored on write (cohorts/series/overview.py) and gives the
 same chain-linked return as compounding every entry's stored series on each request.
 
 The reference below is that per-request computation, kept here as the specification: the
@@ -18,8 +18,9 @@ from django.test import TestCase
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cohorts import series, series_chart
 from cohorts.models import Cohort, Entry, ScopeSeriesChunk, SeriesHead, Snapshot
+from cohorts.series import chart as series_chart
+from cohorts.series import write as series
 from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots, take_snapshot
 from markets.models import Market
@@ -107,7 +108,7 @@ def _chain_linked(entries, times, start) -> np.ndarray:
 
 
 def _assert_same_as_reference(scope: str = "live", max_points: int = charts.OVERVIEW_POINTS):
-    # The default chart is read as the last series write stored it (cohorts/series_chart.py).
+    # The default chart is read as the last series write stored it (cohorts/series/chart.py).
     assert series_chart.stored_home_chart(scope) == series_chart.home_chart(scope)
     for key in charts.RANGES:
         want = reference(scope, key, max_points)

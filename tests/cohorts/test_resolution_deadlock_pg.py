@@ -20,8 +20,8 @@ from django.db import connection, transaction
 
 from cohorts.doctor import check_invariants
 from cohorts.models import LedgerEntry, SeriesHead
-from cohorts.seal_models import EventLogEntry, WeekSeal
-from cohorts.seal_verify import verify_database
+from cohorts.seals.models import EventLogEntry, WeekSeal
+from cohorts.seals.verify import verify_database
 from cohorts.services import BetOrder, execute_orders
 from cohorts.snapshots import take_snapshot
 from cohorts.universe import freeze_universe

@@ -16,7 +16,6 @@ from decimal import Decimal
 import pytest
 
 from agents.models import Competitor
-from cohorts import seals
 from cohorts.models import (
     Cohort,
     Decision,
@@ -28,7 +27,8 @@ from cohorts.models import (
     Trade,
     Universe,
 )
-from cohorts.seal_models import DecisionDigest, WeekSeal
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import DecisionDigest, WeekSeal
 from markets.models import Market
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cohorts import seal_canonical as sc
+from cohorts.seals import canonical as sc
 
 KEYS = st.text(max_size=6) | st.sampled_from(["a", "\ue000", "\U0001f600", "b\U00010000"])
 SCALARS = (

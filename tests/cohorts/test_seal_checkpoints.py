@@ -15,13 +15,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from cohorts import seal_sign
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import Settlement, Trade
-from cohorts.seal_canonical import link_hash, record_hash
-from cohorts.seal_models import Checkpoint, EventLogEntry
-from cohorts.seal_records import events_genesis_record
-from cohorts.seal_verify import export_chunks, verify_database, verify_export
+from cohorts.seals import sign as seal_sign
+from cohorts.seals.canonical import link_hash, record_hash
+from cohorts.seals.models import Checkpoint, EventLogEntry
+from cohorts.seals.records import events_genesis_record
+from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from markets.resolution import record_resolution
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 
@@ -160,8 +160,8 @@ def test_a_log_rewritten_in_the_database_fails_against_a_saved_checkpoint(
             cursor.execute("DROP TRIGGER cohorts_eventlogentry_no_update")
     settlement = Settlement.objects.first()
     Settlement.objects.filter(pk=settlement.pk).update(payout=settlement.payout + 1)
-    from cohorts.seal_canonical import canonical, pack
-    from cohorts.seal_events import event_records
+    from cohorts.seals.canonical import canonical, pack
+    from cohorts.seals.events import event_records
 
     prev = record_hash(events_genesis_record("live"))
     for e in EventLogEntry.objects.filter(scope="live").order_by("seq"):

@@ -12,11 +12,11 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from agents.models import Competitor
-from cohorts import seal_state
-from cohorts.decisions import decide
+from cohorts.decisions.run import decide
 from cohorts.models import Cohort, Entry, LedgerEntry, Settlement, Trade
-from cohorts.seal_models import EventLogEntry, StateRecord, WeekSeal
-from cohorts.seal_verify import verify_database
+from cohorts.seals import state as seal_state
+from cohorts.seals.models import EventLogEntry, StateRecord, WeekSeal
+from cohorts.seals.verify import verify_database
 from cohorts.services import advance_cohorts
 from markets.models import Market
 from markets.resolution import record_resolution

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cohorts.seal_canonical import link_hash, record_hash
-from cohorts.seal_records import events_genesis_record
-from cohorts.seal_verify import export_chunks
+from cohorts.seals.canonical import link_hash, record_hash
+from cohorts.seals.records import events_genesis_record
+from cohorts.seals.verify import export_chunks
 from simulations.demo import run_demo
 from tests.replay.test_demo import SMALL
 

@@ -12,11 +12,11 @@ import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from agents.models import Release
-from cohorts import seals
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.models import Decision, Entry
-from cohorts.seal_models import DecisionDigest
-from cohorts.seal_verify import export_chunks, verify_database, verify_export
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import DecisionDigest
+from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
 from tests.cohorts.test_seal_bytes import _week

@@ -1,4 +1,4 @@
-"""`arena verify` on both cores (cohorts/seal_workers.py): the cohorts and logs checked in forked
+"""`arena verify` on both cores (cohorts/seals/workers.py): the cohorts and logs checked in forked
 workers give the very report one process gives, on an intact demo and on an edited one."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import pytest
 from django.db import connection
 
-from cohorts import seal_workers
 from cohorts.models import Decision
-from cohorts.seal_verify import export_chunks, verify_database, verify_export
-from cohorts.seal_workers import workers_for
+from cohorts.seals import workers as seal_workers
+from cohorts.seals.verify import export_chunks, verify_database, verify_export
+from cohorts.seals.workers import workers_for
 from scoring.models import LeaderboardRow
 from simulations.demo import run_demo
 from tests.replay.test_demo import SMALL

@@ -18,17 +18,18 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from cohorts import seal_publish, seals
-from cohorts.decisions import decide, run_decision
+from cohorts.decisions.run import decide, run_decision
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Settlement, Trade
-from cohorts.seal_models import (
+from cohorts.seals import publish as seal_publish
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import (
     AppendOnlyError,
     DecisionDigest,
     EventLogEntry,
     SealPublication,
     WeekSeal,
 )
-from cohorts.seal_verify import export_chunks, verify_database, verify_export
+from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from cohorts.services import mark_decisions_retryable
 from cohorts.tasks import snapshot
 from cohorts.universe import freeze_universe

@@ -6,10 +6,10 @@ Each thread has its own connection, so the races happen inside the database; the
 
 import pytest
 
-from cohorts import seals
-from cohorts.decisions import run_decision
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seal_verify import verify_database
+from cohorts.decisions.run import run_decision
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seals.verify import verify_database
 from cohorts.universe import freeze_universe
 from markets.resolution import record_resolution
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets

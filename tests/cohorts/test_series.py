@@ -1,4 +1,4 @@
-"""Chart series kept by the snapshot writers (cohorts/series.py) equal what the snapshot rows say.
+"""Chart series kept by the snapshot writers (cohorts/series/write.py) equal what the snapshot rows say.
 
 The reference everywhere is computed from the Snapshot table directly: the value at a grid time
 is the total of the entry's last snapshot at or before it, within its life.
@@ -15,7 +15,6 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cohorts import series, series_chart
 from cohorts.models import (
     Entry,
     ScopeSeriesChunk,
@@ -24,6 +23,8 @@ from cohorts.models import (
     SeriesHead,
     Snapshot,
 )
+from cohorts.series import chart as series_chart
+from cohorts.series import write as series
 from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots
 from markets.models import Market
@@ -132,7 +133,7 @@ def test_overview_is_the_mean_return_of_the_entries_alive():
     assert mean[(series.epoch(week2) // step) - k0] == pytest.approx(-5.0)  # (10 - 20) / 2
     assert mean[-1] == pytest.approx(-20.0)  # a's life ended at week 2: only b counts
     assert ScopeSeriesHead.objects.get(scope="live").last_ts == week2 + 138 * TEN
-    # What the scope stores instead is each step's mean growth (cohorts/series_overview.py):
+    # What the scope stores instead is each step's mean growth (cohorts/series/overview.py):
     # a from its starting balance at its first point, flat afterwards; at week 2 a flat and b
     # from its balance, (1.0 + 0.8) / 2; then b alone, flat.
     ((_, factors),) = series_chart.scope_growth("live", step, k0, k1).items()

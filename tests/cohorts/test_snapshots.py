@@ -119,7 +119,7 @@ def test_query_count_does_not_grow_with_entries():
     Snapshot.objects.all().delete()
     _populate(20, WEEK - timedelta(weeks=1))  # now 22 entries in two cohorts
     big = _snapshot_queries()
-    # 4 reads to compute, 1 upsert, 10 to keep the chart series (cohorts/series.py), and the
+    # 4 reads to compute, 1 upsert, 10 to keep the chart series (cohorts/series/write.py), and the
     # savepoint around them: the same for 2 entries as for 22.
     assert small == big <= 17
     assert Snapshot.objects.count() == 22

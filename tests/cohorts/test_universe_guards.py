@@ -16,10 +16,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from cohorts import seals
-from cohorts.decisions import UNIVERSE_PRICE_WINDOW, decide, run_decision
+from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW, decide, run_decision
 from cohorts.models import Decision, Trade, Universe
-from cohorts.seal_models import WeekSeal
+from cohorts.seals import sealing as seals
+from cohorts.seals.models import WeekSeal
 from cohorts.universe import MARKET_SYNC_BOUND, freeze_universe
 from core import clock
 from tests.agents.helpers import (

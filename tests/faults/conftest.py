@@ -23,7 +23,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from simulations.rehearse_procs import PrivateRedis
+from simulations.rehearsal.procs import PrivateRedis
 
 T = TypeVar("T")
 

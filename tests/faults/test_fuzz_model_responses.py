@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from agents.llm import LLMClient
 from agents.parsing import DecisionValidationError, extract_json, parse_decision
 from agents.prompts import decision_context
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.llm_calls import store_calls
 from cohorts.models import Decision, LLMCall
 from cohorts.universe import freeze_universe

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from simulations.rehearse_procs import free_port
+from simulations.rehearsal.procs import free_port
 from tests.faults.conftest import Proc, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

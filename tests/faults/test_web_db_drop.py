@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from django.db import connection
 
-from simulations.rehearse_procs import free_port
+from simulations.rehearsal.procs import free_port
 from tests.factories import make_market
 from tests.faults.conftest import Proc, child_env, wait_until
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from cohorts.models import Cohort, Position, Settlement
-from cohorts.seal_models import EventLogEntry
+from cohorts.seals.models import EventLogEntry
 from cohorts.services import BetOrder, execute_orders
 from core import clock
 from markets.models import Market, ResolutionChange

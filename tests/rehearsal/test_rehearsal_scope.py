@@ -14,11 +14,12 @@ from celery import signals
 from django.core.management import CommandError, call_command
 
 from agents.models import Competitor
-from cohorts import decisions, snapshots
+from cohorts import snapshots
 from cohorts import tasks as cohort_tasks
+from cohorts.decisions import run as decisions
 from cohorts.models import Cohort, Decision, Snapshot, Universe
 from cohorts.scope import LiveDataPresent, exit_on_live_data, live_path_kind, refuse_live_data
-from cohorts.seal_models import EventLogEntry, WeekSeal
+from cohorts.seals.models import EventLogEntry, WeekSeal
 from core.clock import SimulatedClock, running_on
 from markets.clob import ClobClient
 from markets.gamma import GammaClient

@@ -17,11 +17,11 @@ from arena.beat import SingleBeatScheduler
 from arena.celery import BEAT_SCHEDULE, app
 from cohorts.models import Cohort
 from core import clock
-from simulations.rehearse import Options, plan_start, refuse_live_data
-from simulations.rehearse_checks import check_health
-from simulations.rehearse_faults import schedule
-from simulations.rehearse_http import HealthSample
-from simulations.rehearse_procs import RehearsalError
+from simulations.rehearsal.checks import check_health
+from simulations.rehearsal.faults import schedule
+from simulations.rehearsal.http import HealthSample
+from simulations.rehearsal.procs import RehearsalError
+from simulations.rehearsal.run import Options, plan_start, refuse_live_data
 from simulations.simllm import SimulatedLLMServer
 from simulations.simmodels import CHARACTERS
 from tests.factories import make_cohort_with_entries

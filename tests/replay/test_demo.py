@@ -27,8 +27,8 @@ from cohorts.models import (
     Trade,
     Universe,
 )
-from cohorts.seal_models import EventLogEntry, WeekSeal
-from cohorts.seal_verify import verify_database
+from cohorts.seals.models import EventLogEntry, WeekSeal
+from cohorts.seals.verify import verify_database
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run

@@ -25,8 +25,8 @@ from agents.models import Competitor
 from agents.services import ensure_default_lineup
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, Snapshot, Trade, Universe
-from cohorts.seal_models import EventLogEntry, WeekSeal
-from cohorts.seal_verify import verify_database
+from cohorts.seals.models import EventLogEntry, WeekSeal
+from cohorts.seals.verify import verify_database
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run, leaderboard_rows

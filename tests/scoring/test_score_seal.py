@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from cohorts.decisions import decide
-from cohorts.seal_canonical import canonical, sha256_hex
-from cohorts.seal_models import Checkpoint, EventLogEntry
-from cohorts.seal_verify import verify_database
+from cohorts.decisions.run import decide
+from cohorts.seals.canonical import canonical, sha256_hex
+from cohorts.seals.models import Checkpoint, EventLogEntry
+from cohorts.seals.verify import verify_database
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from scoring.load import load_scope
 from scoring.models import LeaderboardRow, ScoreRun

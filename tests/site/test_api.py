@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from cohorts import series
 from cohorts.models import Snapshot
+from cohorts.series import write as series
 from cohorts.snapshots import SnapshotRow, store_snapshots
 from tests.site.conftest import T0
 from web import charts

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from cohorts.decisions import run_decision
+from cohorts.decisions.run import run_decision
 from cohorts.services import open_cohort
 from cohorts.universe import freeze_universe
 from tests.agents.helpers import (

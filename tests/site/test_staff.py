@@ -128,7 +128,7 @@ def eager_celery():
 def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
     staff, client, llm_server, eager_celery, django_capture_on_commit_callbacks
 ):
-    from cohorts.decisions import run_decision
+    from cohorts.decisions.run import run_decision
     from cohorts.universe import freeze_universe
     from tests.agents.helpers import AT, answer, llm_competitor, make_cohort, make_markets
     from tests.fakes.openai_server import success, unauthorized

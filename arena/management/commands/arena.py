@@ -31,7 +31,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "snapshot": ("cohorts.cli", "snapshot", "settle, mark positions to market, advance cohorts"),
     "doctor": ("cohorts.cli", "doctor", "check the money invariants"),
     "verify": ("arena.verify_cli", "verify", "recompute the sealed records; fail on any change"),
-    "decide": ("cohorts.decide_cli", "decide", "run this week's decisions"),
+    "decide": ("cohorts.decisions.cli", "decide", "run this week's decisions"),
     "score": ("scoring.cli", "score", "recompute the leaderboards"),
     "demo": ("simulations.demo_cli", "demo", "build a labelled synthetic history offline"),
     "replay-forecastbench": (
@@ -40,7 +40,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "replay ForecastBench question sets as cohorts",
     ),
     "rehearse": (
-        "simulations.rehearse_cli",
+        "simulations.rehearsal.cli",
         "rehearse",
         "run the live path for N weeks on a fast clock, then check it",
     ),

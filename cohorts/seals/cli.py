@@ -8,8 +8,9 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from cohorts import seal_published, seal_verify
 from cohorts.models import Cohort
+from cohorts.seals import published as seal_published
+from cohorts.seals import verify as seal_verify
 
 
 def verify_arguments(parser) -> None:

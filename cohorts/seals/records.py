@@ -1,6 +1,6 @@
 """The records that are sealed: what each kind of record holds, read from the live rows.
 
-Every record is a JSON object in the fixed forms of cohorts/seal_canonical.py (money and other
+Every record is a JSON object in the fixed forms of cohorts/seals/canonical.py (money and other
 Decimals as strings with the column's places, times as UTC "...Z" strings, lists ordered by id,
 LLM calls by attempt), so its canonical bytes and hash depend on the facts alone. Kinds:
 
@@ -35,7 +35,7 @@ from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from cohorts.seal_canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
+from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
 
 Row = Mapping[str, Any]  # one `.values()` row
 Record = dict[str, Any]

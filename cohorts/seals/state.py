@@ -11,7 +11,7 @@ as a StateRecord per scope and chained in the scope's event log:
   saved through the ORM or the admin (post_save, cohorts/receivers.py) and the services that
   move a cohort's status with a queryset update (cohorts/services.py, cohorts/settlement.py).
 
-`arena verify` compares each live row with its latest record (cohorts/seal_checks.py): an edit
+`arena verify` compares each live row with its latest record (cohorts/seals/checks.py): an edit
 made without the application (SQL, a queryset update) differs from the log and is named.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from agents.models import Competitor
 from cohorts.models import Cohort
-from cohorts.seal_canonical import dec, ts
-from cohorts.seal_models import StateRecord
+from cohorts.seals.canonical import dec, ts
+from cohorts.seals.models import StateRecord
 from core import clock
 
 COMPETITOR, COHORT = StateRecord.Subject.COMPETITOR, StateRecord.Subject.COHORT
@@ -127,7 +127,7 @@ def record_first(cohort: Cohort) -> list[int]:
 
 def _log(refs: list[int]) -> None:
     if refs:
-        from cohorts.seal_events import log_events  # seal_events reads StateRecords too
+        from cohorts.seals.events import log_events  # seal_events reads StateRecords too
 
         log_events(refs={"state": refs})
 

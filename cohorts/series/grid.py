@@ -1,4 +1,4 @@
-"""The grid the chart series are stored on (cohorts/series.py explains what is kept and when).
+"""The grid the chart series are stored on (cohorts/series/write.py explains what is kept and when).
 
 Every series is a value at each multiple of a step since the Unix epoch, for every step of
 LEVELS, CHUNK points to a row, packed little-endian float64 with NaN where there is no value.

@@ -1,7 +1,7 @@
 """The room a model's answer has within a competitor's context budget (agents/budget.py): the
 request's max_tokens and json_schema, and the repair turn fitted beside the prompt.
 
-Split from cohorts/decisions.py, which runs the phases; these only build what a phase sends.
+Split from cohorts/decisions/run.py, which runs the phases; these only build what a phase sends.
 """
 
 from __future__ import annotations

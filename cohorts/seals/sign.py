@@ -3,7 +3,7 @@ at <signed_at>", signed with the arena's Ed25519 key (format "arena-checkpoint/1
 
 Whoever saves a checkpoint (from /api/seals, the export or a published copy) can later prove
 that today's log still begins with the one they saw: the link at position `size` of today's log
-must be `head` (`arena verify --published FILE...`, cohorts/seal_published.py). The signature
+must be `head` (`arena verify --published FILE...`, cohorts/seals/published.py). The signature
 says the arena issued it, so a checkpoint cannot be made up after the fact by someone without
 the key; what it cannot stop is the key holder signing a rewritten log, which is why copies
 saved outside matter (docs/verification.md, threat model).
@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from cohorts.seal_canonical import canonical, ts
-from cohorts.seal_models import Checkpoint, EventLogEntry
+from cohorts.seals.canonical import canonical, ts
+from cohorts.seals.models import Checkpoint, EventLogEntry
 from core import clock
 from core.versions import data_changed
 

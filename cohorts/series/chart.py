@@ -1,5 +1,5 @@
 """The home chart: each competitor's chain-linked return across its entries of a scope, drawn
-from the stored series (cohorts/series.py, cohorts/series_overview.py), and the scope's default
+from the stored series (cohorts/series/write.py, cohorts/series/overview.py), and the scope's default
 chart (range ALL) stored on write.
 
 A plain mean of the entries' returns drops whenever a cohort opens (a new entry at 0 % joins
@@ -15,7 +15,7 @@ Why the default chart is stored: it is what a visitor's first look at `/` draws,
 snapshot tick changes it. Computing it costs a cold render two queries and the compounding, a
 third of the page; every series write already holds the scope's lock and has just recomputed
 what the chart reads, so it stores the finished lines there (ScopeSeriesHead.home_chart) and
-the page reads one row. Writers call store_home_charts under that lock (cohorts/series.py), so
+the page reads one row. Writers call store_home_charts under that lock (cohorts/series/write.py), so
 the stored chart is always the one the committed series give; the last writer to commit
 computed it after every earlier one had committed. The lines are keyed by competitor id: names,
 slugs and colours are the site's, read at render, so a renamed competitor shows at once. Other
@@ -33,8 +33,8 @@ import numpy as np
 from django.db import connection
 from django.db.models import Max, Min
 
-from cohorts import series_overview as overview
-from cohorts.series_grid import CHUNK, DTYPE, FINEST, assemble, epoch, instant, step_for, unpack
+from cohorts.series import overview as overview
+from cohorts.series.grid import CHUNK, DTYPE, FINEST, assemble, epoch, instant, step_for, unpack
 
 RANGES: dict[str, timedelta | None] = {
     "10M": timedelta(minutes=10),
@@ -102,7 +102,7 @@ def scope_span(scope: str) -> tuple[datetime, datetime] | None:
 
 def scope_growth(scope: str, step: int, k0: int, k1: int) -> dict[int, np.ndarray]:
     """competitor id -> the stored growth factors of a scope at grid points k0..k1 of `step`
-    (cohorts/series_overview.py), NaN where none of the competitor's entries is alive. One
+    (cohorts/series/overview.py), NaN where none of the competitor's entries is alive. One
     indexed query."""
     from cohorts.models import ScopeSeriesChunk
 

@@ -1,10 +1,10 @@
 """The event log: one hash chain per scope (live, replay, demo) of everything that moves money
 or truth after the decisions: resolution changes (every source), settlements and reversals, and
 of what the decisions are read against: every week seal, competitor identities and cohort
-states (cohorts/seal_state.py); and of what was published from them: every finished score run
+states (cohorts/seals/state.py); and of what was published from them: every finished score run
 (a floor above, scoring, builds its record and appends it with `append_event`, and registers how
 its record is rebuilt from the live rows: `register_kind`). Its signed checkpoints
-(cohorts/seal_sign.py) cover all of it.
+(cohorts/seals/sign.py) cover all of it.
 
 Entries are appended in the transaction that writes the row (the resolution receiver, settlement)
 and caught up by the snapshot tick for anything missed, so a row and its log entry commit
@@ -25,9 +25,9 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, LedgerEntry, Settlement
 from cohorts.scope import KIND_FOR_SOURCE
-from cohorts.seal_canonical import canonical, link_hash, pack, record_hash, sha256_hex
-from cohorts.seal_models import EventLogEntry, StateRecord, WeekSeal
-from cohorts.seal_records import (
+from cohorts.seals.canonical import canonical, link_hash, pack, record_hash, sha256_hex
+from cohorts.seals.models import EventLogEntry, StateRecord, WeekSeal
+from cohorts.seals.records import (
     LEDGER_FIELDS,
     Record,
     Row,
@@ -38,7 +38,7 @@ from cohorts.seal_records import (
     settlement_record,
     state_record,
 )
-from cohorts.seal_sign import checkpoint
+from cohorts.seals.sign import checkpoint
 from core import clock
 from core.versions import data_changed
 from markets.models import ResolutionChange

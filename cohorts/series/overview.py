@@ -1,10 +1,10 @@
 """The overview series: per scope (live / replay / demo) and competitor, the mean growth of
 the competitor's entries from each grid point to the next, the factor the home chart compounds
 into its chain-linked return (web/charts.py). Recomputed from the committed entry chunks a
-write touched (cohorts/series.py decides when), so a page only multiplies stored factors.
+write touched (cohorts/series/write.py decides when), so a page only multiplies stored factors.
 Writers lock the scope's ScopeSeriesHead row after the entries' heads, so an overview chunk is
 never computed from a half-written entry, and before any append to the scope's event log in the
-same transaction (cohorts/series.py, "Locking").
+same transaction (cohorts/series/write.py, "Locking").
 
 The factor at grid point k of a step averages, over the entries alive at k, value(k) divided
 by value(k - 1), or by the starting balance for an entry whose first snapshot falls in
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from django.db.models import Max, Min
 
-from cohorts.series_grid import CHUNK, DTYPE, epoch, pack, unpack, upsert
+from cohorts.series.grid import CHUNK, DTYPE, epoch, pack, unpack, upsert
 
 
 def lock_scopes(M, scopes: Iterable[str]) -> dict:
@@ -46,7 +46,7 @@ def refresh_scopes(
     """Recompute the overview chunks in `touched` ((scope, competitor) -> {(step, chunk)})
     from the committed entry chunks, and widen the scopes' heads to the heads written;
     with `chart(scope, span)`, store what it returns as the scope's home chart in the same
-    update (cohorts/series_chart.py), given the widened head as its span."""
+    update (cohorts/series/chart.py), given the widened head as its span."""
     spans: dict[str, list] = {}
     for head in written:
         if head.last_ts is None:

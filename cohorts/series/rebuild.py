@@ -1,6 +1,6 @@
 """Recomputing entries' series from their snapshot rows: whole (a backfill, a deleted row) or
 from a time on (a write dated before later snapshots, a settlement correction), at a cost that
-follows the history rewritten, not all of it. cohorts/series.py calls these under its locks.
+follows the history rewritten, not all of it. cohorts/series/write.py calls these under its locks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import OuterRef, Q, Subquery
 
-from cohorts.series_grid import (
+from cohorts.series.grid import (
     CHUNK,
     DTYPE,
     LEVELS,

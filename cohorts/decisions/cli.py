@@ -6,9 +6,9 @@ from collections import Counter
 
 from django.core.management.base import CommandError
 
-from cohorts import decisions
+from cohorts.decisions import run as decisions
+from cohorts.decisions.tasks import enqueue_decisions
 from cohorts.models import Cohort, Decision
-from cohorts.tasks import enqueue_decisions
 from core import clock
 
 

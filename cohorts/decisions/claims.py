@@ -1,8 +1,8 @@
-"""Decision claims: the Decision row is the claim (UNIQUE(entry, week)); see cohorts/decisions.py.
+"""Decision claims: the Decision row is the claim (UNIQUE(entry, week)); see cohorts/decisions/run.py.
 
 Whoever inserts the row runs the decision; a claim whose runner died is reclaimed after
 ARENA_CLAIM_TIMEOUT_SECONDS, and a skipped or retryable one (the latter once its round is due,
-cohorts/decision_retry.py) by the next catch-up, each by a conditional UPDATE that sets a new
+cohorts/decisions/retry.py) by the next catch-up, each by a conditional UPDATE that sets a new
 claim_token (row count 1 = ours). A final status is written only while our token is on the row,
 so a slow runner that lost its claim cannot write a second outcome.
 """
@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from cohorts import decision_retry
+from cohorts.decisions import retry as decision_retry
 from cohorts.models import Cohort, Decision
 from core import clock
 from core.versions import data_changed

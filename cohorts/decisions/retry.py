@@ -3,7 +3,7 @@
 A provider that is down (HTTP 408, 429 or 5xx after the client's own retries, timeouts, refused
 or reset connections) says nothing about the competitor, so losing the week to it would score
 an outage rather than a forecaster. Such a decision ends RETRYABLE with the reason and a
-`retry_after` time, and the 15-minute catch-up (cohorts.decisions.decide) claims it again once
+`retry_after` time, and the 15-minute catch-up (cohorts.decisions.run.decide) claims it again once
 that time has come. Each claim of it is a round, run through the normal path (so a late round
 re-prices under the universe price window like any late decision).
 

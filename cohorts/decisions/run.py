@@ -6,7 +6,7 @@
                     -> one repair attempt quoting the problems -> ONE transaction with the
                     forecasts, trades, ledger rows and the decision's outcome
 
-Concurrency (cohorts/decision_claims.py): the Decision row *is* the claim (UNIQUE(entry,
+Concurrency (cohorts/decisions/claims.py): the Decision row *is* the claim (UNIQUE(entry,
 week)). Whoever inserts it runs the decision; everyone else gets the existing row. A claim whose
 runner died is reclaimed after ARENA_CLAIM_TIMEOUT_SECONDS by a conditional UPDATE that sets a
 new claim_token (row count 1 = ours), and the final write only succeeds while our token is still
@@ -19,7 +19,7 @@ fitted to the size the refusal names and asked once more; a prompt that cannot f
 All three end held with the reason when nothing fits, never failed for the week.
 
 Rounds: a live decision whose model calls all failed on a provider outage ends RETRYABLE with a
-retry time, and the catch-up runs it again as a new round within cohorts/decision_retry.py's
+retry time, and the catch-up runs it again as a new round within cohorts/decisions/retry.py's
 bounds (rounds, the week's window); every round's calls stay on the decision.
 
 Clock: `at` (simulated in replay/demo) is the decision's time: prices, the prompt's date,
@@ -51,9 +51,9 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
-from cohorts import decision_retry, seals
-from cohorts.decision_claims import ClaimLost, claim_decision, finish, pending_entry_ids
-from cohorts.decision_room import (
+from cohorts.decisions import retry as decision_retry
+from cohorts.decisions.claims import ClaimLost, claim_decision, finish, pending_entry_ids
+from cohorts.decisions.room import (
     cut_off_problem,
     least_answer,
     repair_within_budget,
@@ -63,6 +63,7 @@ from cohorts.lineage import pinned_release
 from cohorts.llm_calls import call_totals, store_calls
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.scope import live_path_kind, on_live_path
+from cohorts.seals import sealing as seals
 from cohorts.services import (
     BetOrder,
     ExecutionError,
@@ -104,7 +105,7 @@ def decide(
 ) -> int:
     """Run (sync=True) or enqueue one decision per entry; returns the number of entries.
 
-    Enqueueing is the caller's: `enqueue(entry_ids, week, at)` is cohorts.tasks.enqueue_decisions
+    Enqueueing is the caller's: `enqueue(entry_ids, week, at)` is cohorts.decisions.tasks.enqueue_decisions
     for the workers (passed in, so this service never imports its own tasks module).
 
     Without `cohort`, every live cohort that is decision-eligible at `at`. The universe is
@@ -456,7 +457,7 @@ class _Run:
 
     def _no_answer(self, answer: _Answer) -> None:
         """No answer at all: another round later when a live decision lost it to a provider
-        outage and its bounds allow (cohorts/decision_retry.py); otherwise failed for the week."""
+        outage and its bounds allow (cohorts/decisions/retry.py); otherwise failed for the week."""
         status: str = Decision.Status.FAILED
         fields: dict[str, object] = {"error": answer.error}
         if on_live_path(self.entry.cohort.kind) and decision_retry.outage(answer.calls):

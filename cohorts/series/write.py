@@ -7,7 +7,7 @@ total of the entry's last snapshot at or before that time, within the entry's li
 its latest snapshot): sparse snapshots (a replay's, the demo's hourly ones) hold until the next
 one, so a chart is never blank where data exists. Per scope (live / replay / demo) and
 competitor, the same grids hold the mean growth of the competitor's entries from each point to
-the next (ScopeSeriesChunk, cohorts/series_overview.py): the factors the home page's chart
+the next (ScopeSeriesChunk, cohorts/series/overview.py): the factors the home page's chart
 compounds, so a page reads them instead of every entry's series. SeriesHead and ScopeSeriesHead keep
 each entry's and each scope's first and latest snapshot.
 
@@ -36,10 +36,8 @@ waiting for a series head (docs/architecture.md, "Lock order").
 Retention: rolling 10-minute snapshots up to hourly ones leaves the stored series alone (they
 were computed from the finer data); a rebuild computes from what is left.
 
-This module is what writers and pages call; beside it, series_grid (the grid, its packing and
-the models a migration can stand in for), series_rebuild (recomputing entries from their
-snapshot rows), series_overview (the per-scope growth factors) and series_chart (the home
-chart compounded from them, its default range stored by every write here).
+This module is what writers call; the package's docstring (cohorts/series/__init__.py) lists
+the modules beside it.
 """
 
 from __future__ import annotations
@@ -54,8 +52,8 @@ from functools import partial
 import numpy as np
 from django.db import transaction
 
-from cohorts.series_chart import home_chart, store_home_charts
-from cohorts.series_grid import (
+from cohorts.series.chart import home_chart, store_home_charts
+from cohorts.series.grid import (
     CHUNK,
     FINEST,  # noqa: F401 - the pages read the grid through this module
     LEVELS,
@@ -69,7 +67,7 @@ from cohorts.series_grid import (
     unpack,
     upsert,
 )
-from cohorts.series_overview import (
+from cohorts.series.overview import (
     lock_scopes,
     overview_keys,
     rebuild_overviews,
@@ -77,7 +75,7 @@ from cohorts.series_overview import (
     refresh_scopes,
     reset_scope_heads,
 )
-from cohorts.series_rebuild import rebuild_entry_chunks, rewind_entry_chunks
+from cohorts.series.rebuild import rebuild_entry_chunks, rewind_entry_chunks
 from core.versions import data_changed, values_changed
 
 REBUILD_BATCH = 50  # entries per snapshot query when rebuilding

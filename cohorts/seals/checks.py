@@ -1,6 +1,6 @@
 """`arena verify`'s comparison of the live state with a scope's event log.
 
-The records checks (cohorts/seal_verify.py) prove each logged record still matches its row.
+The records checks (cohorts/seals/verify.py) prove each logged record still matches its row.
 What is checked here is the other direction: that every row the scores rest on is what the log
 says it last became, so an edit made without the application (SQL, a queryset update, a row
 changed in the admin without its service) is named:
@@ -30,8 +30,8 @@ from django.db.models import Sum
 from agents.models import Competitor
 from cohorts.models import Cohort, Entry, LedgerEntry, Settlement, Universe
 from cohorts.scope import on_live_path
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seal_state import COHORT, COMPETITOR, current_states
+from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seals.state import COHORT, COMPETITOR, current_states
 from core import clock
 from markets.models import Market
 

@@ -1,16 +1,8 @@
 """Sealing policy: when a cohort-week's decisions are sealed, amended, and what a root covers.
 
 docs/verification.md is the outsider's description (enough to re-implement a verifier); this
-docstring is the maintainer's. The modules beside this one:
-
-    seal_canonical  canonical JSON (RFC 8785), the record and link hashes, the fixed forms
-    seal_records    what each record holds (decision, pending, genesis, resolution, settlement)
-    seal_events     the event log, one chain per scope: week roots, resolutions, settlements,
-                    reversals, identities and cohort states (seal_state records the last two)
-    seal_sign       the Ed25519 key and the signed checkpoints of each log
-    seal_verify     `arena verify` (seal_checks: live state against the log; seal_published:
-                    saved roots, heads and checkpoints); seal_export: the export;
-                    seal_publish: posting roots and checkpoints outside
+docstring is the maintainer's; the package's docstring (cohorts/seals/__init__.py) lists the
+modules beside this one.
 
 Chain: link(n) = sha256(JCS({"format", "type": "link", "seq": n, "prev": link(n-1),
 "record": record_hash(n)})), link(0) = the genesis hash (the cohort, its kind and start, the week,
@@ -50,13 +42,13 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.scope import on_live_path
-from cohorts.seal_canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
-from cohorts.seal_events import log_events
-from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
-from cohorts.seal_publish import publish_after_commit, publish_pending
-from cohorts.seal_records import DecisionRows, Record, Row, genesis_record, pending_record
-from cohorts.seal_sign import checkpoint_all
-from cohorts.seal_state import record_first
+from cohorts.seals.canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
+from cohorts.seals.events import log_events
+from cohorts.seals.models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
+from cohorts.seals.publish import publish_after_commit, publish_pending
+from cohorts.seals.records import DecisionRows, Record, Row, genesis_record, pending_record
+from cohorts.seals.sign import checkpoint_all
+from cohorts.seals.state import record_first
 from core import clock
 from core.versions import data_changed
 

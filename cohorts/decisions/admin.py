@@ -13,10 +13,10 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cohorts.correction_impact import SettlementImpact
+from cohorts.decisions.tasks import enqueue_decisions
 from cohorts.models import Decision, Forecast, LLMCall
 from cohorts.scope import on_live_path
 from cohorts.services import mark_decisions_retryable
-from cohorts.tasks import enqueue_decisions
 from markets.admin import IMPACT
 
 # The market admin's correction pages tell staff what a correction reverses and pays.

@@ -1,4 +1,4 @@
-"""The append-only records of sealing (docs/verification.md; the code is cohorts/seals.py).
+"""The append-only records of sealing (docs/verification.md; the code is cohorts/seals/sealing.py).
 
     DecisionDigest  one link of a cohort-week's chain: a decision's record (or a "pending"
                     placeholder for an entry whose decision was not final when the week sealed),
@@ -9,7 +9,7 @@
                     resolutions, settlements, reversals, identity and cohort states, score runs
     StateRecord     a competitor's identity or a cohort's state as the application last wrote
                     it in a scope (what the event log's identity/cohort records are read from)
-    Checkpoint      a signed (size, head, time) of a scope's event log (cohorts/seal_sign.py)
+    Checkpoint      a signed (size, head, time) of a scope's event log (cohorts/seals/sign.py)
     SealPublication where and when a WeekSeal's root was published outside (operational, mutable)
 
 Append-only is enforced three times: the models refuse save() of an existing row, delete() and
@@ -195,7 +195,7 @@ class StateRecord(AppendOnly):
 
 class Checkpoint(AppendOnly):
     """A signed statement "the event log of `scope` had `size` links ending in `head` at
-    `signed_at`" (format and signature: cohorts/seal_sign.py, docs/verification.md)."""
+    `signed_at`" (format and signature: cohorts/seals/sign.py, docs/verification.md)."""
 
     scope = models.CharField(max_length=10)
     size = models.PositiveIntegerField()

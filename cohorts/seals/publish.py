@@ -7,7 +7,7 @@ ARENA_SEAL_PUBLISH_URL, with ARENA_SEAL_PUBLISH_TOKEN as a bearer token when set
 (ARENA_SEAL_PUBLISH_TIMEOUT seconds) and retries with backoff (ARENA_SEAL_PUBLISH_RETRIES, honouring
 Retry-After on 429/503) are per attempt; a seal that still fails is retried by every snapshot tick.
 
-Each payload also carries the scope's newest signed checkpoint (cohorts/seal_sign.py), and with
+Each payload also carries the scope's newest signed checkpoint (cohorts/seals/sign.py), and with
 ARENA_SEAL_PUBLISH_DIR set every checkpoint is appended, once its transaction commits, as one
 JSON line to DIR/checkpoints-<scope>.jsonl: a directory (or git repository) the operator pushes
 elsewhere, which `arena verify --published` reads as it is.
@@ -30,8 +30,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 
-from cohorts.seal_models import SealPublication, WeekSeal
-from cohorts.seal_sign import checkpoint_dict, latest_checkpoints
+from cohorts.seals.models import SealPublication, WeekSeal
+from cohorts.seals.sign import checkpoint_dict, latest_checkpoints
 from core import clock
 from core.http import parse_retry_after
 

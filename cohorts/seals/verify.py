@@ -9,10 +9,10 @@ rows cannot stand in for (superseded by an amendment, pending placeholders) are 
 their hashes; an edit made after sealing, through the ORM or raw SQL, is named with the first
 field that differs from the sealed copy.
 
-Beyond the records, the live state is compared with each scope's event log (cohorts/seal_checks.py:
+Beyond the records, the live state is compared with each scope's event log (cohorts/seals/checks.py:
 outcomes, money, identities, cohort states, week roots, weeks that must have been sealed), and
-with `published` what was saved earlier (cohorts/seal_published.py: week roots, event-log heads,
-signed checkpoints). The export itself is built by cohorts/seal_export.py.
+with `published` what was saved earlier (cohorts/seals/published.py: week roots, event-log heads,
+signed checkpoints). The export itself is built by cohorts/seals/export.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seal_canonical import (
+from cohorts.seals.canonical import (
     FORMAT,
     RECORD_FORMATS,
     canonical,
@@ -32,20 +32,20 @@ from cohorts.seal_canonical import (
     record_hash,
     sha256_hex,
 )
-from cohorts.seal_checks import check_scope, must_be_sealed
-from cohorts.seal_events import READERS, event_records
-from cohorts.seal_export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
-from cohorts.seal_models import DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seal_published import compare
-from cohorts.seal_records import (
+from cohorts.seals.checks import check_scope, must_be_sealed
+from cohorts.seals.events import READERS, event_records
+from cohorts.seals.export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
+from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seals.published import compare
+from cohorts.seals.records import (
     DecisionRows,
     events_genesis_record,
     genesis_record,
     pending_record,
 )
-from cohorts.seal_sign import public_key_hex
-from cohorts.seal_workers import in_workers, workers_for
-from cohorts.seals import FINAL, RERUNNABLE
+from cohorts.seals.sealing import FINAL, RERUNNABLE
+from cohorts.seals.sign import public_key_hex
+from cohorts.seals.workers import in_workers, workers_for
 from cohorts.universe import content_hash
 
 
@@ -241,7 +241,7 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
 
 def _part_report(part: tuple[str, Any]) -> Report:
     """One cohort's or one scope's event-log checks on a report of their own (run in a worker
-    process when there are many: cohorts/seal_workers.py)."""
+    process when there are many: cohorts/seals/workers.py)."""
     report = Report()
     what, key = part
     if what == "cohort":
@@ -450,7 +450,7 @@ class ExportFormatError(ValueError):
 def verify_export(doc: dict, published: Any = None) -> Report:
     """Every check that needs no database: records against hashes, chains, roots, the export's
     own signed checkpoints, and (with `published`: saved /api/seals responses or checkpoints,
-    cohorts/seal_published.py) what was saved earlier."""
+    cohorts/seals/published.py) what was saved earlier."""
     if not isinstance(doc, dict) or doc.get("format") not in EXPORT_FORMATS:
         raise ExportFormatError(f"not a seal export (expected format {EXPORT_FORMAT!r})")
     if doc.get("seal_format") != FORMAT:

@@ -9,9 +9,9 @@ by real HTTP servers in this process (simulations/world_server.py serving a seed
 same clock, simulations/simllm.py). Nothing is called directly: beat's schedule drives sync,
 cohorts, decisions, snapshots, resolution, settlement, seals and scoring on the workers.
 
-Meanwhile it injects the printed fault schedule (simulations/rehearse_faults.py), has staff
+Meanwhile it injects the printed fault schedule (simulations/rehearsal/faults.py), has staff
 correct two resolutions through the admin, polls /healthz; at the end it saves /api/seals as an
-outsider would and runs the checks (simulations/rehearse_checks.py).
+outsider would and runs the checks (simulations/rehearsal/checks.py).
 
 Beat starts last, at the clock's anchor, when the arena's time is just before the first Sunday:
 web and workers take seconds to start, which the accelerated clock would turn into hours, and a
@@ -39,10 +39,10 @@ from cohorts.models import Cohort
 from cohorts.services import week_start_for
 from core import clock
 from core.progress import Progress
-from simulations import rehearse_faults
 from simulations.demo_plan import build_plan
-from simulations.rehearse_http import HealthProbe, StaffSession
-from simulations.rehearse_procs import (
+from simulations.rehearsal import faults as rehearse_faults
+from simulations.rehearsal.http import HealthProbe, StaffSession
+from simulations.rehearsal.procs import (
     Child,
     PrivateRedis,
     RehearsalError,
@@ -192,7 +192,7 @@ class Rehearsal:
         order a correction does, so a running settlement is no reason to refuse; the retry is a
         belt for anything transient), then the next resolved market is tried; None (try again
         later) until both are made."""
-        from simulations.rehearse_checks import correction_candidates, staff_changed
+        from simulations.rehearsal.checks import correction_candidates, staff_changed
 
         done = {c["action"] for c in self.run.corrections if c["applied"]}
         tried = {c["market"] for c in self.run.corrections}
@@ -474,7 +474,7 @@ class Rehearsal:
 
     def _drain(self) -> None:
         """Stop beat (no new week) and wait for the decisions already sent to finish."""
-        from simulations.rehearse_checks import unfinished
+        from simulations.rehearsal.checks import unfinished
 
         self._stop_beat()
         self.run.cohort_ids = self._cohort_ids()

@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from cohorts.decisions import UNIVERSE_PRICE_WINDOW
+from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW
 from cohorts.models import Cohort, Decision, Entry, Position, Trade, Universe, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring.models import ScoreRun

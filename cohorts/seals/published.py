@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cohorts.seal_sign import CHECKPOINT_FORMAT, signature_ok
+from cohorts.seals.sign import CHECKPOINT_FORMAT, signature_ok
 
 
 class PublishedFormatError(ValueError):

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seal_canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
-from cohorts.seal_events import event_records
-from cohorts.seal_models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seal_records import DecisionRows, events_genesis_record, genesis_record
-from cohorts.seal_sign import checkpoint_dict, public_key_info
-from cohorts.seals import FINAL, RERUNNABLE
+from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
+from cohorts.seals.events import event_records
+from cohorts.seals.models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
+from cohorts.seals.records import DecisionRows, events_genesis_record, genesis_record
+from cohorts.seals.sealing import FINAL, RERUNNABLE
+from cohorts.seals.sign import checkpoint_dict, public_key_info
 from core import clock
 
 # /2 adds the seal, identity and cohort records to the event logs, the latest signed checkpoint

@@ -29,7 +29,7 @@ KILL_WAIT_SECONDS = 90.0  # for the held call to start (a decision round in flig
 
 
 class Stage(Protocol):
-    """What the faults act on: the running rehearsal (simulations/rehearse.py)."""
+    """What the faults act on: the running rehearsal (simulations/rehearsal/run.py)."""
 
     world: Any  # WorldServer
     models: Any  # SimulatedLLMServer

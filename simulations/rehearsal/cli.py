@@ -1,6 +1,6 @@
 """`arena rehearse --weeks N [--rate R] [--faults] [--workers K]`: run N weeks of the live path
 on an accelerated clock with its own processes and stand-ins, then check and report
-(simulations/rehearse.py). Exits non-zero when any check fails."""
+(simulations/rehearsal/run.py). Exits non-zero when any check fails."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import argparse
 
 from django.core.management.base import CommandError
 
-from simulations import rehearse_checks
-from simulations.rehearse import DEFAULT_RATE, Options, Rehearsal
-from simulations.rehearse_http import save_seals
-from simulations.rehearse_procs import RehearsalError
+from simulations.rehearsal import checks as rehearse_checks
+from simulations.rehearsal.http import save_seals
+from simulations.rehearsal.procs import RehearsalError
+from simulations.rehearsal.run import DEFAULT_RATE, Options, Rehearsal
 
 
 def _bounded(kind, low, high):
