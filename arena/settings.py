@@ -268,7 +268,7 @@ ARENA_LLM_BACKOFF_BASE = float(os.environ.get("ARENA_LLM_BACKOFF_BASE", "1.0"))
 ARENA_LLM_MAX_BACKOFF = float(os.environ.get("ARENA_LLM_MAX_BACKOFF", "30.0"))
 ARENA_DECISION_WEEKS = env_int("ARENA_DECISION_WEEKS", 5)
 ARENA_CLAIM_TIMEOUT_SECONDS = env_int("ARENA_CLAIM_TIMEOUT_SECONDS", 1800)
-# Rounds a decision gets when its model calls all fail on a provider outage (decision_retry.py).
+# Rounds a decision gets when its model calls all fail on a provider outage (cohorts/decisions/retry.py).
 ARENA_DECISION_MAX_ROUNDS = env_int("ARENA_DECISION_MAX_ROUNDS", 4)
 # At most this long per model-call phase (0: only the bound derived from the claim timeout,
 # agents/endpoints.phase_seconds, which always applies).

@@ -165,7 +165,7 @@ def store_snapshots(rows: Sequence[SnapshotRow]) -> int:
         return 0
     with transaction.atomic():
         heads = series.lock(r.entry_id for r in rows)  # before the rows: see series.lock
-        # Plain rows (series_grid.upsert): the ORM's per-instance insert compilation cost more
+        # Plain rows (cohorts.series.grid.upsert): the ORM's per-instance insert compilation cost more
         # than the write.
         upsert(Snapshot, [r._asdict() for r in rows], ["entry", "ts"], SNAPSHOT_FIELDS)
         series.record(heads, [(r.entry_id, r.ts, r.total) for r in rows])

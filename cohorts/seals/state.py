@@ -127,7 +127,7 @@ def record_first(cohort: Cohort) -> list[int]:
 
 def _log(refs: list[int]) -> None:
     if refs:
-        from cohorts.seals.events import log_events  # seal_events reads StateRecords too
+        from cohorts.seals.events import log_events  # the event log reads StateRecords too
 
         log_events(refs={"state": refs})
 

@@ -7,7 +7,7 @@ entries that have run for weeks). Here the growth from one sample time to the ne
 over the entries alive at both (an entry born in between counts from its starting balance), and
 the growths are compounded: the return of holding the competitor's entries in equal parts,
 rebalanced at each sample time. The growth at each grid point is stored on write
-(series_overview); the two points that depend on the range are computed from the few entries
+(cohorts/series/overview.py); the two points that depend on the range are computed from the few entries
 they involve: the first (only entries born since the range's start count, from their starting
 balance) and a latest snapshot between grid points.
 
@@ -303,7 +303,7 @@ def home_chart(scope: str, span: tuple | None = None) -> dict[str, Any]:
 
 def store_home_charts(scopes) -> None:
     """Recompute and store these scopes' default charts. Call it holding the scopes' series
-    locks (series_overview.lock_scopes), after the series writes, in the same transaction."""
+    locks (overview.lock_scopes), after the series writes, in the same transaction."""
     from cohorts.models import ScopeSeriesHead
 
     for scope in sorted(set(scopes)):
