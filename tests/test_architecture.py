@@ -65,6 +65,20 @@ def test_the_checker_sees_two_rooms_calling_each_other_back(monkeypatch):
     assert graph.cycles(rooms) == [["cohorts.decisions", "cohorts.seals"]]
 
 
+def test_a_chart_is_read_one_way_through():
+    """web/chart_reads.py reads, names, colours, shapes, annotates and encodes a chart; the
+    modules it calls for each step never call back into it or into each other, and the shape
+    (web/charts.py) reads nothing of the site."""
+    modules = _graph_module().module_graph()
+    steps = ["web.charts", "web.colours", "web.selectors", "cohorts.series.chart"]
+    assert {"web.charts", "web.colours", "web.selectors"} <= modules["web.chart_reads"]
+    for step in steps:
+        assert not {s for s in modules[step] if s.startswith("web")} - {"web.shapes"}, step
+    assert modules["cohorts.series.chart"] <= {
+        "cohorts.models", "cohorts.series", "cohorts.series.grid", "cohorts.series.overview"
+    }
+
+
 def test_a_string_model_reference_counts_as_an_edge(tmp_path):
     """`ForeignKey("cohorts.Entry")` in agents ties agents to cohorts though nothing is imported."""
     import ast

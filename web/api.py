@@ -159,8 +159,7 @@ def overview_series(request: HttpRequest, scope: str, range_key: str) -> HttpRes
     `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
     cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
     opening and staff corrections."""
-    scope = selectors.scope_or_default(scope or None)
-    return _chart_json(chart_reads.overview_chart(scope, range_key))
+    return _chart_json(chart_reads.overview_chart(scope or None, range_key))
 
 
 @page({"range": RANGE}, depends=("data",))

@@ -1,12 +1,22 @@
-"""Charts as the pages embed them and the API serves them: the series stored on write
-(read through web/charts.py) with each line's fixed colour and the events that moved it
-(cohort weeks and lifecycle, resolutions, staff corrections), finished as JSON text once.
+"""Charts as the pages embed them and the API serves them, each read in one pass:
+
+    read      the series stored on write (cohorts/series/), and the rows a chart names
+    name      each line's competitor (one query for the ones the caller has not read)
+    colour    each line's fixed style (web/colours.py)
+    shape     the payload (web/charts.py, pure)
+    annotate  the events that moved the chart: cohort weeks and lifecycle, resolutions, staff
+              corrections (the scope's cohorts through web/selectors.py)
+    encode    the JSON text, once (ChartJSON)
+
+Each step is a call to a module that hands its result back and never calls into this one or
+into another step's module, so a chart's data goes one way through.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -15,6 +25,8 @@ from django.db.models import Max, Q
 
 from agents.models import Competitor
 from cohorts.models import Cohort, Entry, Position, Snapshot
+from cohorts.series import chart as series_chart
+from cohorts.series import write as series
 from core import clock
 from markets.models import Market, PricePoint, ResolutionChange
 from web import charts, colours, selectors
@@ -84,10 +96,6 @@ def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str
 # --- chart decorations: colours and the events that moved a chart ---------------------------
 
 
-def _competitor_ids(slugs) -> dict[str, int]:
-    return dict(Competitor.objects.filter(slug__in=set(slugs)).values_list("slug", "pk"))
-
-
 def _within(events: list[dict], xs: list[str]) -> list[dict]:
     if not xs:
         return []
@@ -96,30 +104,17 @@ def _within(events: list[dict], xs: list[str]) -> list[dict]:
     return kept[-EVENT_LIMIT:]
 
 
-def _styled(lines: list[dict], replicated: bool, scope: str) -> None:
-    # charts.py styles its lines from the competitor ids it already has; other payloads get
-    # their ids here (one query).
-    missing = [line for line in lines if "color" not in line]
-    if not missing:
-        return
-    ids = _competitor_ids(line["competitor"] for line in missing)
-    for line in missing:
-        replicate = (line.get("replicate") or 1) if replicated else 1
-        line.update(colours.style_for(ids.get(line["competitor"], 0), replicate, scope=scope))
-
-
-def decorate_series(
+def annotate_cohort(
     payload: dict,
     cohort: Cohort,
     entry_ids: list[int] | None = None,
     corrections=None,
     frozen: list[tuple[int, datetime]] | None = None,
 ) -> dict:
-    """A cohort's (or one entry's) value series with each line's fixed colour and the events
-    that moved it: the cohort's weekly decisions and lifecycle, and staff corrections of
-    markets its entries held (`corrections`: selectors.staff_corrections of the whole cohort,
-    `frozen`: selectors.cohort_universes' weeks, when the caller has them)."""
-    _styled(payload.get("entries", []), replicated=True, scope=cohort.kind)
+    """A cohort's (or one entry's) value series with the events that moved it: the cohort's
+    weekly decisions and lifecycle, and staff corrections of markets its entries held
+    (`corrections`: selectors.staff_corrections of the whole cohort, `frozen`:
+    selectors.cohort_universes' weeks, when the caller has them)."""
     if payload.get("x"):
         held = corrections if entry_ids is None else None
         events = cohort_events(cohort, frozen) + correction_events([cohort], entry_ids, held)
@@ -127,15 +122,14 @@ def decorate_series(
     return payload
 
 
-def decorate_overview(
+def annotate_overview(
     payload: dict,
     scope: str,
     cohorts: list[Cohort] | None = None,
     staff_corrections: bool | None = None,
 ) -> dict:
-    """The home chart with colours, cohorts opening and staff corrections in the scope
-    (`cohorts`: selectors.scope_cohorts, when the caller has them)."""
-    _styled(payload.get("series", []), replicated=False, scope=scope)
+    """The home chart with cohorts opening and staff corrections in the scope (`cohorts`:
+    selectors.scope_cohorts, when the caller has them)."""
     if payload.get("x"):
         events = _scope_events(scope, cohorts, staff_corrections)
         payload["annotations"] = _within(events, payload["x"])
@@ -174,19 +168,56 @@ _django_json = DjangoJSONEncoder().default
 JSON_SCRIPT_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 
 
-def overview_chart(
+def overview_payload(
     scope: str,
+    range_key: str | None = None,
+    competitors: dict[int, Competitor] | None = None,
+    max_points: int = charts.OVERVIEW_POINTS,
+) -> dict[str, Any]:
+    """The home chart's lines, named and coloured, before annotation. The default chart is read
+    as stored on write; another range is computed from the stored series in three indexed
+    queries (cohorts/series/chart.py). `competitors`: the ones the caller has read, by id."""
+    range_key = charts.range_or_default(range_key)
+    default = range_key == charts.DEFAULT_RANGE and max_points == charts.OVERVIEW_POINTS
+    stored = series_chart.stored_home_chart(scope) if default else None
+    if stored is None:  # another range, or none stored yet (a database migrated since)
+        stored = series_chart.chart_lines(scope, range_key, max_points)
+    names = _names([pk for pk, _ in stored["lines"]], competitors or {})
+    styles = {pk: colours.style_for(pk, scope=scope) for pk in names}
+    return charts.overview_payload(scope, range_key, stored, names, styles)
+
+
+def overview_chart(
+    scope: str | None,
     range_key: str,
     cohorts: list[Cohort] | None = None,
     staff_corrections: bool | None = None,
     competitors: dict[int, Competitor] | None = None,
 ) -> ChartJSON:
-    """The home chart (charts.scope_return_series, decorated). `cohorts`: the scope's, when
-    the caller has them (selectors.scope_cohorts); `staff_corrections`: whether any staff
-    correction exists at all, when the caller knows (HomeFacts); `competitors`: the ones the
-    caller has read, by id (the lines' names)."""
-    payload = charts.scope_return_series(scope, range_key=range_key, competitors=competitors)
-    return ChartJSON.of(decorate_overview(payload, scope, cohorts, staff_corrections))
+    """The home chart of a scope (None: the scope the site shows by default), annotated and
+    encoded. `cohorts`: the scope's, when the caller has them (selectors.scope_cohorts);
+    `staff_corrections`: whether any staff correction exists at all, when the caller knows
+    (HomeFacts); `competitors`: the ones the caller has read, by id (the lines' names)."""
+    scope = selectors.scope_or_default(scope)
+    payload = overview_payload(scope, range_key, competitors)
+    return ChartJSON.of(annotate_overview(payload, scope, cohorts, staff_corrections))
+
+
+def cohort_payload(
+    cohort: Cohort, range_key: str | None = None, entries: list[Entry] | None = None
+) -> dict[str, Any]:
+    """A cohort's value series per entry, coloured, before annotation (`entries`: with their
+    competitors, when the caller has read them)."""
+    range_key = charts.range_or_default(range_key)
+    if entries is None:
+        entries = list(Entry.objects.filter(cohort=cohort).select_related("competitor"))
+    heads = _heads_of(entries)
+    win = charts.cohort_window(heads, range_key)
+    grid = series.entry_values(list(heads), win.step, win.k0, win.k1) if win else {}
+    styles = {
+        e.pk: colours.style_for(e.competitor_id, e.replicate, scope=cohort.kind) for e in entries
+    }
+    return charts.cohort_payload(cohort, range_key, entries, heads, grid, win, styles)
 
 
 def cohort_chart(
@@ -205,8 +236,37 @@ def cohort_chart(
         rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
         if only is not None:
             rows = rows.filter(pk__in=only)
-    payload = charts.cohort_series(cohort, range_key, entries=list(rows))
-    return ChartJSON.of(decorate_series(payload, cohort, only, corrections, frozen))
+    payload = cohort_payload(cohort, range_key, list(rows))
+    return ChartJSON.of(annotate_cohort(payload, cohort, only, corrections, frozen))
+
+
+def _names(ids: list[int], known: dict[int, Competitor]) -> dict[int, tuple[str, str]]:
+    """competitor id -> (slug, display name): from `known`, the rest in one query."""
+    out = {pk: (known[pk].slug, known[pk].display_name) for pk in ids if pk in known}
+    missing = [pk for pk in ids if pk not in out]
+    if missing:
+        rows = Competitor.objects.filter(pk__in=missing).values_list("pk", "slug", "display_name")
+        out.update((pk, (slug, name)) for pk, slug, name in rows)
+    return out
+
+
+def _heads_of(entries) -> dict[int, tuple[datetime, datetime, Decimal]]:
+    """The entries' series heads (cohorts.series.write.entry_heads), from the heads they carry when the caller read
+    them with their entries (selectors.entry_rows), else one query."""
+    cached = [e._state.fields_cache for e in entries]
+    if not entries or any("series_head" not in c for c in cached):
+        return series.entry_heads(e.pk for e in entries)
+    out = {}
+    for e, c in zip(entries, cached, strict=True):
+        h = c["series_head"]  # None: no head row yet
+        if (
+            h is not None
+            and h.first_ts is not None
+            and h.last_ts is not None
+            and h.last_total is not None
+        ):
+            out[e.pk] = (h.first_ts, h.last_ts, h.last_total)
+    return out
 
 
 def _scope_events(

@@ -1,4 +1,6 @@
-"""Chart data for the pages: plain functions returning lists and dicts.
+"""The shape of a chart's data: pure functions from values already read to the lists and dicts
+a page embeds and the API serves. Nothing here reads the database or picks a colour: the read
+path (web/chart_reads.py) reads the series, names and styles each line, then hands them here.
 
 The browser draws them with static/arena/charts.js (Plotly). Data reaches the page only through
 `json_script` or the JSON API, never inside an inline script.
@@ -6,7 +8,7 @@ The browser draws them with static/arena/charts.js (Plotly). Data reaches the pa
 Value series are read, never recomputed from snapshots: cohorts/series/write.py keeps every entry's
 value on fixed grids of 10 minutes to a week as snapshots are written, and per scope and
 competitor the growth factors the home chart compounds into its chain-linked return (see
-scope_return_series). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
+overview_payload). A range is drawn on the finest grid that fits it in MAX_POINTS points (the home page's
 overview in OVERVIEW_POINTS): its grid points from the start of the range (or of the data, if
 later) up to the latest snapshot, plus that latest snapshot itself when it falls between grid
 points. The value at a point is the last snapshot at or before it within the entry's life, so a
@@ -15,9 +17,9 @@ every range spans its whole window: a 4-week cohort's 1W shows seven days. Readi
 two indexed queries, whatever the length of the history. All entries share one x axis, so a
 timestamp travels once; times are the grid's exact instants, in UTC, to the minute.
 
-Each line carries its competitor's fixed `color` and `dash` (web/colours.py). `annotations` is
-a list of marks on the time axis, {"x", "kind", "label", "detail"}, filled by
-web/chart_reads.decorate_series / decorate_overview (cohort events, staff corrections).
+Each line carries its competitor's fixed `color` and `dash` (web/colours.py, passed in as
+`styles`). `annotations` is a list of marks on the time axis, {"x", "kind", "label", "detail"},
+filled by the read path after the shape (cohort events, staff corrections).
 """
 
 from __future__ import annotations
@@ -29,11 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.models import Competitor
 from cohorts.models import Cohort, Entry
 from cohorts.series import chart as series_chart
-from cohorts.series import write as series
-from web import colours
+from cohorts.series.grid import FINEST, epoch
 
 MAX_POINTS = 400  # per entry, per series response
 OVERVIEW_POINTS = series_chart.HOME_POINTS  # sample times of the home page's overview chart
@@ -58,33 +58,31 @@ def entry_label(entry: Entry, replicated: bool) -> str:
     return f"{name} #{entry.replicate}" if replicated else name
 
 
-def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) -> dict[str, Any]:
-    """Per-entry value series for one cohort; the /series endpoint's payload.
-
-    The range is anchored at the cohort's latest snapshot (not the wall clock), so replay and
-    demo cohorts with a simulated clock chart the same way as live ones.
-    """
-    range_key = range_or_default(range_key)
-    if entries is None:
-        entries = list(Entry.objects.filter(cohort=cohort).select_related("competitor"))
+def cohort_payload(
+    cohort: Cohort,
+    range_key: str,
+    entries: list[Entry],
+    heads: dict[int, tuple[datetime, datetime, Decimal]],
+    grid: dict[int, np.ndarray],
+    win: series_chart.Window | None,
+    styles: dict[int, dict[str, str]],
+) -> dict[str, Any]:
+    """Per-entry value series for one cohort; the /series endpoint's payload. `heads`: each
+    entry's (first, latest snapshot time, latest total); `grid`: its values on `win`'s grid
+    (None when no entry has a snapshot); `styles`: each entry's {"color", "dash"}."""
     payload: dict[str, Any] = {
         "cohort": cohort.pk,
         "kind": cohort.kind,
         "range": range_key,
         "ranges": list(RANGES),
         "value": "entry value (USD) at each sample time: its last snapshot at or before it",
-        "step_seconds": series.FINEST,
+        "step_seconds": FINEST,
         "x": [],
         "entries": [],
         "annotations": [],
     }
-    heads = _heads_of(entries)
-    if not heads:
+    if win is None:
         return payload
-    first = min(h[0] for h in heads.values())
-    last = max(h[1] for h in heads.values())
-    win = Window(first, last, range_key, MAX_POINTS)
-    grid = series.entry_values(list(heads), win.step, win.k0, win.k1)
     n_grid = win.k1 - win.k0 + 1 if win.k1 >= win.k0 else 0
     replicated = any(e.replicate > 1 for e in entries)
     rows = []
@@ -95,7 +93,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
         if win.tail is not None:
             head = heads.get(e.pk)
             # The latest point: this entry's latest snapshot, if its life reaches it.
-            at_tail = float(head[2]) if head and series.epoch(head[1]) == win.tail else np.nan
+            at_tail = float(head[2]) if head and epoch(head[1]) == win.tail else np.nan
             values = np.append(values, at_tail)
         rows.append(
             {
@@ -104,7 +102,7 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
                 "competitor_simulated": e.competitor.simulated,
                 "replicate": e.replicate,
                 "label": entry_label(e, replicated),
-                **colours.style_for(e.competitor_id, e.replicate, scope=cohort.kind),
+                **styles[e.pk],
                 "y": _numbers(values, 2),
             }
         )
@@ -114,23 +112,14 @@ def cohort_series(cohort: Cohort, range_key: str = DEFAULT_RANGE, entries=None) 
     return payload
 
 
-def _heads_of(entries) -> dict[int, tuple[datetime, datetime, Decimal]]:
-    """series.entry_heads of the entries, from the heads they carry when the caller read
-    them with their entries (selectors.entry_rows), else one query."""
-    cached = [e._state.fields_cache for e in entries]
-    if not entries or any("series_head" not in c for c in cached):
-        return series.entry_heads(e.pk for e in entries)
-    out = {}
-    for e, c in zip(entries, cached, strict=True):
-        h = c["series_head"]  # None: no head row yet
-        if (
-            h is not None
-            and h.first_ts is not None
-            and h.last_ts is not None
-            and h.last_total is not None
-        ):
-            out[e.pk] = (h.first_ts, h.last_ts, h.last_total)
-    return out
+def cohort_window(heads: dict, range_key: str) -> series_chart.Window | None:
+    """The grid a cohort's chart of this range is drawn on: anchored at the cohort's latest
+    snapshot (not the wall clock), so replay and demo cohorts chart the way live ones do."""
+    if not heads:
+        return None
+    first = min(h[0] for h in heads.values())
+    last = max(h[1] for h in heads.values())
+    return Window(first, last, range_key, MAX_POINTS)
 
 
 OVERVIEW_MEASURE = (
@@ -140,37 +129,31 @@ OVERVIEW_MEASURE = (
 )
 
 
-def scope_return_series(
+def overview_payload(
     scope: str,
-    max_points: int = OVERVIEW_POINTS,
-    range_key: str = DEFAULT_RANGE,
-    competitors: dict[int, Competitor] | None = None,
+    range_key: str,
+    stored: dict[str, Any],
+    names: dict[int, tuple[str, str]],
+    styles: dict[int, dict[str, str]],
 ) -> dict[str, Any]:
-    """Each competitor's chain-linked return (%) across its entries in a scope, over time
-    (cohorts/series/chart.py). The default chart is read as stored on write; another range
-    is computed from the stored series in three indexed queries. Lines are named and coloured
-    here, from `competitors` (id -> Competitor) when the caller has them read, else one
-    query."""
-    range_key = range_or_default(range_key)
+    """Each competitor's chain-linked return (%) across its entries in a scope, over time.
+    `stored`: the lines as cohorts/series/chart.py gives them ({"x", "step_seconds", "lines":
+    [(competitor id, y)]}); `names`: id -> (slug, display name); `styles`: id -> its style. A
+    line whose competitor has no name (deleted since) is left out."""
     payload: dict[str, Any] = {
         "scope": scope,
         "range": range_key,
         "ranges": list(RANGES),
         "value": OVERVIEW_MEASURE,
-        "step_seconds": series.FINEST,
+        "step_seconds": FINEST,
         "x": [],
         "series": [],
         "annotations": [],
     }
-    default = range_key == DEFAULT_RANGE and max_points == OVERVIEW_POINTS
-    stored = series_chart.stored_home_chart(scope) if default else None
-    if stored is None:  # another range, or none stored yet (a database migrated since)
-        stored = series_chart.chart_lines(scope, range_key, max_points)
     if not stored["lines"]:
         return payload
-    names = _names([pk for pk, _ in stored["lines"]], competitors or {})
     lines = [
-        {"competitor": slug, "label": name, **colours.style_for(pk, scope=scope), "y": y}
+        {"competitor": slug, "label": name, **styles[pk], "y": y}
         for pk, y in stored["lines"]
         if pk in names
         for slug, name in [names[pk]]
@@ -180,16 +163,6 @@ def scope_return_series(
     payload["x"] = stored["x"]
     payload["series"] = lines
     return payload
-
-
-def _names(ids: list[int], known: dict[int, Competitor]) -> dict[int, tuple[str, str]]:
-    """competitor id -> (slug, display name): from `known`, the rest in one query."""
-    out = {pk: (known[pk].slug, known[pk].display_name) for pk in ids if pk in known}
-    missing = [pk for pk in ids if pk not in out]
-    if missing:
-        rows = Competitor.objects.filter(pk__in=missing).values_list("pk", "slug", "display_name")
-        out.update((pk, (slug, name)) for pk, slug, name in rows)
-    return out
 
 
 def price_history(

@@ -92,6 +92,6 @@ def test_a_correction_on_a_simulated_clock_lands_on_that_clock():
     row, latest = _figures(entry)
     assert latest.ts == clock and row.value == latest.total == row.cash + latest.positions_value
     assert Snapshot.objects.filter(ts__gt=clock).count() == 0
-    payload = chart_reads.decorate_series(charts.cohort_series(cohort), cohort)
+    payload = chart_reads.annotate_cohort(chart_reads.cohort_payload(cohort), cohort)
     staff = [a for a in payload["annotations"] if a["kind"] == "correction"]
     assert [a["x"] for a in staff] == [charts.fmt_ts(clock)]

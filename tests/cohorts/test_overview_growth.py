@@ -113,7 +113,7 @@ def _assert_same_as_reference(scope: str = "live", max_points: int = charts.OVER
     for key in charts.RANGES:
         want = reference(scope, key, max_points)
         raw = want.pop("raw", {})
-        got = charts.scope_return_series(scope, max_points=max_points, range_key=key)
+        got = chart_reads.overview_payload(scope, max_points=max_points, range_key=key)
         assert got == want, key
         # The home page passes the span it read with the scope's cohorts: the same chart.
         with_cohorts = chart_reads.overview_chart(scope, key, selectors.scope_cohorts(scope))

@@ -29,7 +29,7 @@ from cohorts.settlement import settle_market
 from cohorts.snapshots import store_snapshots
 from markets.models import Market
 from tests.factories import make_cohort_with_entries, make_competitor, make_market, snapshot_row
-from web import charts
+from web import chart_reads, charts
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 1, tzinfo=UTC)  # a Sunday
@@ -144,7 +144,7 @@ def test_overview_is_the_mean_return_of_the_entries_alive():
     # The home chart chain-links it instead (issue 27: the plain mean jumps whenever a cohort
     # opens): at week 2 the step's growth is the mean of a's (none) and b's from its balance
     # (-20%), so 1.10 * 0.90 = 0.99; afterwards only b runs, flat.
-    payload = charts.scope_return_series("live", range_key="ALL")
+    payload = chart_reads.overview_payload("live", range_key="ALL")
     (line,) = payload["series"]
     points = dict(zip(payload["x"], line["y"], strict=True))
     assert points[charts.fmt_ts(T0 + timedelta(days=1))] == 10.0
@@ -163,7 +163,7 @@ def test_sparse_history_draws_every_range_in_full():
         )
     last = T0 + timedelta(hours=hours - 1)
     for key in charts.RANGES:
-        data = charts.cohort_series(cohort, key)
+        data = chart_reads.cohort_payload(cohort, key)
         xs = [datetime.strptime(x, "%Y-%m-%d %H:%M").replace(tzinfo=UTC) for x in data["x"]]
         assert 2 <= len(xs) <= charts.MAX_POINTS and xs[-1] == last
         window = charts.RANGES[key] or (last - T0)
@@ -173,7 +173,7 @@ def test_sparse_history_draws_every_range_in_full():
             hour = [int((x - T0).total_seconds() // 3600) for x in xs]
             assert e["y"] == [10_000 + h for h in hour]  # the last hourly snapshot at or before
     assert "3M" in data["ranges"] and data["annotations"] == []
-    overview = charts.scope_return_series("live", range_key="1W")
+    overview = chart_reads.overview_payload("live", range_key="1W")
     assert overview["x"][-1] == charts.fmt_ts(last)
     assert all(None not in s["y"] for s in overview["series"])
 
@@ -194,7 +194,7 @@ def test_settlement_reversal_and_a_late_final_snapshot_keep_the_series_true():
     settle_market(market, at=T0 + 9 * TEN)  # staff re-resolution: reversed, then lost
     for step in (600, 1800):
         assert _grid(entry, step) == _reference(entry, step)
-    data = charts.cohort_series(cohort, "ALL")
+    data = chart_reads.cohort_payload(cohort, "ALL")
     assert data["entries"][0]["y"][-1] == float(
         Snapshot.objects.filter(entry=entry).latest("ts").total
     )
@@ -211,13 +211,13 @@ def test_deleted_entries_leave_the_overview_and_a_rebuild_restores_everything():
     store_snapshots([snapshot_row(b, T0 + timedelta(days=7) + i * TEN, 9_000) for i in range(12)])
     before = _overview()
     cohort_a.delete()  # cascades to the entry; the overview follows once this commits
-    after = charts.scope_return_series("live", range_key="ALL")
+    after = chart_reads.overview_payload("live", range_key="ALL")
     assert {v for s in after["series"] for v in s["y"]} == {-10.0}
     assert _overview() != before
     SeriesChunk.objects.all().delete()
     ScopeSeriesChunk.objects.all().delete()
     call_command("arena", "rebuild-series")
-    assert charts.scope_return_series("live", range_key="ALL") == after
+    assert chart_reads.overview_payload("live", range_key="ALL") == after
     assert _grid(b, 600) == _reference(b, 600)
 
 
