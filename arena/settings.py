@@ -207,8 +207,8 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Content-hashed, compressed names (collectstatic writes the manifest), so static files can
-    # be cached for ever by browsers and proxies.
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    # be cached for ever by browsers and proxies, with DEBUG on too (arena/static_storage.py).
+    "staticfiles": {"BACKEND": "arena.static_storage.HashedStaticStorage"},
 }
 WHITENOISE_USE_FINDERS = DEBUG
 

@@ -125,8 +125,8 @@ def up(cmd, options) -> None:
     created = ensure_default_lineup()
     if created:
         cmd.stdout.write(f"created the default lineup ({created} competitors)")
-    if not settings.DEBUG:
-        call_command("collectstatic", interactive=False, verbosity=0)
+    # Every start, DEBUG or not: pages name static files by their hashed, compressed copies.
+    call_command("collectstatic", interactive=False, verbosity=0)
 
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")

@@ -28,6 +28,7 @@ USED_AS = {
     "numpy": [r"^\s*(from|import) numpy\b"],
     "scipy": [r"^\s*(from|import) scipy\b"],
     "whitenoise": [r"\"whitenoise\."],
+    "brotli": [r"HashedStaticStorage"],  # whitenoise's compressor writes .br copies with it
     "gunicorn": [r"\"gunicorn\""],  # `arena up` starts it (arena/up.py)
     "dj-database-url": [r"^\s*(from|import) dj_database_url\b"],
     "django-axes": [r"^\s*(from|import) axes\b", r"\"axes\""],
