@@ -2,6 +2,9 @@
  * (Django's json_script) and, for range buttons, from the JSON APIs.
  * No inline scripts anywhere: this file is loaded with `defer`.
  *
+ * Plotly (1 MB) is fetched in parallel with the page (a preload link) but run only after the
+ * page's content is parsed: a deferred Plotly held DOMContentLoaded back by its parse time.
+ *
  * Every line carries its competitor's fixed colour (arena/colours.py) so a competitor looks
  * the same on every chart; `annotations` ({x, kind, label, detail}) become dotted vertical
  * lines: grey for cohort events, red for staff corrections. */
@@ -11,6 +14,23 @@
   var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   var NARROW = 640;
   var EVENT_COLOURS = { cohort: "#8a94a0", correction: "#b3261e", resolution: "#137333" };
+  var PLOTLY_SRC = document.currentScript && document.currentScript.dataset.plotly;
+  var plotlyLoading = null;
+
+  // Resolves once window.Plotly exists (loading it the first time a chart needs it).
+  function withPlotly() {
+    if (window.Plotly) { return Promise.resolve(); }
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise(function (resolve, reject) {
+        var tag = document.createElement("script");
+        tag.src = PLOTLY_SRC;
+        tag.onload = resolve;
+        tag.onerror = reject;
+        document.head.appendChild(tag);
+      });
+    }
+    return plotlyLoading;
+  }
 
   function narrow(el) { return (el.clientWidth || window.innerWidth) < NARROW; }
 
@@ -172,11 +192,23 @@
     if (empty) { empty.remove(); }
     return window.Plotly.react(el, fig.traces, fig.layout, CONFIG).then(function () {
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);
+      // When the page's first chart is on screen (bench/browser.py reads it).
+      if (window.performance && performance.mark &&
+          !performance.getEntriesByName("arena:first-chart").length) {
+        performance.mark("arena:first-chart");
+      }
     });
   }
 
   function initCharts(root) {
     var nodes = (root || document).querySelectorAll("[data-chart-kind][data-chart-data]");
+    if (!nodes.length) { return; }
+    if (!window.Plotly) {
+      withPlotly().then(function () { initCharts(root); }, function () {
+        nodes.forEach(function (el) { el.textContent = "The chart library could not be loaded."; });
+      });
+      return;
+    }
     nodes.forEach(function (el) {
       var source = document.getElementById(el.dataset.chartData);
       if (!source) { return; }
@@ -215,7 +247,7 @@
         nav.querySelectorAll(".range-btn").forEach(function (b) { b.removeAttribute("aria-current"); });
         btn.setAttribute("aria-current", "true");
         updateCaption(btn.closest("figure"), data);
-        return draw(el, data);
+        return withPlotly().then(function () { return draw(el, data); });
       })
       .catch(function () { window.location.href = btn.href; })  // fall back to a page load
       .finally(function () { el.removeAttribute("aria-busy"); });
