@@ -216,9 +216,12 @@ class Bench:
         self.server = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            # Ready when the page it measures answers: /healthz answers 503 without a worker
+            # heartbeat, and the bench runs no worker.
             try:
-                urllib.request.urlopen(f"{self.base}/healthz", timeout=2).read()
-                return
+                with urllib.request.urlopen(f"{self.base}{self.args.cohort_url}", timeout=5) as r:
+                    if r.status == 200:
+                        return
             except OSError:
                 if self.server.poll() is not None:
                     sys.exit("gunicorn exited at start")
