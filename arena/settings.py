@@ -252,6 +252,8 @@ ARENA_LLM_API_KEY = (
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 # Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
+# Hot pages rendered again by a worker after each committed write (web/prerender.py).
+ARENA_PRERENDER = env_bool("ARENA_PRERENDER", True)
 # Which scope this deployment's live path writes to: "live", or "rehearsal" for `arena rehearse`,
 # whose web, worker and beat run the real sync, decisions and scoring against stand-ins on an
 # accelerated clock and must never write into (or be mixed with) live results.

@@ -22,11 +22,16 @@ from collections.abc import Callable, Mapping
 
 from django.core.cache import cache
 from django.db import transaction
+from django.dispatch import Signal
 
 DATA_KEY = "arena:data-version"
 VALUES_KEY = "arena:values-version"
 SCORES_KEY = "arena:scores-version"
 KEYS = (DATA_KEY, VALUES_KEY, SCORES_KEY)
+
+# Sent right after tokens were replaced (a write committed), with `keys`: the site renders its
+# hot pages again under the new tokens (web/prerender.py), so visitors need not.
+replaced = Signal()
 
 
 def versions(found: Mapping[str, object], keys: tuple[str, ...] = KEYS) -> tuple[str | None, ...]:
@@ -46,14 +51,17 @@ def _token(found: object, key: str) -> str | None:
 
 def _bump_data() -> None:
     cache.set(DATA_KEY, uuid.uuid4().hex, None)
+    replaced.send(sender=None, keys=(DATA_KEY,))
 
 
 def _bump_values() -> None:
     cache.set(VALUES_KEY, uuid.uuid4().hex, None)
+    replaced.send(sender=None, keys=(VALUES_KEY,))
 
 
 def _bump_scores() -> None:
     cache.set_many({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex}, None)
+    replaced.send(sender=None, keys=(DATA_KEY, SCORES_KEY))
 
 
 def _on_commit(bump: Callable[[], None]) -> None:

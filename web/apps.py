@@ -6,3 +6,10 @@ class WebConfig(AppConfig):
 
     name = "web"
     verbose_name = "Public site"
+
+    def ready(self) -> None:
+        from core import versions
+        from web import prerender
+
+        # A committed write renders the hot pages again in a worker (web/prerender.py).
+        versions.replaced.connect(prerender.queue, dispatch_uid="web.prerender.queue")
