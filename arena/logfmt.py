@@ -22,7 +22,21 @@ from datetime import UTC, datetime
 from core.logcontext import current
 
 # Fields a record may carry as `extra=` (or bound in core.logcontext), in the order shown.
-FIELDS = ("cohort", "week", "competitor", "decision", "market", "job", "status", "reason")
+FIELDS = (
+    "task",
+    "worker",
+    "cohort",
+    "week",
+    "competitor",
+    "decision",
+    "market",
+    "job",
+    "status",
+    "reason",
+    "old_worker",
+    "new_worker",
+    "lost_calls",
+)
 
 
 def role() -> str:
