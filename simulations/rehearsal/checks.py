@@ -28,8 +28,9 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
+from agents.attempts import LOST, SENT
 from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW
-from cohorts.models import Cohort, Decision, Entry, Position, Trade, Universe, WeekSeal
+from cohorts.models import Cohort, Decision, Entry, LLMCall, Position, Trade, Universe, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring.models import ScoreRun
 
@@ -140,6 +141,36 @@ def check_decisions(run: Any) -> Check:
 
 def _short(text: str) -> str:
     return re.sub(r"\s+", " ", text or "")[:120]
+
+
+def check_model_calls(run: Any) -> Check:
+    """Every chat request the simulated models received is a call record of the run's
+    decisions, a worker killed mid-call included (its call is on the record as lost). A kill
+    can land after a call's row is committed and before its request leaves: such a call is
+    lost and never reached the server, so records may exceed requests by lost calls only."""
+    if run.model_requests is None:
+        return Check("model calls on record", False, "the simulated models were not started")
+    calls = LLMCall.objects.filter(
+        decision__entry__cohort_id__in=run.cohort_ids, url__endswith="/chat/completions"
+    )
+    records = calls.count()
+    lost = calls.filter(error_kind=LOST).count()
+    sent = calls.filter(error_kind=SENT).count()
+    takeovers = sum(
+        len(t or [])
+        for t in Decision.objects.filter(entry__cohort_id__in=run.cohort_ids).values_list(
+            "takeovers", flat=True
+        )
+    )
+    requests = run.model_requests
+    detail = (f"{requests} requests seen, {records} call records ({lost} lost with their "
+              f"worker, {sent} still unanswered), {takeovers} decision take-over(s)")  # fmt: skip
+    ok = sent == 0 and (records == requests or 0 < records - requests <= lost)
+    killed = any(f["name"] == "worker-kill" and f["injected"] for f in run.faults)
+    if killed and not (lost and takeovers):
+        return Check("model calls on record", False, "a worker was killed mid-call but no call "
+                     f"is on the record as lost or no decision taken over: {detail}")  # fmt: skip
+    return Check("model calls on record", ok, detail)
 
 
 def check_sealed(run: Any) -> Check:
@@ -263,7 +294,7 @@ def verb_check(run: Any, name: str, *args: str) -> Check:
 
 
 def all_checks(run: Any) -> list[Check]:
-    checks = [check_decisions(run), check_sealed(run)]
+    checks = [check_decisions(run), check_model_calls(run), check_sealed(run)]
     checks.append(verb_check(run, "verify", "verify"))
     if run.seals_file is not None:
         checks.append(verb_check(run, "verify --published", "verify", "--published",
