@@ -34,7 +34,9 @@ from cohorts.models import Cohort, Decision, Entry, LLMCall, Position, Trade, Un
 from markets.models import Market, ResolutionChange
 from scoring.models import ScoreRun
 
-HEALTH_LAG_SECONDS = 15.0  # /healthz checks the broker every 10 s: how late it may notice
+# /healthz's broker state is at most FRESH_SECONDS (2 s) old, plus a check's wait: how late it
+# may notice an outage's end.
+HEALTH_LAG_SECONDS = 5.0
 VERB_TIMEOUT = 600
 
 
@@ -242,9 +244,10 @@ def check_health(run: Any) -> Check:
 
     problems = []
     # Until a worker's first heartbeat, /healthz rightly says no worker is proven alive (on a
-    # database migrated more than WORKER_LATE ago that is an error, not "starting"): the
-    # start-up is reported, counted apart, and is not an outage the run caused. An outage must
-    # still be seen, in any sample: one can fall inside a slow start-up.
+    # database migrated more than WORKER_LATE ago that is an error, not "starting"): that alone
+    # is excused during the start-up, counted apart. Anything else failing then (the database,
+    # the broker, an answer that is not 200 or 503) outside an outage the run caused is a
+    # failure like any later one, and an outage must be seen in any sample.
     first_ok = next((i for i, s in enumerate(samples) if s.worker == "ok"), None)
     if first_ok is None:
         return Check("healthz", False, f"no worker heartbeat in {len(samples)} samples")
@@ -255,7 +258,8 @@ def check_health(run: Any) -> Check:
         if o["required"] and not seen:
             problems.append(f"the {o['what']} outage ({o['end'] - o['start']:.0f} s) was never "
                             "reported")  # fmt: skip
-    false = [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s)]
+    false = [s for s in startup if _startup_error(s) and not in_window(s)]
+    false += [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s)]
     if false:
         first = false[0]
         problems.append(f"{len(false)} error answers outside any outage, first at arena "
@@ -268,6 +272,13 @@ def check_health(run: Any) -> Check:
     if problems:
         return Check("healthz", False, "; ".join(problems) + f" ({detail})")
     return Check("healthz", True, detail)
+
+
+def _startup_error(sample: Any) -> bool:
+    """An error answer before the first heartbeat that a missing worker does not explain."""
+    return (
+        sample.http not in (200, 503) or sample.database == "error" or sample.broker == "error"
+    )
 
 
 def check_scored(run: Any) -> Check:
