@@ -178,7 +178,10 @@ def run_decision(
     at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort", "release").get(pk=entry_id)
     # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
-    with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
+    # `entry` and `week` are on Celery's own lines of the task too (arena/logfmt.py).
+    with logcontext.bound(
+        cohort=entry.cohort_id, entry=entry_id, week=week, competitor=entry.competitor.slug
+    ):
         decision = claim_decision(entry_id, week, pinned_release(entry).pk, runner=runner)
         if decision is None:
             return Decision.objects.get(entry_id=entry_id, week=week)
