@@ -158,11 +158,19 @@ def _access(record: logging.LogRecord) -> list[tuple[str, object]]:
 
 def logging_dict(level: str) -> dict:
     """The dictConfig of every arena process (settings.LOGGING, gunicorn's logconfig_dict)."""
+    logging.captureWarnings(True)
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"kv": {"()": "arena.logfmt.KeyValueFormatter"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {"django.db.backends": {"level": "WARNING"}},
+        "loggers": {
+            "django.db.backends": {"level": "WARNING"},
+            # Django's own handler for its loggers prints bare messages under DEBUG
+            # ("Service Unavailable: /healthz"); ours only.
+            "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            # Python warnings (Celery's about running as root) as lines of the format.
+            "py.warnings": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        },
     }
