@@ -15,8 +15,8 @@ logconfig_dict["loggers"].update(
         "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     }
 )
-# One key=value line per request (h: remote address, U: path, q: query, s: status, B: bytes,
-# M: milliseconds); the formatter quotes the whole message as msg="...".
+# One line per request; arena/logfmt.py writes its atoms as fields (client address, the
+# proxy's X-Forwarded-For, method, path, query, status, bytes, milliseconds).
 access_log_format = "method=%(m)s path=%(U)s query=%(q)s status=%(s)s bytes=%(B)s duration_ms=%(M)s"
 
 

@@ -33,6 +33,9 @@ TIMEOUT, CONNECTION, HTTP, IN_BAND, EMPTY, LENGTH, MALFORMED, CONTEXT = (
     "malformed",
     "context_full",
 )
+# A call's row before its answer is stored (cohorts/llm_calls.py): "sent" while the request may
+# be out, "lost" once the run that sent it is gone without storing what came back.
+SENT, LOST = "sent", "lost"
 # Content-level failures: retried, but only a couple of times (see module docstring).
 CONTENT_KINDS = frozenset({IN_BAND, EMPTY, MALFORMED})
 # Words of a 429 about a spent quota rather than a momentary rate (OpenRouter: "Rate limit

@@ -30,6 +30,14 @@ def _one_log_format(loglevel=None, **kwargs) -> None:
         logging.getLogger().setLevel(loglevel)
 
 
+@signals.celeryd_init.connect
+def _no_banner(instance=None, **kwargs) -> None:
+    """The worker's start-up banner (39 lines printed outside any log format) is off; its
+    "ready" line says the same in the one format. Beat's banner is off by `celery -q`."""
+    if instance is not None:
+        instance.quiet = True
+
+
 @signals.worker_init.connect
 @signals.beat_init.connect
 def _refuse_live_data(**kwargs) -> None:

@@ -14,7 +14,7 @@ def main() -> None:
 
 # Verbs that make or replace their database themselves (or use none): the rest need one that
 # exists and is migrated.
-MAKES_ITS_DATABASE = {"up", "demo", "replay-forecastbench", "restore", "simulated-llm"}
+MAKES_ITS_DATABASE = {"up", "demo", "replay-forecastbench", "restore", "simulated-llm", "standin"}
 
 
 def database_problem() -> str | None:

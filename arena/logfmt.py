@@ -5,8 +5,11 @@
     msg="decision finished"
 
 Fields, in this order: ts (UTC, wall clock), level, role (web/worker/beat/cli), logger, the
-work the line concerns (bound with core.logcontext, or passed as `extra=`), then msg, then a
-traceback as exc. Values with spaces, quotes or `=` are double-quoted; newlines are escaped, so
+work the line concerns (bound with core.logcontext, or passed as `extra=`: the Celery task id, the
+worker, cohort, week, competitor, decision, ...), then msg, then a traceback as exc. Celery's own
+task lines carry the task id as `task=` (and a decision task its entry and week), so one grep
+for a task id follows a decision through its worker; gunicorn's access lines are fields too
+(client address, what the proxy forwarded, method, path, status, bytes, duration). Values with spaces, quotes or `=` are double-quoted; newlines are escaped, so
 a line is always one line, whatever text a model or an upstream error put in it. Used by
 Django's LOGGING, by Celery (arena/celery.py keeps it from installing its own), and by gunicorn
 (gunicorn.conf.py at the project root).
@@ -14,6 +17,7 @@ Django's LOGGING, by Celery (arena/celery.py keeps it from installing its own), 
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import sys
@@ -22,7 +26,22 @@ from datetime import UTC, datetime
 from core.logcontext import current
 
 # Fields a record may carry as `extra=` (or bound in core.logcontext), in the order shown.
-FIELDS = ("cohort", "week", "competitor", "decision", "market", "job", "status", "reason")
+FIELDS = (
+    "task",
+    "worker",
+    "cohort",
+    "entry",
+    "week",
+    "competitor",
+    "decision",
+    "market",
+    "job",
+    "status",
+    "reason",
+    "old_worker",
+    "new_worker",
+    "lost_calls",
+)
 
 
 def role() -> str:
@@ -66,14 +85,16 @@ class KeyValueFormatter(logging.Formatter):
             ("role", self.role),
             ("logger", record.name),
         ]
-        context = current()
+        context = {**current(), **_celery_task(record)}
+        access = _access(record)
         for key in FIELDS:
             value = getattr(record, key, None)
             if value is None:
                 value = context.get(key)
             if value is not None and value != "":
                 pairs.append((key, value))
-        pairs.append(("msg", record.getMessage()))
+        pairs += access
+        pairs.append(("msg", "request" if access else record.getMessage()))
         if record.exc_info:
             pairs.append(("exc", self.formatException(record.exc_info)))
         elif record.stack_info:
@@ -81,13 +102,75 @@ class KeyValueFormatter(logging.Formatter):
         return " ".join(f"{key}={quote(value)}" for key, value in pairs)
 
 
+def _celery_task(record: logging.LogRecord) -> dict[str, object]:
+    """Celery's own task lines (received, succeeded, retry, failed) as fields: the task id, and
+    for a decision the entry and week it decides, so they join the decision's lines (which
+    carry the task id, cohorts/decisions/tasks.py)."""
+    data = getattr(record, "data", None)
+    if not isinstance(data, dict) or not data.get("id"):
+        return {}
+    fields: dict[str, object] = {"task": data["id"]}
+    if data.get("name") == "cohorts.tasks.run_decision":
+        args = _literal(data.get("args"))
+        if isinstance(args, list | tuple) and len(args) >= 2:
+            fields.update(entry=args[0], week=args[1])
+    return fields
+
+
+def _literal(value: object) -> object:
+    """Celery gives a task's arguments as their repr; ours are plain literals."""
+    if not isinstance(value, str) or len(value) > 500:
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+# gunicorn's access atoms, as fields: the client's address (and what the proxy says it was),
+# the request and its outcome.
+ACCESS_FIELDS = (
+    ("client", "h"),
+    ("forwarded_for", "{x-forwarded-for}i"),
+    ("method", "m"),
+    ("path", "U"),
+    ("query", "q"),
+    ("status", "s"),
+    ("bytes", "B"),
+    ("duration_ms", "M"),
+)
+
+
+def _access(record: logging.LogRecord) -> list[tuple[str, object]]:
+    if record.name != "gunicorn.access" or not isinstance(record.args, dict):
+        return []
+    atoms = record.args
+    out = []
+    for name, atom in ACCESS_FIELDS:
+        try:
+            value = atoms[atom]  # gunicorn's atoms answer "-" for what the request lacks
+        except KeyError:
+            continue
+        if value not in (None, "", "-"):
+            out.append((name, value))
+    return out
+
+
 def logging_dict(level: str) -> dict:
     """The dictConfig of every arena process (settings.LOGGING, gunicorn's logconfig_dict)."""
+    logging.captureWarnings(True)
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"kv": {"()": "arena.logfmt.KeyValueFormatter"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {"django.db.backends": {"level": "WARNING"}},
+        "loggers": {
+            "django.db.backends": {"level": "WARNING"},
+            # Django's own handler for its loggers prints bare messages under DEBUG
+            # ("Service Unavailable: /healthz"); ours only.
+            "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            # Python warnings (Celery's about running as root) as lines of the format.
+            "py.warnings": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        },
     }

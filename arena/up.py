@@ -80,7 +80,7 @@ def _commands(options) -> list[tuple[str, list[str]]]:
             )
         )
     if not options["no_beat"]:
-        cmds.append(("beat", [python, "-m", "celery", "-A", "arena", "beat", "--loglevel", "INFO"]))
+        cmds.append(("beat", [python, "-m", "celery", "-A", "arena", "-q", "beat", "--loglevel", "INFO"]))
     return cmds
 
 

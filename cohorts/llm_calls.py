@@ -1,6 +1,16 @@
 """An LLM call's fields, named once: the row stored from an agents `Attempt`, and the dict that
 the sealed decision record and the decision API publish.
 
+Every HTTP call a decision run makes is on the record even when its worker dies: the run's
+`CallRecorder` writes and commits the call's row (`error_kind` "sent") before the request leaves
+(through `RecordingSession`) and completes it once the client returns. A worker killed between
+the two leaves a "sent" row; whoever takes the decision over marks it "lost" (`mark_lost`), so the
+audit trail shows the call with what is known (sent at, endpoint, request) and its tokens and
+cost count as unknown. Each request carries an `Idempotency-Key` derived from the decision, its
+round, the phase and the attempt within it: the same request sent again by the run that takes
+over carries the same key, so a provider that honours keys answers it without a second charge
+(servers that do not know the header ignore it).
+
 The sealed record (docs/verification.md) and /api/decisions/<id> show the same fields and differ
 only in the forms of times and money, which each caller passes: the seal has its fixed forms
 (cohorts/seals/canonical.py), the API ISO 8601 times and 6-10 place dollars. The seal adds the
@@ -14,10 +24,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+import requests
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Sum
 
-from agents.attempts import Attempt
+from agents.attempts import LOST, SENT, Attempt
 from cohorts.models import Decision, LLMCall
+from core import clock
 from core.text import has_unstorable, storable, storable_json
 
 # The published fields, in the order the API lists them.
@@ -48,6 +61,14 @@ COST_PLACES = Decimal("0.0000000001")
 # sums over a decision's attempts.
 MAX_COUNT = 2_147_483_647
 MAX_COST = Decimal("999999.9999999999")
+
+LOST_MESSAGE = "lost: the worker stopped before the answer was stored"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CHAT_PATH = "/chat/completions"
+# Columns an answer fills in; the row's decision, number and phase are set when it is sent.
+ANSWER_COLUMNS = tuple(
+    name for name in FIELDS if name not in ("attempt", "phase")
+)
 
 TimeForm = Callable[[datetime | None], str | None]
 MoneyForm = Callable[[Decimal | None], str | None]
@@ -81,6 +102,94 @@ def store_calls(decision: Decision, attempts: list[Attempt], phase: str) -> None
     LLMCall.objects.bulk_create(
         [call_row(decision, a, start + i, phase) for i, a in enumerate(attempts, 1)]
     )
+
+
+class CallRecorder:
+    """The rows of one decision run's model calls. `sent()` writes and commits a call's row
+    before its request leaves; `complete()` fills in the phase's rows from the client's
+    attempts, in one transaction; `abandon()` marks the phase's unanswered rows lost."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.phase = "initial"
+        self.open: list[int] = []  # this phase's rows, in the order their requests were sent
+
+    def start(self, phase: str) -> None:
+        self.phase, self.open = phase, []
+
+    def sent(self, url: str, body: Mapping[str, Any]) -> str:
+        """Commit the row of a request about to leave; returns its idempotency key."""
+        row = _insert_numbered(
+            self.decision,
+            phase=self.phase,
+            url=storable(url[:300]),
+            request=storable_json(dict(body)),
+            error_kind=SENT,
+            started_at=clock.now(),
+        )
+        self.open.append(row.pk)
+        return (
+            f"arena-{self.decision.pk}-r{self.decision.retry_rounds}-{self.phase}-{len(self.open)}"
+        )
+
+    def complete(self, attempts: list[Attempt]) -> None:
+        """Fill the phase's rows from the attempts (one per request sent, in order); an attempt
+        without a row (its request never went through the session) gets a row of its own."""
+        with transaction.atomic():
+            for pk, attempt in zip(self.open, attempts, strict=False):
+                row = call_row(self.decision, attempt, 0, self.phase)
+                LLMCall.objects.filter(pk=pk).update(
+                    **{name: getattr(row, name) for name in ANSWER_COLUMNS}
+                )
+            extra = attempts[len(self.open) :]
+            if extra:
+                store_calls(self.decision, extra, self.phase)
+            unanswered = self.open[len(attempts) :]
+        self.open = []
+        if unanswered:
+            _lose(LLMCall.objects.filter(pk__in=unanswered), LOST_MESSAGE)
+
+    def abandon(self, why: str) -> None:
+        """The client raised: the phase's rows still without an answer are lost, with why."""
+        _lose(LLMCall.objects.filter(pk__in=self.open, error_kind=SENT), f"{LOST_MESSAGE} ({why})")
+        self.open = []
+
+
+class RecordingSession(requests.Session):
+    """The session a decision's model client sends with: every chat request is on the record
+    (`CallRecorder.sent`) before it leaves, and carries its idempotency key."""
+
+    def __init__(self, recorder: CallRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def post(self, url: Any, data: Any = None, json: Any = None, **kwargs: Any) -> Any:
+        if str(url).endswith(CHAT_PATH):
+            key = self.recorder.sent(str(url), json if isinstance(json, Mapping) else {})
+            kwargs["headers"] = {**(kwargs.get("headers") or {}), IDEMPOTENCY_HEADER: key}
+        return super().post(url, data=data, json=json, **kwargs)
+
+
+def mark_lost(decision: Decision | int) -> int:
+    """The calls of a decision still "sent" (their run is gone): lost. Returns how many."""
+    return _lose(LLMCall.objects.filter(decision=decision, error_kind=SENT), LOST_MESSAGE)
+
+
+def _lose(rows: Any, message: str) -> int:
+    return rows.filter(error_kind=SENT).update(error_kind=LOST, error=message)
+
+
+def _insert_numbered(decision: Decision, **fields: Any) -> LLMCall:
+    """A row numbered after the decision's calls; a runner it was taken from may be numbering
+    at the same moment, so a clash on the number is retried."""
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                last = LLMCall.objects.filter(decision=decision).aggregate(n=Max("attempt"))["n"]
+                return LLMCall.objects.create(decision=decision, attempt=(last or 0) + 1, **fields)
+        except IntegrityError:
+            continue
+    raise RuntimeError(f"no free call number for decision {decision.pk}")
 
 
 def call_row(decision: Decision, attempt: Attempt, number: int, phase: str) -> LLMCall:

@@ -338,6 +338,10 @@ class Decision(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.CLAIMED)
     claim_token = models.CharField(max_length=40, blank=True)
     claimed_at = models.DateTimeField()
+    # Who holds the claim (a worker's name and pid), and every take-over of a claim whose
+    # runner died: [{"at", "from", "to", "lost_calls"}] (cohorts/decisions/claims.py).
+    claimed_by = models.CharField(max_length=200, blank=True)
+    takeovers = models.JSONField(default=list, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True, help_text="Clock time of the decision")
 

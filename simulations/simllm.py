@@ -96,6 +96,7 @@ class SimulatedLLMServer:
         self.world = world
         self.stopping = threading.Event()
         self.served = 0
+        self.requests = 0  # every chat request received, answered or not (a call's record count)
         self.refused_keys = 0  # requests that carried an Authorization header
         self.faults: list[ChatFault] = []
         self.faulted = 0  # chat requests answered with a queued fault (a stall counts at its start)
@@ -251,6 +252,10 @@ class SimulatedLLMServer:
             self.faulted += 1
             return self.faults.pop(0)
 
+    def note_request(self) -> None:
+        with self._lock:
+            self.requests += 1
+
     def note_key(self) -> None:
         with self._lock:
             self.refused_keys += 1
@@ -286,6 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].rstrip("/") != f"{API_PREFIX}/chat/completions":
             self._send(404, error_body(404, f"no route POST {self.path[:100]}"))
             return
+        self._sim.note_request()
         if self.headers.get("Authorization"):
             self._sim.note_key()
             self._send(400, error_body(400, "the simulated endpoint takes no API key"))

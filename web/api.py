@@ -193,6 +193,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             "decided_at": _iso(d.decided_at),
             "claimed_at": _iso(d.claimed_at),
             "finished_at": _iso(d.finished_at),
+            "takeovers": d.takeovers,
             "reasoning": d.reasoning,
             "parsed": d.parsed,
             "validation_errors": d.validation_errors,

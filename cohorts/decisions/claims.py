@@ -5,10 +5,18 @@ ARENA_CLAIM_TIMEOUT_SECONDS, and a skipped or retryable one (the latter once its
 cohorts/decisions/retry.py) by the next catch-up, each by a conditional UPDATE that sets a new
 claim_token (row count 1 = ours). A final status is written only while our token is on the row,
 so a slow runner that lost its claim cannot write a second outcome.
+
+Taking over a claimed decision (its runner presumed dead) is said three ways: the decision's
+`takeovers` list gains {at, from, to, lost_calls}, the calls the dead run sent without storing
+an answer are marked lost (cohorts/llm_calls.py), and one warning names the decision and the
+old and new runner.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import uuid
 from datetime import timedelta
 
@@ -17,9 +25,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from cohorts.decisions import retry as decision_retry
+from cohorts.llm_calls import mark_lost
 from cohorts.models import Cohort, Decision
 from core import clock
 from core.versions import data_changed
+
+log = logging.getLogger(__name__)
 
 
 class ClaimLost(Exception):
@@ -45,10 +56,17 @@ def pending_entry_ids(cohort: Cohort, week: int) -> list[int]:
     )
 
 
-def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> Decision | None:
+def runner_name(worker: str = "") -> str:
+    """Who runs a decision: the Celery worker's name (or this host) and the process id."""
+    return f"{worker or socket.gethostname()}/{os.getpid()}"[:200]
+
+
+def claim_decision(
+    entry_id: int, week: int, release_id: int | None = None, *, runner: str = ""
+) -> Decision | None:
     """Insert the claim row (with the entry's release) or take over a stale one, a skipped one
     or a retryable one whose round is due; None if taken (or not due)."""
-    now, token = clock.now(), uuid.uuid4().hex
+    now, token, runner = clock.now(), uuid.uuid4().hex, runner or runner_name()
     try:
         with transaction.atomic():
             return Decision.objects.create(
@@ -56,6 +74,7 @@ def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> D
                 week=week,
                 claim_token=token,
                 claimed_at=now,
+                claimed_by=runner,
                 release_id=release_id,
             )
     except IntegrityError:
@@ -67,19 +86,50 @@ def claim_decision(entry_id: int, week: int, release_id: int | None = None) -> D
         | Q(status=S.SKIPPED)
         | decision_retry.due(now)
     )
-    taken = Decision.objects.filter(reclaimable, entry_id=entry_id, week=week).update(
-        status=S.CLAIMED,
-        claim_token=token,
-        claimed_at=now,
-        finished_at=None,
-        retry_after=None,
-        error="",
-        hold_reason="",
-        validation_errors=[],
+    old = (
+        Decision.objects.filter(reclaimable, entry_id=entry_id, week=week)
+        .values("pk", "status", "claim_token", "claimed_by", "takeovers")
+        .first()
     )
-    if taken != 1:
+    if old is None:
         return None
-    return Decision.objects.get(entry_id=entry_id, week=week)
+    taking_over = old["status"] == S.CLAIMED
+    takeovers = list(old["takeovers"] or [])
+    with transaction.atomic():
+        lost = mark_lost(old["pk"]) if taking_over else 0
+        if taking_over:
+            takeovers.append(
+                {"at": now.isoformat(), "from": old["claimed_by"], "to": runner, "lost_calls": lost}
+            )
+        # The token read above must still be there: one runner wins, the others get 0 rows.
+        taken = Decision.objects.filter(
+            reclaimable, pk=old["pk"], claim_token=old["claim_token"]
+        ).update(
+            status=S.CLAIMED,
+            claim_token=token,
+            claimed_at=now,
+            claimed_by=runner,
+            takeovers=takeovers,
+            finished_at=None,
+            retry_after=None,
+            error="",
+            hold_reason="",
+            validation_errors=[],
+        )
+        if taken != 1:
+            transaction.set_rollback(True)
+            return None
+    if taking_over:
+        log.warning(
+            "decision taken over",
+            extra={
+                "decision": old["pk"],
+                "old_worker": old["claimed_by"] or "unknown",
+                "new_worker": runner,
+                "lost_calls": lost,
+            },
+        )
+    return Decision.objects.get(pk=old["pk"])
 
 
 def finish(decision: Decision, status: str, **fields: object) -> bool:

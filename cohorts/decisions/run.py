@@ -60,7 +60,7 @@ from cohorts.decisions.room import (
     request_params,
 )
 from cohorts.lineage import pinned_release
-from cohorts.llm_calls import call_totals, store_calls
+from cohorts.llm_calls import CallRecorder, RecordingSession, call_totals, store_calls
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.scope import live_path_kind, on_live_path
 from cohorts.seals import sealing as seals
@@ -164,8 +164,12 @@ def _cohorts(cohort: Cohort | int | None, at: datetime) -> list[Cohort]:
 # --- run_decision -----------------------------------------------------------------------
 
 
-def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decision:
+def run_decision(
+    entry_id: int, week: int, at: datetime | None = None, *, runner: str = ""
+) -> Decision:
     """Decide for one entry and week, once. Returns the Decision (someone else's if taken).
+    `runner` names who runs it (a Celery worker's name; this process when blank), kept on the
+    claim so a take-over can say whom it took the decision from.
 
     Unexpected errors end the decision as failed (visible in the admin) rather than leaving a
     claim behind; transient database errors mark it retryable and are raised for the task's
@@ -174,8 +178,11 @@ def run_decision(entry_id: int, week: int, at: datetime | None = None) -> Decisi
     at = at or clock.now()
     entry = Entry.objects.select_related("competitor", "cohort", "release").get(pk=entry_id)
     # Every line logged while deciding (the client's retries, the parser, Celery's) names it.
-    with logcontext.bound(cohort=entry.cohort_id, week=week, competitor=entry.competitor.slug):
-        decision = claim_decision(entry_id, week, pinned_release(entry).pk)
+    # `entry` and `week` are on Celery's own lines of the task too (arena/logfmt.py).
+    with logcontext.bound(
+        cohort=entry.cohort_id, entry=entry_id, week=week, competitor=entry.competitor.slug
+    ):
+        decision = claim_decision(entry_id, week, pinned_release(entry).pk, runner=runner)
         if decision is None:
             return Decision.objects.get(entry_id=entry_id, week=week)
         with logcontext.bound(decision=decision.pk):
@@ -240,6 +247,10 @@ class _Run:
     fitted: Fit | None = field(init=False, default=None)
     shown: list[dict] = field(init=False, default_factory=list)
     model: Release = field(init=False)  # the entry's release
+    recorder: CallRecorder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.recorder = CallRecorder(self.decision)
 
     def execute(self) -> None:
         competitor = self.entry.competitor
@@ -256,6 +267,9 @@ class _Run:
             self.client, skip_reason = client_for(competitor, self.model)
             if self.client is not None and not competitor.simulated:
                 self.server = server_for(self.client, self.model.base_url, probe_seconds())
+            if self.client is not None:
+                # Every chat request is on the record before it leaves (cohorts/llm_calls.py).
+                self.client.session = RecordingSession(self.recorder)
         self._plan(self.model.context_tokens, "competitor")
         if competitor.is_llm and self.client is None:
             finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
@@ -399,15 +413,22 @@ class _Run:
         if self.client is None:
             raise RuntimeError("a model competitor is asked without a client")  # see execute()
         model = self.model
-        result: ChatResult = self.client.chat(
-            model.model_id,
-            messages,
-            params=request_params(model, self.budget, self.shown, self.ctx, max_tokens=max_tokens),
-            price_in_per_m=model.price_in_per_m,
-            price_out_per_m=model.price_out_per_m,
-        )
+        self.recorder.start(phase)
+        try:
+            result: ChatResult = self.client.chat(
+                model.model_id,
+                messages,
+                params=request_params(
+                    model, self.budget, self.shown, self.ctx, max_tokens=max_tokens
+                ),
+                price_in_per_m=model.price_in_per_m,
+                price_out_per_m=model.price_out_per_m,
+            )
+        except BaseException as exc:
+            self.recorder.abandon(f"the client raised {type(exc).__name__}")
+            raise
         self.attempts.extend(result.attempts)
-        store_calls(self.decision, result.attempts, phase)
+        self.recorder.complete(result.attempts)
         last = result.attempts[-1] if result.attempts else None
         if last is not None and not result.ok and last.error_kind == LENGTH:
             # What was written before the cut is the repair's starting point.

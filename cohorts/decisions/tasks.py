@@ -18,7 +18,9 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
 from cohorts.decisions import run as decisions
+from cohorts.decisions.claims import runner_name
 from cohorts.models import Decision
+from core import logcontext
 from core.jobs import job_run
 
 # A decision also retries a dropped connection (the worker's DB link can die mid-call).
@@ -49,7 +51,9 @@ def decide(cohort_id: int | None = None, week: int | None = None) -> int:
 @shared_task(name="cohorts.tasks.run_decision", bind=True, acks_late=True, **DECIDE_RETRY)
 def run_decision(self, entry_id: int, week: int, at: str | None = None) -> str:
     when = datetime.fromisoformat(at) if at else None
-    decision = decisions.run_decision(entry_id, week, when)
+    runner = runner_name(self.request.hostname or "")
+    with logcontext.bound(task=self.request.id, worker=runner):
+        decision = decisions.run_decision(entry_id, week, when, runner=runner)
     if decision.status == Decision.Status.CLAIMED:
         # Another runner holds the claim. Look again once it would be stale: if that runner
         # died, this retry takes the decision over; if it finished, the retry is a no-op.

@@ -28,12 +28,15 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
+from agents.attempts import LOST, SENT
 from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW
-from cohorts.models import Cohort, Decision, Entry, Position, Trade, Universe, WeekSeal
+from cohorts.models import Cohort, Decision, Entry, LLMCall, Position, Trade, Universe, WeekSeal
 from markets.models import Market, ResolutionChange
 from scoring.models import ScoreRun
 
-HEALTH_LAG_SECONDS = 15.0  # /healthz checks the broker every 10 s: how late it may notice
+# /healthz's broker state is at most FRESH_SECONDS (2 s) old, plus a check's wait: how late it
+# may notice an outage's end.
+HEALTH_LAG_SECONDS = 5.0
 VERB_TIMEOUT = 600
 
 
@@ -142,6 +145,36 @@ def _short(text: str) -> str:
     return re.sub(r"\s+", " ", text or "")[:120]
 
 
+def check_model_calls(run: Any) -> Check:
+    """Every chat request the simulated models received is a call record of the run's
+    decisions, a worker killed mid-call included (its call is on the record as lost). A kill
+    can land after a call's row is committed and before its request leaves: such a call is
+    lost and never reached the server, so records may exceed requests by lost calls only."""
+    if run.model_requests is None:
+        return Check("model calls on record", False, "the simulated models were not started")
+    calls = LLMCall.objects.filter(
+        decision__entry__cohort_id__in=run.cohort_ids, url__endswith="/chat/completions"
+    )
+    records = calls.count()
+    lost = calls.filter(error_kind=LOST).count()
+    sent = calls.filter(error_kind=SENT).count()
+    takeovers = sum(
+        len(t or [])
+        for t in Decision.objects.filter(entry__cohort_id__in=run.cohort_ids).values_list(
+            "takeovers", flat=True
+        )
+    )
+    requests = run.model_requests
+    detail = (f"{requests} requests seen, {records} call records ({lost} lost with their "
+              f"worker, {sent} still unanswered), {takeovers} decision take-over(s)")  # fmt: skip
+    ok = sent == 0 and (records == requests or 0 < records - requests <= lost)
+    killed = any(f["name"] == "worker-kill" and f["injected"] for f in run.faults)
+    if killed and not (lost and takeovers):
+        return Check("model calls on record", False, "a worker was killed mid-call but no call "
+                     f"is on the record as lost or no decision taken over: {detail}")  # fmt: skip
+    return Check("model calls on record", ok, detail)
+
+
 def check_sealed(run: Any) -> Check:
     pairs = reached(run)
     sealed = set(WeekSeal.objects.filter(cohort_id__in=run.cohort_ids, seq=1)
@@ -211,9 +244,10 @@ def check_health(run: Any) -> Check:
 
     problems = []
     # Until a worker's first heartbeat, /healthz rightly says no worker is proven alive (on a
-    # database migrated more than WORKER_LATE ago that is an error, not "starting"): the
-    # start-up is reported, counted apart, and is not an outage the run caused. An outage must
-    # still be seen, in any sample: one can fall inside a slow start-up.
+    # database migrated more than WORKER_LATE ago that is an error, not "starting"): that alone
+    # is excused during the start-up, counted apart. Anything else failing then (the database,
+    # the broker, an answer that is not 200 or 503) outside an outage the run caused is a
+    # failure like any later one, and an outage must be seen in any sample.
     first_ok = next((i for i, s in enumerate(samples) if s.worker == "ok"), None)
     if first_ok is None:
         return Check("healthz", False, f"no worker heartbeat in {len(samples)} samples")
@@ -224,7 +258,8 @@ def check_health(run: Any) -> Check:
         if o["required"] and not seen:
             problems.append(f"the {o['what']} outage ({o['end'] - o['start']:.0f} s) was never "
                             "reported")  # fmt: skip
-    false = [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s)]
+    false = [s for s in startup if _startup_error(s) and not in_window(s)]
+    false += [s for s in samples if (s.http != 200 or s.status == "error") and not in_window(s)]
     if false:
         first = false[0]
         problems.append(f"{len(false)} error answers outside any outage, first at arena "
@@ -237,6 +272,13 @@ def check_health(run: Any) -> Check:
     if problems:
         return Check("healthz", False, "; ".join(problems) + f" ({detail})")
     return Check("healthz", True, detail)
+
+
+def _startup_error(sample: Any) -> bool:
+    """An error answer before the first heartbeat that a missing worker does not explain."""
+    return (
+        sample.http not in (200, 503) or sample.database == "error" or sample.broker == "error"
+    )
 
 
 def check_scored(run: Any) -> Check:
@@ -263,7 +305,7 @@ def verb_check(run: Any, name: str, *args: str) -> Check:
 
 
 def all_checks(run: Any) -> list[Check]:
-    checks = [check_decisions(run), check_sealed(run)]
+    checks = [check_decisions(run), check_model_calls(run), check_sealed(run)]
     checks.append(verb_check(run, "verify", "verify"))
     if run.seals_file is not None:
         checks.append(verb_check(run, "verify --published", "verify", "--published",

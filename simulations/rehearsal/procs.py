@@ -109,7 +109,7 @@ def worker_argv(name: str, concurrency: int) -> list[str]:
 
 
 def beat_argv(schedule: Path) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "arena", "beat", "--loglevel", "INFO",
+    return [sys.executable, "-m", "celery", "-A", "arena", "-q", "beat", "--loglevel", "INFO",
             "--schedule", str(schedule)]  # fmt: skip
 
 

@@ -111,6 +111,7 @@ class Run:
     access_log: Path | None = None
     cohort_ids: list[int] = field(default_factory=list)
     unmet: list[str] = field(default_factory=list)  # queued stand-in faults no client met
+    model_requests: int | None = None  # chat requests the simulated models received
 
 
 def refuse_live_data() -> None:
@@ -352,6 +353,8 @@ class Rehearsal:
 
     def note_unmet_faults(self) -> None:
         """Faults queued on the stand-ins that no client met (a fault never tested)."""
+        if self.models is not None:
+            self.run.model_requests = self.models.requests
         if self.world is not None and self.models is not None:
             self.run.unmet = [f"Gamma {f.kind}" for f in self.world.faults] + [
                 f"model {f.kind}" for f in self.models.faults

@@ -73,6 +73,41 @@ def test_a_skipped_decision_logs_who_and_why(lines, settings):
 
     (finished,) = [line for line in lines if 'msg="decision finished"' in line]
     assert (
-        f" cohort={cohort.pk} week=1 competitor=keyless decision={decision.pk} status=skipped "
+        f" cohort={cohort.pk} entry={entry.pk} week=1 competitor=keyless decision={decision.pk}"
+        " status=skipped "
         'reason="no API key: set OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)" '
     ) in finished
+
+
+@pytest.mark.django_db
+def test_a_decision_task_and_its_decision_lines_share_the_task_id(lines, settings):
+    from cohorts.decisions.tasks import run_decision as run_decision_task
+
+    settings.ARENA_LLM_API_KEY = ""
+    make_markets(3)
+    cohort = make_cohort([llm_competitor(None, slug="keyless")])
+    entry = cohort.entries.get()
+
+    result = run_decision_task.apply(args=[entry.pk, 1, AT.isoformat()], task_id="t-42")
+
+    assert result.successful(), result.traceback
+    (finished,) = [line for line in lines if 'msg="decision finished"' in line]
+    assert finished.split(" logger=")[1].startswith("cohorts.decisions.run task=t-42 worker=")
+    (succeeded,) = [line for line in lines if "succeeded in" in line]
+    assert f" task=t-42 entry={entry.pk} week=1 msg=" in succeeded
+    # One grep follows the decision: its lines and Celery's lines of its task.
+    follow = f"entry={entry.pk} week=1 "
+    assert follow in finished and follow in succeeded
+
+
+def test_an_access_line_names_the_client_as_fields(lines):
+    from gunicorn.glogging import SafeAtoms
+
+    atoms = SafeAtoms({"h": "127.0.0.1", "{x-forwarded-for}i": "203.0.113.9", "m": "GET",
+                       "U": "/decisions/7/", "q": "", "s": 200, "B": 512, "M": 12})  # fmt: skip
+    logging.getLogger("gunicorn.access").info("%(m)s %(U)s", atoms)
+    (line,) = lines
+    assert line.endswith(
+        " client=127.0.0.1 forwarded_for=203.0.113.9 method=GET path=/decisions/7/ status=200"
+        " bytes=512 duration_ms=12 msg=request"
+    ), line

@@ -169,3 +169,17 @@ def test_an_error_answer_to_a_request_in_flight_when_a_fault_began_is_inside_its
     # A required outage no sample overlapped was never reported.
     check = check_health(_health_run([ok], [{**outage, "required": True}]))
     assert not check.ok and "was never reported" in check.detail
+
+
+def test_an_outage_the_run_did_not_cause_before_the_first_heartbeat_fails_the_check():
+    starting = HealthSample(100.0, "a", 503, "error", "ok", "ok", "down", answered=100.1)
+    broker_down = HealthSample(101.0, "a", 503, "error", "error", "ok", "down", answered=101.1)
+    ok = HealthSample(102.0, "a", 200, "ok", "ok", "ok", "ok", answered=102.1)
+    # No worker yet is the start-up, excused on its own.
+    assert check_health(_health_run([starting, ok], [])).ok
+    # The broker down before the first heartbeat, with no fault of the run's: a failure.
+    check = check_health(_health_run([starting, broker_down, ok], []))
+    assert not check.ok and "1 error answers outside any outage" in check.detail
+    # The same answer inside an outage the run caused is that outage, seen.
+    outage = {"what": "broker", "start": 100.5, "end": 101.5, "required": True}
+    assert check_health(_health_run([starting, broker_down, ok], [outage])).ok

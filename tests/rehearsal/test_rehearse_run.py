@@ -1,7 +1,8 @@
 """CI's rehearsal: `arena rehearse --weeks 2 --faults` end to end on PostgreSQL + Redis, as real
 processes (gunicorn, a Celery worker, beat, a private redis-server, the stand-ins), every check
 passing: decisions exactly once, weeks sealed, verify and --published, the doctor, fresh prices,
-the leaderboard recomputed from the exports, no 5xx, /healthz reporting the broker's outage."""
+the leaderboard recomputed from the exports, every model request on the record (the killed
+worker's call as lost), no 5xx, /healthz reporting the broker's outage."""
 
 from __future__ import annotations
 
@@ -52,10 +53,13 @@ def test_two_weeks_with_faults_pass_every_check(tmp_path):
     assert done.returncode == 0, output[-3000:]
 
     names = {c["name"] for c in doc["checks"]}
-    assert {"decisions", "sealed", "verify", "verify --published", "doctor", "fresh prices",
+    assert {"decisions", "model calls on record", "sealed", "verify", "verify --published", "doctor", "fresh prices",
             "leaderboard = exports", "web 5xx", "healthz"} <= names  # fmt: skip
     faults = {f["name"]: f for f in doc["faults"]}
     assert all(f["injected"] for f in faults.values()), faults  # PostgreSQL + Redis: all of them
+    # The worker killed mid-call: every request the models saw is a call record, its own lost.
+    calls = next(c for c in doc["checks"] if c["name"] == "model calls on record")
+    assert " 0 lost" not in calls["detail"] and "0 decision take-over" not in calls["detail"]
     assert doc["decisions"] >= 2 * 6  # two weeks of six entries at least
     # /healthz said so while the broker was down, and the staff's two corrections went through.
     assert any("503 error broker=error" in span["state"] for span in doc["health_timeline"])

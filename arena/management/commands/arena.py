@@ -49,6 +49,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "simulated_llm",
         "serve the simulated model endpoint on 127.0.0.1 (no real model)",
     ),
+    "standin": (
+        "simulations.standin_cli",
+        "standin",
+        "serve the Polymarket stand-in and the simulated models for an offline trial",
+    ),
     "export": ("arena.exports_cli", "export", "write a bounded CSV/JSON export to stdout"),
     "backup": ("arena.backup", "backup", "copy the database to a file"),
     "restore": ("arena.backup", "restore", "replace the database from a backup"),
