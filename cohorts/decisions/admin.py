@@ -13,15 +13,19 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cohorts.correction_impact import SettlementImpact
+from cohorts.correction_preview import SettlementPreview
 from cohorts.decisions.tasks import enqueue_decisions
 from cohorts.models import Decision, Forecast, LLMCall
 from cohorts.scope import on_live_path
 from cohorts.services import mark_decisions_retryable
 from markets.admin import IMPACT
+from markets.correction_views import PREVIEW
 
 # The market admin's correction pages tell staff what a correction reverses and pays.
 if not any(isinstance(reader, SettlementImpact) for reader in IMPACT):
     IMPACT.append(SettlementImpact())
+if not any(isinstance(reader, SettlementPreview) for reader in PREVIEW):
+    PREVIEW.insert(0, SettlementPreview())  # the books first, the ranks after
 
 
 class ReadOnlyInline(admin.TabularInline):
