@@ -320,7 +320,10 @@ class MarketAdmin(CorrectionViews, admin.ModelAdmin):
 class ResolutionChangeAdmin(admin.ModelAdmin):
     # Narrow columns (from and to in one, question and reason cut with the full text on
     # hover) so the list reads without horizontal scrolling on a laptop screen.
-    list_display = ("changed_at", "short_market", "source", "changed_by", "change", "short_reason")
+    # Both clocks: when staff made the change, and the scope's (simulated) time it applies at.
+    list_display = (
+        "made_at", "changed_at", "short_market", "source", "changed_by", "change", "short_reason"
+    )  # fmt: skip
     list_select_related = ("market", "changed_by")
     list_filter = ("source", "to_status")
     search_fields = ("market__question", "market__condition_id", "reason")

@@ -441,7 +441,12 @@ def market_detail(
         "more_holders": len(holders) > visitor_reads.HOLDERS_SHOWN,
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
-        "last_prices": visitor_reads.outcome_prices(market),
+        "final": market.status in (Market.Status.RESOLVED, Market.Status.VOID),
+        "last_prices": (
+            visitor_reads.final_prices(market)
+            if market.status in (Market.Status.RESOLVED, Market.Status.VOID)
+            else visitor_reads.outcome_prices(market)
+        ),
         "description": strip_markdown(market.description),
     }
     return render(request, "arena/market_detail.html", context)

@@ -219,3 +219,22 @@ def test_rerun_of_a_finished_decision_changes_nothing(staff, settled_market):
     assert "only a failed or skipped decision can be re-run" in done.content.decode()
     decision.refresh_from_db()
     assert decision.status == Decision.Status.DONE
+
+
+def test_the_bulk_rerun_says_per_decision_what_it_did_or_why_not(staff):
+    _, (entry,) = make_cohort_with_entries(1, week_start=datetime(2026, 11, 22, tzinfo=UTC))
+    at = T0 + timedelta(days=7)
+    failed, done, running = (
+        Decision.objects.create(entry=entry, week=week, status=status, claimed_at=at)
+        for week, status in ((1, "failed"), (2, "done"), (3, "claimed"))
+    )
+    page = staff.post(
+        reverse("admin:cohorts_decision_changelist"),
+        {"action": "rerun", "_selected_action": [failed.pk, done.pk, running.pk]},
+        follow=True,
+    ).content.decode()
+    assert f"1 decision(s) marked retryable, run again on the next `arena decide`: #{failed.pk}." in page
+    assert f"1 not re-run (#{done.pk}): a done decision is never re-run" in page
+    assert f"1 not re-run (#{running.pk}): running now" in page
+    statuses = dict(Decision.objects.values_list("pk", "status"))
+    assert statuses == {failed.pk: "retryable", done.pk: "done", running.pk: "claimed"}
