@@ -117,6 +117,20 @@ def rescoring_since(
     return after.filter(Exists(forecast) | Exists(position)).order_by("-changed_at", "-pk").first()
 
 
+def last_correction(scope: str) -> ResolutionChange | None:
+    """The latest staff correction of a market this scope's entries forecast or held: the
+    leaderboard says its standings last changed because of it (the chart marks it too)."""
+    forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    return (
+        ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+        .filter(Exists(forecast) | Exists(position))
+        .select_related("market")
+        .order_by("-changed_at", "-pk")
+        .first()
+    )
+
+
 @dataclass(frozen=True)
 class HomeFacts:
     """What `/` reads besides its chart, in one query: the scope's latest run, the run's

@@ -46,3 +46,30 @@ def test_the_audit_trail_labels_both_clocks(client, world):
     made = (simulated + timedelta(days=40, minutes=30)).strftime("%Y-%m-%d %H:%M")
     assert f"made {made} (wall clock)" in page
     assert f"applies at {simulated:%Y-%m-%d %H:%M} (simulated clock)" in page
+
+
+def test_leaderboard_and_cohort_page_say_the_standings_last_changed_by_a_correction(client, db):
+    from datetime import UTC, datetime
+
+    from cohorts.services import BetOrder, execute_orders
+    from markets.corrections import set_resolution
+    from scoring.services import compute_scores
+    from tests.factories import make_cohort_with_entries, make_market
+
+    cohort, (a, b) = make_cohort_with_entries(2, week_start=datetime(2026, 11, 15, tzinfo=UTC))
+    m = make_market(prices={"Yes": "0.50", "No": "0.50"})
+    at = datetime(2026, 11, 16, 10, tzinfo=UTC)
+    execute_orders(a, [BetOrder(m.pk, "Yes", Decimal("100"))], [], None, at=at)
+    execute_orders(b, [BetOrder(m.pk, "No", Decimal("50"))], [], None, at=at)
+    set_resolution(m, status="resolved", outcome="Yes", reason="upstream said Yes")
+    compute_scores("live")
+    home = client.get("/?scope=live").content.decode()
+    assert "last changed because of a staff correction" in home  # the first resolution, by staff
+
+    set_resolution(m, status="resolved", outcome="No", reason="source misread")
+    compute_scores("live")  # the rescore has landed: no "rescoring" notice any more
+    link = f'{reverse("market-detail", args=[m.pk])}#resolution-h'
+    for url in ("/?scope=live", reverse("cohort-detail", args=[cohort.pk])):
+        page = client.get(url).content.decode()
+        line = page.split("last changed because of a staff correction", 1)[1].split("</p>")[0]
+        assert link in line and "resolved Yes → resolved No" in line and "(wall clock)" in line
