@@ -273,6 +273,10 @@ class MarketAdmin(CorrectionViews, admin.ModelAdmin):
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "select_across": request.POST.get("select_across", "0"),
             "preview_url": reverse("admin:markets_market_correct_preview", args=[action]),
+            # The preview follows the choice (never the reason: typing it changes nothing).
+            "preview_trigger": ", ".join(
+                ["load"] + [f"change from:#id_{f}" for f in ("outcome", "status") if f in form.fields]
+            ),
         }
         return TemplateResponse(request, "admin/markets/market/resolution_action.html", context)
 

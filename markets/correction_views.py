@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
@@ -19,8 +20,8 @@ from django.utils.http import urlencode
 from markets.corrections import PreviewReader, preview_resolution, scope_time
 from markets.models import Market, ResolutionChange
 
-# A preview's readers get this long between them; scoring says so and steps aside when a dry
-# run of the scores would not fit.
+# A preview's readers get this long between them (settings.ARENA_CORRECTION_PREVIEW_S);
+# scoring says so and steps aside when a dry run of the scores would not fit.
 PREVIEW_BUDGET_S = 4.0
 MAX_PREVIEW_MARKETS = 50
 IDS = "_selected_action"  # django.contrib.admin.helpers.ACTION_CHECKBOX_NAME
@@ -108,7 +109,7 @@ class CorrectionViews:
             status, outcome = change
             context["preview"] = preview_resolution(
                 markets, status=status, outcome=outcome, readers=PREVIEW,
-                budget_s=PREVIEW_BUDGET_S,
+                budget_s=getattr(settings, "ARENA_CORRECTION_PREVIEW_S", PREVIEW_BUDGET_S),
             )  # fmt: skip
             context["refused"] = [
                 (m, context["preview"].refused[m.pk])
