@@ -3,7 +3,7 @@ figures (settlements, payouts, cash, P/L, ranks) are the ones the real change th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -144,3 +144,15 @@ def test_scores_step_aside_when_a_dry_run_would_not_fit_the_budget():
     assert scores.boards == []
     assert scores.skipped and "would not finish within" in scores.skipped[0]
     assert len(settlements.reversed) == 3  # the settlements are still shown
+
+
+@pytest.mark.django_db
+def test_settled_at_follows_a_correction_and_the_change_keeps_both_clocks():
+    market, entries = _world(Cohort.Kind.DEMO)
+    first = market.settled_at
+    take_snapshot(at=T0 + timedelta(days=2), cohorts=[entries[0].cohort])  # the demo's clock moves
+    change = set_resolution(market, status="resolved", outcome="No", reason="source misread")
+    market.refresh_from_db()
+    # The demo's correction applies at its simulated clock; it was made on the wall clock.
+    assert market.settled_at == change.changed_at != first
+    assert change.made_at is not None and change.made_at > change.changed_at
