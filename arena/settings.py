@@ -263,6 +263,9 @@ if ARENA_SCOPE not in ("live", "rehearsal"):
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)
 ARENA_HTTP_TIMEOUT = float(os.environ.get("ARENA_HTTP_TIMEOUT", "20"))
+# How long a correction's preview may spend on its dry run (settlements always; the scores
+# when a dry run of them fits): markets/correction_views.py.
+ARENA_CORRECTION_PREVIEW_S = float(os.environ.get("ARENA_CORRECTION_PREVIEW_S", "4"))
 ARENA_HTTP_RETRIES = env_int("ARENA_HTTP_RETRIES", 4)
 ARENA_LLM_TIMEOUT = float(os.environ.get("ARENA_LLM_TIMEOUT", "180"))
 ARENA_LLM_MAX_RETRIES = env_int("ARENA_LLM_MAX_RETRIES", 3)

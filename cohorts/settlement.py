@@ -296,10 +296,13 @@ def _apply_cash(cash_delta: dict[int, Decimal], cash: dict[int, Decimal], market
 
 
 def _mark_market(market: Market, at: datetime, report: SettleReport) -> None:
-    """settled_at is set only once no position of the market is open, and cleared on reopen."""
+    """settled_at is set only once no position of the market is open, cleared on reopen, and
+    moved to this run's time when the run settled or reversed anything (a correction's new
+    settlements are the ones that count)."""
     if market.status in SETTLED_STATUSES:
         still_open = Position.objects.filter(market=market, status=Position.Status.OPEN).exists()
-        settled_at = None if still_open else (market.settled_at or at)
+        changed = report.settled or report.reversed
+        settled_at = None if still_open else (at if changed else (market.settled_at or at))
     else:
         settled_at = None
     if settled_at != market.settled_at:

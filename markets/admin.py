@@ -17,12 +17,13 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from markets.correction_views import FOLLOW_UPS, PREVIEW, CorrectionViews
 from markets.corrections import set_resolution
 from markets.models import Market, ResolutionChange
 
@@ -30,12 +31,9 @@ REASON_HELP = "Why: shown in the market's audit trail (who, when, from, to, why)
 
 
 class CorrectionImpact(Protocol):
-    """What a correction does to the books, told by the package that keeps them (cohorts
-    registers one in IMPACT; markets itself knows nothing of positions)."""
-
-    def preview(self, markets: list[Market]) -> dict[int, str]:
-        """Per market id, what a change of its resolution would reverse or pay."""
-        ...
+    """What a recorded correction did to the books, in words for the result message, told by
+    the package that keeps them (cohorts registers one in IMPACT; markets itself knows nothing
+    of positions). The figures before and after come from the PREVIEW readers."""
 
     def result(self, change: ResolutionChange) -> str:
         """What the recorded change did, read back from the settlement rows."""
@@ -43,6 +41,7 @@ class CorrectionImpact(Protocol):
 
 
 IMPACT: list[CorrectionImpact] = []
+
 
 # The correction flows a market's change page links to: (action name, button label).
 CORRECTIONS = (
@@ -69,8 +68,11 @@ class ResolveForm(ReasonForm):
 
     def __init__(self, *args, outcomes: list[str], **kwargs):
         super().__init__(*args, **kwargs)
+        # Starts empty: the current outcome preselected made "resolve" a click away from a
+        # no-op, and the preview would show nothing until staff changed it.
         self.fields["outcome"] = forms.ChoiceField(
-            choices=[(o, o) for o in outcomes], help_text="The winning outcome."
+            choices=[("", "— choose —"), *((o, o) for o in outcomes)],
+            help_text="The winning outcome.",
         )
         self.order_fields(self.field_order)
 
@@ -93,7 +95,7 @@ class ResolutionChangeInline(admin.TabularInline):
     extra = 0
     can_delete = False
     fields = (
-        "changed_at", "source", "changed_by", "from_status", "from_outcome",
+        "made_at", "changed_at", "source", "changed_by", "from_status", "from_outcome",
         "to_status", "to_outcome", "reason",
     )  # fmt: skip
     readonly_fields = fields
@@ -108,7 +110,7 @@ class ResolutionChangeInline(admin.TabularInline):
 
 
 @admin.register(Market)
-class MarketAdmin(admin.ModelAdmin):
+class MarketAdmin(CorrectionViews, admin.ModelAdmin):
     list_display = (
         "short_question", "source", "kind", "status", "resolved_outcome", "prices",
         "volume", "close_time", "needs_attention", "tracked",
@@ -161,7 +163,17 @@ class MarketAdmin(admin.ModelAdmin):
                 "<int:market_id>/correct/<str:action>/",
                 self.admin_site.admin_view(self.correct_view),
                 name="markets_market_correct",
-            )
+            ),
+            path(
+                "correct/preview/<str:action>/",
+                self.admin_site.admin_view(self.preview_view),
+                name="markets_market_correct_preview",
+            ),
+            path(
+                "correct/landed/",
+                self.admin_site.admin_view(self.landed_view),
+                name="markets_market_correct_landed",
+            ),
         ]
         return own + super().get_urls()
 
@@ -171,10 +183,7 @@ class MarketAdmin(admin.ModelAdmin):
         if action not in dict(CORRECTIONS) or not self.has_change_permission(request):
             raise PermissionDenied("no such correction, or no permission to change markets")
         queryset = Market.objects.filter(pk=get_object_or_404(Market, pk=market_id).pk)
-        response = getattr(self, action)(request, queryset)
-        if response is None:  # applied (or refused): back to the market, messages say which
-            return HttpResponseRedirect(reverse("admin:markets_market_change", args=[market_id]))
-        return response
+        return getattr(self, action)(request, queryset)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra = dict(extra_context or {})
@@ -250,17 +259,10 @@ class MarketAdmin(admin.ModelAdmin):
         changelist."""
         form = make_form(request.POST) if "apply" in request.POST else make_form()
         if "apply" in request.POST and form.is_valid():
-            self._apply(
+            return self._apply(
                 request, queryset, change(form.cleaned_data), form.cleaned_data["reason"], done
             )
-            return None
         markets = list(queryset)
-        impacts: dict[int, list[str]] = {}
-        for reader in IMPACT:
-            for pk, text in reader.preview(markets).items():
-                impacts.setdefault(pk, []).append(text)
-        for market in markets:
-            market.impact = impacts.get(market.pk, [])  # type: ignore[attr-defined]
         context = {
             **self.admin_site.each_context(request),
             "title": title,
@@ -270,20 +272,32 @@ class MarketAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "select_across": request.POST.get("select_across", "0"),
+            "preview_url": reverse("admin:markets_market_correct_preview", args=[action]),
+            # The preview follows the choice (never the reason: typing it changes nothing).
+            "preview_trigger": ", ".join(
+                ["load"] + [f"change from:#id_{f}" for f in ("outcome", "status") if f in form.fields]
+            ),
         }
         return TemplateResponse(request, "admin/markets/market/resolution_action.html", context)
 
-    def _apply(self, request: HttpRequest, queryset, change: dict, reason: str, done: str) -> None:
+    def _apply(
+        self, request: HttpRequest, queryset, change: dict, reason: str, done: str
+    ) -> TemplateResponse:
         # Each market's change is all or nothing (set_resolution): one that cannot be carried
         # out (its settlement cannot follow) is left as it was and listed with the reason.
-        changed, refused, effects = 0, [], []
-        for market in queryset:
+        markets = list(queryset)
+        marks = [follow.mark() for follow in FOLLOW_UPS]
+        readers = [reader for reader in PREVIEW if getattr(reader, "on_apply", False)]
+        states = [reader.before(markets, float("inf")) for reader in readers]
+        changed, refused, effects, changes = 0, [], [], []
+        for market in markets:
             try:
                 recorded = set_resolution(market, user=request.user, reason=reason, **change)
             except ValidationError as exc:
                 refused.append(f"#{market.pk}: {' '.join(exc.messages)}")
                 continue
             changed += 1
+            changes.append(recorded)
             said = [text for reader in IMPACT if (text := reader.result(recorded))]
             effects.append(f"#{market.pk}: " + ("; ".join(said) or "no position held it"))
         if changed:
@@ -298,13 +312,22 @@ class MarketAdmin(admin.ModelAdmin):
                 f"{len(refused)} market(s) not changed: " + "; ".join(refused[:10]),
                 messages.WARNING,
             )
+        changed_markets = [m for m in markets if any(c.market_id == m.pk for c in changes)]
+        sections = [
+            reader.after(changed_markets, state, float("inf"))
+            for reader, state in zip(readers, states, strict=True)
+        ]
+        return self.result_page(request, changes, sections, marks)
 
 
 @admin.register(ResolutionChange)
 class ResolutionChangeAdmin(admin.ModelAdmin):
     # Narrow columns (from and to in one, question and reason cut with the full text on
     # hover) so the list reads without horizontal scrolling on a laptop screen.
-    list_display = ("changed_at", "short_market", "source", "changed_by", "change", "short_reason")
+    # Both clocks: when staff made the change, and the scope's (simulated) time it applies at.
+    list_display = (
+        "made_at", "changed_at", "short_market", "source", "changed_by", "change", "short_reason"
+    )  # fmt: skip
     list_select_related = ("market", "changed_by")
     list_filter = ("source", "to_status")
     search_fields = ("market__question", "market__condition_id", "reason")

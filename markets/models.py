@@ -181,7 +181,13 @@ class ResolutionChange(models.Model):
     source = models.CharField(max_length=10, choices=Market.ResolvedBy.choices)
     # The clock of record's time, so a change made in a replay or the demo carries its scope's
     # simulated time (the event log orders and stamps entries by it).
-    changed_at = models.DateTimeField(default=clock.now, editable=False)
+    changed_at = models.DateTimeField(
+        "applies at (scope's clock)", default=clock.now, editable=False
+    )
+    # The wall clock when the change was made. For a live market it equals changed_at; for a
+    # replay or the demo, changed_at is the scope's simulated time the change applies at, and
+    # staff and visitors read both. Blank on rows written before this was kept.
+    made_at = models.DateTimeField("made at (wall clock)", null=True, blank=True, editable=False)
     from_status = models.CharField(max_length=10)
     from_outcome = models.CharField(max_length=200, blank=True)
     to_status = models.CharField(max_length=10)

@@ -113,6 +113,7 @@ def record_resolution(
             changed_by=user if getattr(user, "pk", None) else None,
             source=by,
             changed_at=now,
+            made_at=clock.wall(),
             from_status=current.status,
             from_outcome=current.resolved_outcome,
             to_status=status,

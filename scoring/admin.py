@@ -2,8 +2,17 @@
 
 from django.contrib import admin, messages
 
+from markets.correction_views import FOLLOW_UPS, PREVIEW
+from scoring.correction_preview import ScorePreview, ScoreRunFollowUp
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.tasks import enqueue_rescore
+
+# The market admin's correction preview shows ranks before and after; its result page links
+# the rescore once it lands.
+if not any(isinstance(reader, ScorePreview) for reader in PREVIEW):
+    PREVIEW.append(ScorePreview())
+if not any(isinstance(follow, ScoreRunFollowUp) for follow in FOLLOW_UPS):
+    FOLLOW_UPS.append(ScoreRunFollowUp())
 
 
 class LeaderboardRowInline(admin.TabularInline):

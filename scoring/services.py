@@ -112,6 +112,13 @@ def compute_scores(scope: str = "live", as_of: datetime | None = None) -> ScoreR
     return run
 
 
+def score_unsaved(scope: str, as_of: datetime) -> tuple[list[LeaderboardRow], dict[str, str]]:
+    """A dry run: the rows a run would store (ranked, unsaved) and each group's headline
+    metric, writing nothing (a correction's preview reads it on uncommitted data)."""
+    scored = _score(scope, as_of)
+    return scored.rows, dict(scored.details.headline_by_cohort)
+
+
 def store_board_slices(run: ScoreRun, details: RunDetails) -> list[BoardSlice]:
     """Each group's BoardSlice of the run's details: what its leaderboard reads of them, kept
     apart so that a board never reads every group's tests to letter its own."""

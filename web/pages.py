@@ -138,6 +138,10 @@ def home(
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
         context["rescoring"] = visitor_reads.rescoring_since(scope, run, facts.corrected_since_run)
+        # Read only when the scope's chart found any staff correction at all (one cheap test).
+        context["last_correction"] = (
+            visitor_reads.last_correction(scope) if facts.staff_corrections else None
+        )
         context["markets_synced"] = scope != "live" or facts.markets_synced
         context["n_cohorts"] = len(cohorts)
         context["chart"] = chart_reads.overview_chart(
@@ -441,7 +445,12 @@ def market_detail(
         "more_holders": len(holders) > visitor_reads.HOLDERS_SHOWN,
         "forecasts": forecasts,
         "trail": selectors.market_resolution_trail(market),
-        "last_prices": visitor_reads.outcome_prices(market),
+        "final": market.status in (Market.Status.RESOLVED, Market.Status.VOID),
+        "last_prices": (
+            visitor_reads.final_prices(market)
+            if market.status in (Market.Status.RESOLVED, Market.Status.VOID)
+            else visitor_reads.outcome_prices(market)
+        ),
         "description": strip_markdown(market.description),
     }
     return render(request, "arena/market_detail.html", context)

@@ -4,17 +4,29 @@ correction is waiting for new scores, and the home page's facts around its table
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import reduce
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Exists, JSONField, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models import (
+    Case,
+    Exists,
+    JSONField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    When,
+)
 from django.http import Http404
 
 from cohorts.models import Entry, Forecast, Position
 from cohorts.series import write as series
-from markets.models import Market, ResolutionChange
+from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.stored import RunDetails
@@ -50,6 +62,28 @@ def outcome_prices(market: Market) -> list[tuple[str, object]]:
     return [(o, prices[o]) for o in order + sorted(set(prices) - set(order))]
 
 
+def final_prices(market: Market) -> list[tuple[str, object]]:
+    """A resolved or void market's last quote of each outcome at or before its resolution (the
+    price history's last point, never a quote synced after it: a resolved market trades at
+    0.998 or 0.002, which is not a price anyone could have traded at), in outcome order."""
+    points = PricePoint.objects.filter(market=market)
+    if market.resolved_at is not None:
+        points = points.filter(ts__lte=market.resolved_at)
+    last = {
+        row["outcome"]: row["ts"]
+        for row in points.order_by().values("outcome").annotate(ts=Max("ts"))
+    }
+    if not last:
+        return []
+    found = dict(
+        points.filter(
+            reduce(operator.or_, (Q(outcome=o, ts=ts) for o, ts in last.items()))
+        ).values_list("outcome", "price")
+    )
+    order = [o for o in market.outcomes or [] if o in found]
+    return [(o, found[o]) for o in order + sorted(set(found) - set(order))]
+
+
 def with_value(entry: Entry, open_positions: list[Position]) -> Entry:
     """The entry with the value and return its row on the cohort page shows (its series head,
     or cash plus open positions at cost before the first snapshot)."""
@@ -81,6 +115,20 @@ def rescoring_since(
     forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
     position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
     return after.filter(Exists(forecast) | Exists(position)).order_by("-changed_at", "-pk").first()
+
+
+def last_correction(scope: str) -> ResolutionChange | None:
+    """The latest staff correction of a market this scope's entries forecast or held: the
+    leaderboard says its standings last changed because of it (the chart marks it too)."""
+    forecast = Forecast.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    position = Position.objects.filter(market_id=OuterRef("market_id"), entry__cohort__kind=scope)
+    return (
+        ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN)
+        .filter(Exists(forecast) | Exists(position))
+        .select_related("market")
+        .order_by("-changed_at", "-pk")
+        .first()
+    )
 
 
 @dataclass(frozen=True)

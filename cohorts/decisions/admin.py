@@ -13,15 +13,19 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cohorts.correction_impact import SettlementImpact
+from cohorts.correction_preview import SettlementPreview
 from cohorts.decisions.tasks import enqueue_decisions
 from cohorts.models import Decision, Forecast, LLMCall
 from cohorts.scope import on_live_path
 from cohorts.services import mark_decisions_retryable
 from markets.admin import IMPACT
+from markets.correction_views import PREVIEW
 
 # The market admin's correction pages tell staff what a correction reverses and pays.
 if not any(isinstance(reader, SettlementImpact) for reader in IMPACT):
     IMPACT.append(SettlementImpact())
+if not any(isinstance(reader, SettlementPreview) for reader in PREVIEW):
+    PREVIEW.insert(0, SettlementPreview())  # the books first, the ranks after
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -111,12 +115,31 @@ class DecisionAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Run again on the next `arena decide` (failed or skipped only)")
     def rerun(self, request: HttpRequest, queryset: QuerySet[Decision]) -> None:
-        ids = list(queryset.values_list("pk", flat=True))
-        count = mark_decisions_retryable(Decision.objects.filter(pk__in=ids))
+        """Marks each failed or skipped decision retryable and says, per decision, what it did
+        or why not (the rule that keeps a done or running decision as it is)."""
+        was = dict(queryset.values_list("pk", "status"))
+        mark_decisions_retryable(Decision.objects.filter(pk__in=list(was)))
+        now = dict(Decision.objects.filter(pk__in=list(was)).values_list("pk", "status"))
+        marked = [pk for pk in sorted(was) if was[pk] in RERUNNABLE and now[pk] == "retryable"]
         # A rerun is a staff action on the public record: leave an audit row per decision.
-        for decision in Decision.objects.filter(pk__in=ids, status=Decision.Status.RETRYABLE):
+        for decision in Decision.objects.filter(pk__in=marked):
             self.log_change(request, decision, "Marked retryable: runs again on the next decide")
-        self.message_user(request, f"{count} decisions marked retryable", messages.SUCCESS)
+        if marked:
+            self.message_user(
+                request,
+                f"{len(marked)} decision(s) marked retryable, run again on the next `arena "
+                f"decide`: {', '.join(f'#{pk}' for pk in marked[:20])}"
+                f"{' …' if len(marked) > 20 else ''}.",
+                messages.SUCCESS,
+            )
+        refused = [(pk, was[pk]) for pk in sorted(was) if pk not in marked]
+        for status, why in WHY_NOT_RERUN.items():
+            ids = [pk for pk, was_status in refused if was_status == status]
+            if ids:
+                listed = ", ".join(f"#{pk}" for pk in ids[:20]) + (" …" if len(ids) > 20 else "")
+                self.message_user(
+                    request, f"{len(ids)} not re-run ({listed}): {why}", messages.WARNING
+                )
 
     def get_urls(self):
         own = [
@@ -174,6 +197,14 @@ class DecisionAdmin(ReadOnlyAdmin):
 
 
 RERUNNABLE = (Decision.Status.FAILED, Decision.Status.SKIPPED)
+# Why a decision in each other status is left as it is, for the bulk action's report.
+WHY_NOT_RERUN = {
+    Decision.Status.DONE: "a done decision is never re-run: its trades and forecasts are on "
+    "the public record and sealed; only a failed or skipped decision can be run again",
+    Decision.Status.CLAIMED: "running now: a decision is re-run only once it has failed or "
+    "been skipped",
+    Decision.Status.RETRYABLE: "already retryable: it runs again on the next `arena decide`",
+}
 
 
 @admin.register(LLMCall)

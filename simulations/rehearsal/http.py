@@ -126,7 +126,7 @@ class StaffSession:
 
     def correct(self, market_id: int, action: str, reason: str, outcome: str = "") -> str:
         """Post one correction through the market's confirmation form; what the admin said
-        (its message after the redirect back to the market, or the form's errors)."""
+        (the messages on its result page, or the form's errors)."""
         path = f"/admin/markets/market/{market_id}/correct/{action}/"
         token = self._token(path)
         data = {"csrfmiddlewaretoken": token, "reason": reason, "apply": "1", "action": action,

@@ -67,21 +67,56 @@ def test_market_change_page_links_the_corrections_and_hides_delete(staff, settle
     assert reverse("admin:markets_market_delete", args=[settled_market.pk]) not in page
 
 
-def test_correction_from_the_market_page_states_its_impact_and_result(staff, settled_market):
+def test_correction_from_the_market_page_previews_its_choice_and_states_its_result(
+    staff, settled_market
+):
     url = reverse("admin:markets_market_correct", args=[settled_market.pk, "resolve_to_outcome"])
     confirm = staff.get(url).content.decode()
-    # The winner bought 200 shares at 0.50: $200.00 paid out, which the correction takes back.
-    assert "will reverse 2 settlements of 2 entries, taking back $200.00 paid out" in confirm
-    done = staff.post(url, {"apply": "1", "outcome": "No", "reason": "source misread"}, follow=True)
+    # The outcome starts empty, and the preview is fetched for the choice (htmx).
+    assert '<option value="" selected>— choose —</option>' in confirm
+    preview_url = reverse("admin:markets_market_correct_preview", args=["resolve_to_outcome"])
+    assert f'hx-get="{preview_url}"' in confirm
+    ids = {"_selected_action": settled_market.pk}
+    empty = staff.get(preview_url, ids).content.decode()
+    assert "Choose an outcome to see what it changes." in empty
+    # The winner bought 200 shares at 0.50: $200.00 paid out, which the correction takes back;
+    # the No side (100 shares at 0.50) is paid $100.00.
+    no = staff.get(preview_url, {**ids, "outcome": "No"}).content.decode()
+    assert "Reverses 2 settlements, taking back $200.00" in no
+    assert "settles 2 positions, paying $100.00" in no
+    assert ResolutionChange.objects.filter(market=settled_market).count() == 1  # a dry run
+    same = staff.get(preview_url, {**ids, "outcome": "Yes"}).content.decode()
+    assert "would not change: already resolved Yes" in same
+
+    done = staff.post(url, {"apply": "1", "outcome": "No", "reason": "source misread"})
     text = done.content.decode()
-    assert done.redirect_chain[-1][0] == reverse(
-        "admin:markets_market_change", args=[settled_market.pk]
-    )
+    assert done.status_code == 200 and "Correction applied" in text
     assert "Resolved 1 market(s)." in text
     assert "reversed 2 settlements, took back $200.00" in text
-    assert "settled 2 positions, paid $100.00" in text  # the No side: 100 shares at 0.50
+    # The result repeats the preview's figures, from what was written.
+    assert "Reverses 2 settlements, taking back $200.00" in text
+    assert "settles 2 positions, paying $100.00" in text
+    assert "Made at (wall clock, UTC)" in text and "(live: the wall clock)" in text
     settled_market.refresh_from_db()
     assert settled_market.resolved_outcome == "No"
+
+
+def test_the_preview_refuses_bad_input_with_a_4xx(staff, settled_market):
+    preview_url = reverse("admin:markets_market_correct_preview", args=["resolve_to_outcome"])
+    assert staff.get(preview_url).status_code == 400
+    assert staff.get(preview_url, {"_selected_action": "x"}).status_code == 400
+    bad = reverse("admin:markets_market_correct_preview", args=["reopen_markets"])
+    got = staff.get(bad, {"_selected_action": settled_market.pk, "status": "resolved"})
+    assert got.status_code == 400
+    nosuch = reverse("admin:markets_market_correct_preview", args=["drop_tables"])
+    assert staff.get(nosuch, {"_selected_action": settled_market.pk}).status_code == 400
+
+
+def test_the_preview_needs_the_permission_to_change_markets(client, settled_market):
+    user = get_user_model().objects.create_user("viewer", password="pw-v-123", is_staff=True)
+    client.force_login(user)
+    preview_url = reverse("admin:markets_market_correct_preview", args=["void_markets"])
+    assert client.get(preview_url, {"_selected_action": settled_market.pk}).status_code == 403
 
 
 def test_unknown_correction_is_refused_not_a_500(staff, settled_market):
@@ -184,3 +219,22 @@ def test_rerun_of_a_finished_decision_changes_nothing(staff, settled_market):
     assert "only a failed or skipped decision can be re-run" in done.content.decode()
     decision.refresh_from_db()
     assert decision.status == Decision.Status.DONE
+
+
+def test_the_bulk_rerun_says_per_decision_what_it_did_or_why_not(staff):
+    _, (entry,) = make_cohort_with_entries(1, week_start=datetime(2026, 11, 22, tzinfo=UTC))
+    at = T0 + timedelta(days=7)
+    failed, done, running = (
+        Decision.objects.create(entry=entry, week=week, status=status, claimed_at=at)
+        for week, status in ((1, "failed"), (2, "done"), (3, "claimed"))
+    )
+    page = staff.post(
+        reverse("admin:cohorts_decision_changelist"),
+        {"action": "rerun", "_selected_action": [failed.pk, done.pk, running.pk]},
+        follow=True,
+    ).content.decode()
+    assert f"1 decision(s) marked retryable, run again on the next `arena decide`: #{failed.pk}." in page
+    assert f"1 not re-run (#{done.pk}): a done decision is never re-run" in page
+    assert f"1 not re-run (#{running.pk}): running now" in page
+    statuses = dict(Decision.objects.values_list("pk", "status"))
+    assert statuses == {failed.pk: "retryable", done.pk: "done", running.pk: "claimed"}
