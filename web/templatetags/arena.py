@@ -215,9 +215,18 @@ _SIMULATED_BADGE = (
 )
 
 
+_OUTSIDE_BADGE = (
+    '<span class="badge badge-outside" title="Outside agent: an outside team\'s own agent, '
+    'entered through the agent API; the arena never calls it">outside agent</span>'
+)
+
+
 @register.simple_tag
 def simulated_badge(competitor) -> str:
-    """The "simulated" mark every page puts next to a simulated competitor's name."""
+    """The mark every page puts next to a competitor's name when it is not the operator's own
+    real model or baseline: "simulated", or "outside agent"."""
+    if getattr(competitor, "kind", "") == "outside":
+        return mark_safe(_OUTSIDE_BADGE)  # noqa: S308 - constant markup
     return simulated_mark(getattr(competitor, "simulated", False))
 
 
