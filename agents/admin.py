@@ -28,6 +28,12 @@ class CompetitorForm(forms.ModelForm):
         required=False,  # "" is the default endpoint
         help_text="The operator's list (ARENA_LLM_ENDPOINTS); ask them to add an endpoint.",
     )
+    link = forms.URLField(
+        required=False,
+        max_length=300,
+        assume_scheme="https",
+        help_text=Competitor._meta.get_field("link").help_text,
+    )
 
     class Meta:
         model = Competitor
