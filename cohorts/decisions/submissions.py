@@ -313,17 +313,20 @@ def submit(row: AgentSubmission) -> Answer:
             pk=row.pk
         ).update(decision=decision)
     decision.refresh_from_db()
-    seals.after_decision(decision)  # the week seals once its last decision is final
     ref = _decision_ref(decision)
     if problems:
-        return Answer(
+        answer = Answer(
             422,
             {"error": "the answer is invalid again: the decision is recorded as HOLD",
              "problems": problems, "tries_left": 0, "decision": ref},
             outcome=S.FINAL_INVALID,
             problems=problems,
         )  # fmt: skip
-    return Answer(201, {"decision": ref}, outcome=S.ACCEPTED)
+    else:
+        answer = Answer(201, {"decision": ref}, outcome=S.ACCEPTED)
+    close(row, answer)  # the row as the seal will read it
+    seals.after_decision(decision)  # the week seals once its last decision is final
+    return answer
 
 
 def _taken(decision: Decision, cohort_id: int, week: int) -> Answer:

@@ -4,6 +4,7 @@ the deadline and bad input. Every submission leaves its audit row."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from decimal import Decimal
@@ -13,6 +14,7 @@ import pytest
 from agents import tokens
 from cohorts.decisions.run import decide
 from cohorts.models import AgentSubmission, Decision, Forecast, Trade, Universe
+from cohorts.seals.verify import export_chunks, signature_problem, verify_database, verify_export
 from core import clock
 from tests.cohorts.agent_helpers import outside_agent, outside_agents
 
@@ -181,3 +183,32 @@ def test_bad_input_is_a_clear_4xx_with_its_audit_row(client, body, content_type,
     row = AgentSubmission.objects.get()
     assert row.http_status == status and row.body_bytes == len(body)
     assert bytes(row.body) == (body if status != 413 else b"")
+
+
+def test_the_sealed_record_carries_the_signed_submission_and_verify_checks_it(client):
+    agent = outside_agent()
+    assert post(client, agent, agent.body({"action": "HOLD"})).status_code == 422
+    body = agent.body(agent.valid_answer())
+    assert post(client, agent, body).status_code == 201
+    decision = Decision.objects.get()
+    page = client.get(f"/decisions/{decision.pk}/").content.decode()
+    assert "Submissions" in page and "verified with key" in page and agent.token not in page
+    assert verify_database(agent.cohort.pk).ok  # the agent was the cohort's only entry: sealed
+
+    doc = json.loads("".join(export_chunks(agent.cohort.pk)))
+    assert agent.token not in json.dumps(doc)
+    record = doc["cohorts"][0]["weeks"][0]["digests"][0]["record"]
+    assert record["format"] == "arena-seal/3" and record["release"]["agent_version"] == "1.0"
+    first, second = record["submissions"]
+    assert (first["outcome"], second["outcome"]) == ("invalid", "accepted")
+    assert base64.b64decode(second["body_base64"]) == body
+    assert second["signed_as"] == {"competitor": "team-agent", "cohort": agent.cohort.pk,
+                                   "week": 1}  # fmt: skip
+    assert verify_export(doc).ok
+
+    # A record claiming a signature verified when it does not is caught from the record alone.
+    second["body_base64"] = base64.b64encode(body.replace(b"a test agent", b"forged")).decode()
+    assert "does not verify" in signature_problem(record)
+    # The live body changed after sealing: the database no longer rebuilds the sealed record.
+    AgentSubmission.objects.filter(pk=second["id"]).update(body=b"{}")
+    assert not verify_database(agent.cohort.pk).ok

@@ -235,6 +235,12 @@ def simulated_mark(simulated: bool) -> SafeString:
     return mark_safe(_SIMULATED_BADGE if simulated else "")  # noqa: S308 - constant markup
 
 
+@register.filter
+def body_text(value) -> str:
+    """A request body kept as bytes, shown as text (bytes that are not UTF-8 as U+FFFD)."""
+    return bytes(value or b"").decode("utf-8", errors="replace")
+
+
 @register.simple_tag
 def colour(competitor) -> str:
     """The competitor's fixed chart colour (the same on every page and chart)."""
