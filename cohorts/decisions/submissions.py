@@ -285,14 +285,15 @@ def submit(row: AgentSubmission) -> Answer:
             .values_list("problems", flat=True)
         )
         if problems and len(earlier) + 1 < TRIES:
-            return Answer(
+            # Written under the entry's lock, so a concurrent try counts this one.
+            return close(row, Answer(
                 422,
                 {"error": f"the answer is invalid ({len(problems)} problem"
                           f"{'s' if len(problems) != 1 else ''}); one more try is allowed",
                  "problems": problems, "tries_left": TRIES - len(earlier) - 1},
                 outcome=S.INVALID,
                 problems=problems,
-            )  # fmt: skip
+            ))  # fmt: skip
         decision = claim_decision(entry.pk, week, run.model.pk)
         if decision is None:
             taken = Decision.objects.get(entry=entry, week=week)

@@ -212,3 +212,11 @@ def test_the_sealed_record_carries_the_signed_submission_and_verify_checks_it(cl
     # The live body changed after sealing: the database no longer rebuilds the sealed record.
     AgentSubmission.objects.filter(pk=second["id"]).update(body=b"{}")
     assert not verify_database(agent.cohort.pk).ok
+
+
+def test_a_token_over_its_rate_gets_429_another_token_does_not(client):
+    agent, other = outside_agents(slugs=("team-agent", "other-agent"))
+    agent.competitor.tokens.update(rate_per_minute=2)
+    statuses = [client.get(WEEK, **agent.headers()).status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    assert client.get(WEEK, **other.headers()).status_code == 200
