@@ -8,11 +8,12 @@ from typing import Any, cast
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from agents import endpoints
-from agents.models import RELEASE_FIELDS, Competitor, Release
+from agents import endpoints, tokens
+from agents.models import RELEASE_FIELDS, AgentToken, Competitor, Release
 
 NOT_ALLOWED = "not-allowed"
 MOVED = ("base_url", "api_key_env")  # model fields the form sets from `endpoint`
@@ -27,6 +28,12 @@ class CompetitorForm(forms.ModelForm):
         required=False,  # "" is the default endpoint
         help_text="The operator's list (ARENA_LLM_ENDPOINTS); ask them to add an endpoint.",
     )
+    link = forms.URLField(
+        required=False,
+        max_length=300,
+        assume_scheme="https",
+        help_text=Competitor._meta.get_field("link").help_text,
+    )
 
     class Meta:
         model = Competitor
@@ -34,7 +41,8 @@ class CompetitorForm(forms.ModelForm):
         fields = ("slug", "display_name", "kind", "family", "provider", "model_id", "strategy",
                   "params", "context_tokens", "structured_output", "price_in_per_m",
                   "price_out_per_m", "knowledge_cutoff",
-                  "replicates", "active", "simulated", "notes")  # fmt: skip
+                  "replicates", "active", "simulated", "team", "contact", "link",
+                  "agent_version", "public_key", "notes")  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -150,6 +158,15 @@ class CompetitorAdmin(admin.ModelAdmin):
             {"fields": ("price_in_per_m", "price_out_per_m")},
         ),
         ("Baseline", {"fields": ("strategy",)}),
+        (
+            "Outside agent",
+            {
+                "description": "Kind \"Outside agent\": the team's agent calls the agent API "
+                "with a token (issue one under API tokens); the arena never calls it. A new "
+                "declared version is a new release for cohorts opened after it.",
+                "fields": ("team", "contact", "link", "agent_version", "public_key"),
+            },
+        ),
         (None, {"fields": ("notes", "created_at", "updated_at")}),
     )
 
@@ -173,3 +190,71 @@ class CompetitorAdmin(admin.ModelAdmin):
             ),
         )
         return format_html("<ul>{}</ul>", items)
+
+
+class AgentTokenForm(forms.ModelForm):
+    class Meta:
+        model = AgentToken
+        fields = ("competitor", "label", "expires_at", "rate_per_minute")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "competitor" in self.fields:
+            field = cast(forms.ModelChoiceField, self.fields["competitor"])
+            field.queryset = Competitor.objects.filter(kind=Competitor.Kind.OUTSIDE)
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    """Issue an outside agent's token (shown once, on the page right after "Save"), see when it
+    was last used, revoke it. The token itself is never stored: only its prefix and digest."""
+
+    form = AgentTokenForm
+    list_display = ("prefix", "competitor", "label", "created_at", "expires_at", "last_used_at",
+                    "revoked_at", "rate_per_minute")  # fmt: skip
+    list_filter = ("competitor",)
+    search_fields = ("prefix", "label", "competitor__slug")
+    actions = ("revoke",)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return ("competitor", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at")
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("competitor", "label", "expires_at", "rate_per_minute")
+        return ("competitor", "prefix", "label", "rate_per_minute", "created_at", "expires_at",
+                "last_used_at", "revoked_at")  # fmt: skip
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued = tokens.issue(
+            form.cleaned_data["competitor"],
+            label=form.cleaned_data.get("label") or "",
+            expires_at=form.cleaned_data.get("expires_at"),
+            rate_per_minute=form.cleaned_data.get("rate_per_minute") or 30,
+        )
+        obj.pk = issued.row.pk
+        request._arena_issued_token = issued.token  # for response_add, this request only
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # The one time the token is shown: in this response's body, not in a message (messages
+        # travel in a cookie or the session) and not in a URL.
+        token = getattr(request, "_arena_issued_token", None)
+        if token is None:
+            return super().response_add(request, obj, post_url_continue)
+        return TemplateResponse(
+            request,
+            "admin/agents/token_issued.html",
+            {**self.admin_site.each_context(request), "token": token, "row": obj,
+             "title": "API token issued", "opts": self.model._meta},  # fmt: skip
+        )  # the admin's never_cache covers it: no-store
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for row in queryset:
+            tokens.revoke(row)
+        self.message_user(request, f"{queryset.count()} token(s) revoked.")

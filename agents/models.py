@@ -5,6 +5,8 @@ What they decide in a cohort (Decision, LLMCall, Forecast) belongs to the game, 
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -26,6 +28,7 @@ RELEASE_FIELDS = (
     "price_in_per_m",
     "price_out_per_m",
     "knowledge_cutoff",
+    "agent_version",
 )
 
 
@@ -33,6 +36,9 @@ class Competitor(models.Model):
     class Kind(models.TextChoices):
         LLM = "llm", "Language model"
         BASELINE = "baseline", "Baseline strategy"
+        # An outside team's agent: it calls the arena's agent API with a token; the arena never
+        # calls it, so it has no endpoint (cohorts/decisions/submissions.py).
+        OUTSIDE = "outside", "Outside agent"
 
     class Strategy(models.TextChoices):
         MARKET = "market", "Market (states the price, never bets)"
@@ -84,6 +90,26 @@ class Competitor(models.Model):
         help_text="Answered by the built-in simulated endpoint (arena demo, arena simulated-llm), "
         "not a real model",
     )
+    # An outside agent's identity (kind OUTSIDE). The contact is for staff only and never
+    # published; the rest is shown with the agent.
+    team = models.CharField(max_length=120, blank=True, help_text="Outside agent: the team")
+    contact = models.CharField(
+        max_length=200, blank=True, help_text="Outside agent: how staff reach the team (not published)"
+    )
+    link = models.URLField(
+        max_length=300, blank=True, help_text="Outside agent: its code or a description of it"
+    )
+    agent_version = models.CharField(
+        max_length=60,
+        blank=True,
+        help_text="Outside agent: the version the team declares; a change is a new release",
+    )
+    public_key = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Outside agent: an Ed25519 public key (32 raw bytes, base64). With one, every "
+        "submission must carry a valid signature",
+    )
     notes = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -105,10 +131,29 @@ class Competitor(models.Model):
     def is_llm(self) -> bool:
         return self.kind == self.Kind.LLM
 
+    @property
+    def is_outside(self) -> bool:
+        return self.kind == self.Kind.OUTSIDE
+
     def clean(self) -> None:
+        errors: dict[str, str] = {}
+        key_problem = public_key_problem(self.public_key) if self.public_key else None
+        if key_problem:
+            errors["public_key"] = key_problem
+        if self.kind == self.Kind.OUTSIDE:
+            # The arena never calls an outside agent: nothing to call it with may be set.
+            if self.base_url or self.api_key_env:
+                errors["base_url"] = "An outside agent has no endpoint: the arena never calls it."
+            if self.simulated:
+                errors["simulated"] = "An outside agent is a real team's agent, never simulated."
+            if self.strategy:
+                errors["strategy"] = "An outside agent has no baseline strategy."
+        elif self.public_key:
+            errors["public_key"] = "Only an outside agent signs its submissions."
         if not self.simulated:
+            if errors:
+                raise ValidationError(errors)
             return
-        errors = {}
         if self.kind != self.Kind.LLM:
             errors["kind"] = "A simulated competitor answers through the model path: kind LLM."
         if self.api_key_env:
@@ -117,6 +162,17 @@ class Competitor(models.Model):
             errors["base_url"] = "A simulated competitor only calls a loopback endpoint."
         if errors:
             raise ValidationError(errors)
+
+
+def public_key_problem(text: str) -> str | None:
+    """Why `text` is not an Ed25519 public key as the admin takes it (32 raw bytes, base64)."""
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return "Not base64: paste the 32 raw bytes of the Ed25519 public key, base64-encoded."
+    if len(raw) != 32:
+        return f"An Ed25519 public key is 32 bytes; this is {len(raw)}."
+    return None
 
 
 class ReleaseInUse(ValueError):
@@ -141,6 +197,9 @@ class Release(models.Model):
     price_in_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     price_out_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     knowledge_cutoff = models.DateField(null=True, blank=True)
+    agent_version = models.CharField(
+        max_length=60, blank=True, help_text="An outside agent's declared version"
+    )
     created_at = models.DateTimeField()
 
     class Meta:
@@ -210,3 +269,30 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
         if field.to_python(a[name]) != field.to_python(b[name]):
             return False
     return True
+
+
+class AgentToken(models.Model):
+    """An outside agent's API token (agents/tokens.py issues and checks them). Only its SHA-256
+    is stored: the token itself is shown once, when staff issue it, and never again."""
+
+    competitor = models.ForeignKey(Competitor, on_delete=models.CASCADE, related_name="tokens")
+    label = models.CharField(max_length=120, blank=True, help_text="What it is for, for staff")
+    # The token's visible start (arena_<8 chars>), to tell tokens apart in the admin and on the
+    # audit record; it identifies a token, it does not authenticate one.
+    prefix = models.CharField(max_length=20, unique=True)
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 hex of the token")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Blank: valid until revoked"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    rate_per_minute = models.PositiveSmallIntegerField(
+        default=30, help_text="Requests a minute this token may make; more get a 429"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.competitor_id})"

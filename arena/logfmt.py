@@ -20,10 +20,15 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import re
 import sys
 from datetime import UTC, datetime
 
 from core.logcontext import current
+
+# An outside agent's API token (agents/tokens.py), wherever a line would carry one (a query
+# string in the access log, an error quoting a header): never written out.
+TOKEN = re.compile(r"arena_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{8,}")
 
 # Fields a record may carry as `extra=` (or bound in core.logcontext), in the order shown.
 FIELDS = (
@@ -99,7 +104,8 @@ class KeyValueFormatter(logging.Formatter):
             pairs.append(("exc", self.formatException(record.exc_info)))
         elif record.stack_info:
             pairs.append(("stack", record.stack_info))
-        return " ".join(f"{key}={quote(value)}" for key, value in pairs)
+        line = " ".join(f"{key}={quote(value)}" for key, value in pairs)
+        return TOKEN.sub("arena_[token redacted]", line)
 
 
 def _celery_task(record: logging.LogRecord) -> dict[str, object]:

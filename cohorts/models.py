@@ -436,6 +436,55 @@ class LLMCall(models.Model):
         return f"Call {self.attempt} ({self.phase}) of decision {self.decision_id}: {status}"
 
 
+class AgentSubmission(models.Model):
+    """One request an outside agent made to submit a decision (cohorts/decisions/submissions.py),
+    valid or not, kept like a model call: the body byte for byte, when the server received it,
+    the token's prefix (never the token), the signature and whether it verified, and what the
+    arena answered. The sealed decision record carries the decision's submissions."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted (the decision)"
+        INVALID = "invalid", "Invalid answer (one more try allowed)"
+        FINAL_INVALID = "final-invalid", "Invalid again: held"
+        REFUSED = "refused", "Refused"
+        RECEIVED = "received", "Received (being processed)"
+
+    competitor = models.ForeignKey(
+        "agents.Competitor", on_delete=models.PROTECT, related_name="submissions"
+    )
+    entry = models.ForeignKey(
+        "Entry", null=True, blank=True, on_delete=models.PROTECT, related_name="submissions"
+    )
+    week = models.PositiveSmallIntegerField(null=True, blank=True)
+    decision = models.ForeignKey(
+        Decision, null=True, blank=True, on_delete=models.PROTECT, related_name="submissions"
+    )
+    received_at = models.DateTimeField(help_text="The server's clock: it decides the deadline")
+    token_prefix = models.CharField(max_length=20)
+    content_type = models.CharField(max_length=200, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    body = models.BinaryField(help_text="The request body as received, byte for byte")
+    body_bytes = models.PositiveIntegerField(help_text="The body's size as announced or read")
+    signature = models.CharField(max_length=200, blank=True)
+    public_key = models.CharField(max_length=64, blank=True, help_text="The key it was checked with")
+    # None: the agent registered no key, so nothing was checked.
+    signature_verified = models.BooleanField(null=True, blank=True)
+    outcome = models.CharField(max_length=14, choices=Outcome.choices, default=Outcome.RECEIVED)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    problems = models.JSONField(default=list, blank=True)
+    response = models.JSONField(null=True, blank=True, help_text="The JSON the agent was sent")
+
+    class Meta:
+        ordering = ["received_at", "id"]
+        indexes = [
+            models.Index(fields=["entry", "week"], name="submission_entry_week_idx"),
+            models.Index(fields=["competitor", "idempotency_key"], name="submission_idem_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Submission {self.pk} by {self.competitor_id}: {self.outcome}"
+
+
 class Forecast(models.Model):
     """A stated probability for one outcome, with the market price the competitor saw."""
 

@@ -22,8 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-METHODOLOGY_VERSION = "3"
-VERSIONS = ("1", "2", "3")  # every published file, oldest first
+METHODOLOGY_VERSION = "4"
+VERSIONS = ("1", "2", "3", "4")  # every published file, oldest first
 
 _DIR = Path(__file__).resolve().parent
 
@@ -78,6 +78,7 @@ class Constants:
     min_bet: str
     max_bet_fraction: float
     universe_price_window_minutes: int
+    outside_submission_window_minutes: int
     market_sync_bound_minutes: int
     provisional_brier_delta: float
     provisional_power: float

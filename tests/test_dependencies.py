@@ -34,6 +34,7 @@ USED_AS = {
     "django-axes": [r"^\s*(from|import) axes\b", r"\"axes\""],
     "cryptography": [r"^\s*(from|import) cryptography\b"],
     "orjson": [r"^\s*(from|import) orjson\b"],
+    "django-ratelimit": [r"^\s*(from|import) django_ratelimit\b"],
 }
 
 

@@ -177,7 +177,11 @@ def market_prices(request: HttpRequest, market_id: int, range_key: str) -> JsonR
 @api_view
 def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
     """The full audit record of one decision: prompts, every LLM call, parsed result, trades."""
-    d = selectors.get_decision(decision_id)
+    return decision_json(selectors.get_decision(decision_id))
+
+
+def decision_json(d) -> JsonResponse:
+    """One decision's audit record (public, and an outside agent's own through the agent API)."""
     entry = d.entry
     return _json(
         {
@@ -227,8 +231,28 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             # Rounds lost to a provider outage, and a retryable decision's next round.
             "retry_rounds": d.retry_rounds,
             "retry_after": _iso(d.retry_after),
+            # An outside agent's submissions for this decision, as received (cohorts.models
+            # AgentSubmission); empty for the arena's own competitors.
+            "submissions": [submission_dict(s) for s in d.submissions.all()],
         }
     )
+
+
+def submission_dict(s) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "received_at": _iso(s.received_at),
+        "token_prefix": s.token_prefix,
+        "content_type": s.content_type,
+        "body": bytes(s.body).decode("utf-8", errors="replace"),
+        "body_bytes": s.body_bytes,
+        "signature": s.signature,
+        "public_key": s.public_key,
+        "signature_verified": s.signature_verified,
+        "outcome": s.outcome,
+        "http_status": s.http_status,
+        "problems": s.problems,
+    }
 
 
 def _decision_seal(d) -> dict[str, Any] | None:

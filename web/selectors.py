@@ -40,6 +40,7 @@ from django.shortcuts import get_object_or_404
 
 from agents.models import Competitor
 from cohorts.models import (
+    AgentSubmission,
     Cohort,
     Decision,
     Entry,
@@ -500,7 +501,15 @@ def market_resolution_trail(market: Market) -> list[ResolutionChange]:
 
 
 def get_decision(decision_id: int) -> Decision:
-    return get_object_or_404(
+    return get_object_or_404(_decisions(), pk=decision_id)
+
+
+def decision_or_none(decision_id: int) -> Decision | None:
+    return _decisions().filter(pk=decision_id).first()
+
+
+def _decisions():
+    return (
         Decision.objects.select_related(
             "entry__competitor", "entry__cohort", "release"
         ).prefetch_related(
@@ -514,8 +523,8 @@ def get_decision(decision_id: int) -> Decision:
                     "executed_at", "id"
                 ),
             ),
-        ),
-        pk=decision_id,
+            Prefetch("submissions", queryset=AgentSubmission.objects.order_by("received_at", "id")),
+        )
     )
 
 

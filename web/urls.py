@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web import api, exports, leaderboard_api, pages
+from web import agent_api, api, exports, leaderboard_api, openapi, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -20,6 +20,7 @@ urlpatterns = [
     path("decisions/<int:decision_id>/", pages.decision_detail, name="decision-detail"),
     path("methodology/", pages.methodology, name="methodology"),
     path("about/", pages.about, name="about"),
+    path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/cohorts/", api.cohorts, name="api-cohorts"),
     path("api/cohorts/<int:cohort_id>", api.cohort, name="api-cohort"),
     path("api/cohorts/<int:cohort_id>/series", api.cohort_series, name="api-cohort-series"),
@@ -34,4 +35,11 @@ urlpatterns = [
     path("exports/", pages.exports_page, name="exports"),
     path("api/seals", api.seals, name="api-seals"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
+    path("api/agent/v1/week", agent_api.week, name="agent-week"),
+    path("api/agent/v1/decision", agent_api.decision, name="agent-decision"),
+    path(
+        "api/agent/v1/decisions/<int:decision_id>",
+        agent_api.decision_record,
+        name="agent-decision-record",
+    ),
 ]

@@ -51,6 +51,7 @@ from agents.prompts import (
     system_prompt,
     user_prompt,
 )
+from cohorts.decisions import outside
 from cohorts.decisions import retry as decision_retry
 from cohorts.decisions.claims import ClaimLost, claim_decision, finish, pending_entry_ids
 from cohorts.decisions.room import (
@@ -138,6 +139,8 @@ def decide(
             _refuse(c, w, "its frozen universe holds no market", refused)
             continue
         entry_ids = pending_entry_ids(c, w)
+        waiting = outside.still_open(entry_ids, universe, at)
+        entry_ids = [e for e in entry_ids if e not in waiting]  # they submit themselves
         count += len(entry_ids)
         if sync:
             for entry_id in entry_ids:
@@ -271,6 +274,12 @@ class _Run:
                 # Every chat request is on the record before it leaves (cohorts/llm_calls.py).
                 self.client.session = RecordingSession(self.recorder)
         self._plan(self.model.context_tokens, "competitor")
+        if competitor.is_outside:  # never called: it submits (cohorts/decisions/submissions.py)
+            if self.at < outside.deadline(self.universe):  # a re-run inside its window
+                finish(self.decision, Decision.Status.SKIPPED, error=outside.STILL_OPEN)
+            else:
+                self._commit(None, validation_errors=[], hold_reason=outside.NO_SUBMISSION)
+            return
         if competitor.is_llm and self.client is None:
             finish(self.decision, Decision.Status.SKIPPED, error=skip_reason)
             return

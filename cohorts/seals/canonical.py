@@ -23,7 +23,10 @@ FORMAT = "arena-seal/1"
 # A decision record that names the release it called. Links, genesis objects and the other
 # records keep FORMAT; a decision sealed as /1 stays /1 (its bytes are what was sealed).
 DECISION_FORMAT = "arena-seal/2"
-RECORD_FORMATS = (FORMAT, DECISION_FORMAT)
+# An outside agent's decision: /2 with the release's declared agent version and the
+# submissions that made the decision (each body byte for byte, base64, with its signature).
+AGENT_FORMAT = "arena-seal/3"
+RECORD_FORMATS = (FORMAT, DECISION_FORMAT, AGENT_FORMAT)
 _EXP_LIMIT = 2**53
 
 

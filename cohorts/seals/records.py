@@ -8,7 +8,10 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
                 a scope's event log; a chain cannot be moved to another cohort-week or scope
     decision    one final decision with its LLM calls, forecasts, trades and their ledger rows,
                 and (format /2) the release it called: model id, provider, endpoint, params,
-                context and structured-output settings, prices, knowledge cutoff
+                context and structured-output settings, prices, knowledge cutoff; (format /3,
+                an outside agent's decision) the release's declared agent version and the
+                submissions that made the decision: body (base64, byte for byte), received
+                time, token prefix, signature, the key it was checked with, and the verdict
     pending     the placeholder of an entry whose decision was not final when its week sealed
     resolution  one ResolutionChange (every source: upstream, staff, replay, demo)
     settlement  one Settlement with its payout or refund ledger rows
@@ -26,6 +29,7 @@ skip must not change the record.
 
 from __future__ import annotations
 
+import base64
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -34,8 +38,8 @@ from typing import Any
 from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
-from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
+from cohorts.models import AgentSubmission, Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
+from cohorts.seals.canonical import AGENT_FORMAT, DECISION_FORMAT, FORMAT, dec, record_hash, ts
 
 Row = Mapping[str, Any]  # one `.values()` row
 Record = dict[str, Any]
@@ -79,6 +83,30 @@ RELEASE_FIELDS = (
     "price_in_per_m",
     "price_out_per_m",
     "knowledge_cutoff",
+    "agent_version",
+    "competitor__slug",
+)
+# The submissions that made a decision (the first valid answer, or the tries that failed);
+# refusals before a body was judged (a bad signature, the deadline) are audit rows, not sealed.
+SEALED_SUBMISSIONS = (
+    AgentSubmission.Outcome.INVALID,
+    AgentSubmission.Outcome.ACCEPTED,
+    AgentSubmission.Outcome.FINAL_INVALID,
+)
+SUBMISSION_FIELDS = (
+    "id",
+    "decision_id",
+    "received_at",
+    "token_prefix",
+    "content_type",
+    "body",
+    "body_bytes",
+    "signature",
+    "public_key",
+    "signature_verified",
+    "outcome",
+    "http_status",
+    "problems",
 )
 CALL_FIELDS = ("id", "decision_id", *LLM_CALL_FIELDS)
 FORECAST_FIELDS = (
@@ -157,6 +185,12 @@ class DecisionRows:
         ledger = LedgerEntry.objects.filter(trade_id__in=trade_ids).order_by("id")
         for row in ledger.values("trade_id", *LEDGER_FIELDS):
             self.ledger[row["trade_id"]].append(row)
+        self.submissions: dict[int, list[Row]] = defaultdict(list)
+        submissions = AgentSubmission.objects.filter(
+            decision_id__in=ids, outcome__in=SEALED_SUBMISSIONS
+        ).order_by("id")
+        for sub in submissions.values(*SUBMISSION_FIELDS):
+            self.submissions[sub["decision_id"]].append(sub)
         release_ids = {d["release_id"] for d in self.decisions.values()} - {None}
         self.releases: dict[int, Row] = {
             r["id"]: r for r in Release.objects.filter(pk__in=release_ids).values(*RELEASE_FIELDS)
@@ -172,8 +206,10 @@ class DecisionRows:
         if d is None:
             return None
         release = self.releases.get(d["release_id"]) if d["release_id"] is not None else None
+        submissions = self.submissions.get(decision_id, [])
         if fmt is None:
             fmt = DECISION_FORMAT if d["release_id"] is not None else FORMAT
+            fmt = AGENT_FORMAT if submissions else fmt
         return decision_record(
             cohort_id,
             week,
@@ -184,6 +220,7 @@ class DecisionRows:
             [(t, self.ledger.get(t["id"], [])) for t in self.trades.get(decision_id, [])],
             release=release,
             fmt=fmt,
+            submissions=submissions,
         )
 
     def sealed_as(
@@ -194,7 +231,7 @@ class DecisionRows:
         return any(
             (rec := self.record(cohort_id, week, entry, decision_id, fmt)) is not None
             and record_hash(rec) == sealed_hash
-            for fmt in (DECISION_FORMAT, FORMAT)
+            for fmt in (AGENT_FORMAT, DECISION_FORMAT, FORMAT)
         )
 
 
@@ -227,6 +264,7 @@ def decision_record(
     *,
     release: Row | None = None,
     fmt: str = DECISION_FORMAT,
+    submissions: list[Row] | None = None,
 ) -> Record:
     """The full record of one final decision (see the module docstring for the fixed forms)."""
     base: Record = {
@@ -236,8 +274,15 @@ def decision_record(
         "week": week,
         "entry": _entry_part(entry),
     }
-    if fmt == DECISION_FORMAT:
+    if fmt in (DECISION_FORMAT, AGENT_FORMAT):
         base["release"] = release_part(release) if release is not None else None
+    if fmt == AGENT_FORMAT:
+        if base["release"] is not None and release is not None:
+            base["release"]["agent_version"] = release["agent_version"]
+        signer = release["competitor__slug"] if release is not None else None
+        base["submissions"] = [
+            submission_part(sub, signer, cohort_id, week) for sub in submissions or []
+        ]
     if d["status"] == Decision.Status.SKIPPED:
         # No model saw anything: the attempt's prompt and times would change on every retry.
         base["decision"] = {"id": d["id"], "status": d["status"], "error": d["error"]}
@@ -265,6 +310,26 @@ def release_part(r: Row) -> Record:
         "price_in_per_m": _usd6(r["price_in_per_m"]),
         "price_out_per_m": _usd6(r["price_out_per_m"]),
         "knowledge_cutoff": cutoff.isoformat() if cutoff is not None else None,
+    }
+
+
+def submission_part(sub: Row, competitor: str | None, cohort_id: int, week: int) -> Record:
+    """One submission as format /3 seals it. `signed_as` names what the signed bytes bind
+    (agents/signing.py), so anyone can rebuild them from the record alone."""
+    return {
+        "id": sub["id"],
+        "received_at": ts(sub["received_at"]),
+        "token_prefix": sub["token_prefix"],
+        "content_type": sub["content_type"],
+        "body_base64": base64.b64encode(bytes(sub["body"])).decode("ascii"),
+        "body_bytes": sub["body_bytes"],
+        "signed_as": {"competitor": competitor, "cohort": cohort_id, "week": week},
+        "signature": sub["signature"],
+        "public_key": sub["public_key"],
+        "signature_verified": sub["signature_verified"],
+        "outcome": sub["outcome"],
+        "http_status": sub["http_status"],
+        "problems": sub["problems"],
     }
 
 

@@ -17,14 +17,18 @@ signed checkpoints). The export itself is built by cohorts/seals/export.py.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents import signing
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seals.canonical import (
+    AGENT_FORMAT,
     FORMAT,
     RECORD_FORMATS,
     canonical,
@@ -169,7 +173,7 @@ def check_records(report: Report, where: str, cohort_id: int, week: int, links: 
         if rec.get("type") == "decision" and decision != row["decision"]:
             report.problems.append(f"{name}: the record is of decision {decision}")
             return False
-        why = _format_problem(rec)
+        why = _format_problem(rec) or signature_problem(rec)
         if why:
             report.problems.append(f"{name}: {why}")
             return False
@@ -194,12 +198,35 @@ def _format_problem(rec: dict) -> str:
         return "a release in a record of format arena-seal/1" if has_release else ""
     release = rec.get("release")
     if not has_release:
-        return "an arena-seal/2 decision record without its release"
+        return f"an {fmt} decision record without its release"
+    if (fmt == AGENT_FORMAT) != isinstance(rec.get("submissions"), list):
+        return f"submissions belong to an {AGENT_FORMAT} record, and only there"
     competitor = (rec.get("entry") or {}).get("competitor")
     if release is not None and (
         not isinstance(release, dict) or release.get("competitor") != competitor
     ):
         return "the release is not of the entry's competitor"
+    return ""
+
+
+def signature_problem(rec: dict) -> str:
+    """ "" unless an outside agent's sealed submission says its signature verified and it does
+    not (or the other way round): checked from the record alone (agents/signing.py)."""
+    for sub in rec.get("submissions") or []:
+        if not isinstance(sub, dict) or not sub.get("public_key"):
+            continue
+        bound = sub.get("signed_as") or {}
+        try:
+            body = base64.b64decode(sub.get("body_base64") or "", validate=True)
+            signed = signing.message(bound["competitor"], bound["cohort"], bound["week"], body)
+        except (binascii.Error, KeyError, TypeError, ValueError):
+            return f"submission {sub.get('id')}: its body or signed_as is malformed"
+        if (bound.get("cohort"), bound.get("week")) != (rec.get("cohort"), rec.get("week")):
+            return f"submission {sub.get('id')} was signed for another cohort or week"
+        verified = signing.verify(sub["public_key"], sub.get("signature") or "", signed) is None
+        if verified != bool(sub.get("signature_verified")):
+            state = "verifies" if verified else "does not verify"
+            return f"submission {sub.get('id')}: its signature {state}, unlike its record says"
     return ""
 
 
@@ -381,6 +408,10 @@ def _compare_live(report, where, cohort, week, entries, digests, links) -> bool:
             report.problems.append(f"{name}: the decision row is missing or replaced")
             return False
         if rows.sealed_as(cohort.pk, week, entry, dg.decision_id, dg.record_hash):
+            why = signature_problem(rows.record(cohort.pk, week, entry, dg.decision_id) or {})
+            if why:
+                report.problems.append(f"{name}: {why}")
+                return False
             continue
         rerun = dg.status in RERUNNABLE and (
             live["status"] not in FINAL or live["claimed_at"] > dg.created_at

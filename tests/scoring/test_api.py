@@ -71,10 +71,10 @@ def test_contract_shape_with_json_numbers(client):
         assert len(row["brier_ci"]) == 2 and len(row["return_ci"]) == 2
     assert body["rows"][0]["brier"] == pytest.approx((0.7 - 1) ** 2)
     # Each row says which methodology scored it and which its cohorts started under.
-    assert body["methodology_version"] == "3"
+    assert body["methodology_version"] == "4"
     for row in body["rows"]:
-        assert row["methodology_version"] == "3"
-        assert row["cohort_methodology_versions"] == [cohort.methodology_version] == ["3"]
+        assert row["methodology_version"] == "4"
+        assert row["cohort_methodology_versions"] == [cohort.methodology_version] == ["4"]
         assert "bss_vs_base_rate" in row
     _, by_cohort = _get(client, cohort=cohort.pk)
     assert by_cohort["cohort"]["id"] == cohort.pk

@@ -15,6 +15,7 @@ SEALED = {
     "1": "ab09ba3a8b59bb8cffe5644c81ff52299b864b920e91e053ae2cf736ec098167",
     "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
     "3": "f5870eb90b5abf92ecb6c3d8b19e2cae97ec55d45b72c70db010ca63e3d2f2f5",
+    "4": "f43ba4fb33ef2c8bc304683fb73e032cbfc6c3f66da8af59ed77c6aaeba69348",
 }
 
 
@@ -39,10 +40,13 @@ def test_v1_is_the_file_sealed_before_the_in_place_edit():
 
 def test_history_lists_every_version_with_its_changes():
     history = methodology.history()
-    assert [h["version"] for h in history] == ["3", "2", "1"]
-    v3, v2 = history[0], history[1]
-    assert v3["current"] and v3["sha256"] == methodology.METHODOLOGY_HASH
+    assert [h["version"] for h in history] == ["4", "3", "2", "1"]
+    v4, v3, v2 = history[0], history[1], history[2]
+    assert v4["current"] and v4["sha256"] == methodology.METHODOLOGY_HASH
+    assert not v3["current"] and v3["sha256"] == SEALED["3"]
     assert not v2["current"] and v2["sha256"] == SEALED["2"]
+    # v4 only adds the outside agents' deadline, equal to the frozen-price window.
+    assert v4["changed"] == [("outside_submission_window_minutes", None, 30)]
     changed3 = {name: (old, new) for name, old, new in v3["changed"]}
     assert changed3["sb_resamples"] == (2000, 20000)
     assert changed3["edge_multiple_comparison"] == (None, "holm")

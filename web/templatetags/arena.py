@@ -215,15 +215,30 @@ _SIMULATED_BADGE = (
 )
 
 
+_OUTSIDE_BADGE = (
+    '<span class="badge badge-outside" title="Outside agent: an outside team\'s own agent, '
+    'entered through the agent API; the arena never calls it">outside agent</span>'
+)
+
+
 @register.simple_tag
 def simulated_badge(competitor) -> str:
-    """The "simulated" mark every page puts next to a simulated competitor's name."""
+    """The mark every page puts next to a competitor's name when it is not the operator's own
+    real model or baseline: "simulated", or "outside agent"."""
+    if getattr(competitor, "kind", "") == "outside":
+        return mark_safe(_OUTSIDE_BADGE)  # noqa: S308 - constant markup
     return simulated_mark(getattr(competitor, "simulated", False))
 
 
 def simulated_mark(simulated: bool) -> SafeString:
     """simulated_badge for a row that has the competitor's flag, not the competitor."""
     return mark_safe(_SIMULATED_BADGE if simulated else "")  # noqa: S308 - constant markup
+
+
+@register.filter
+def body_text(value) -> str:
+    """A request body kept as bytes, shown as text (bytes that are not UTF-8 as U+FFFD)."""
+    return bytes(value or b"").decode("utf-8", errors="replace")
 
 
 @register.simple_tag
