@@ -119,12 +119,16 @@ ARENA_LOGIN_MAX_FAILURES_PER_IP = env_int("ARENA_LOGIN_MAX_FAILURES_PER_IP", 20)
 ARENA_LOGIN_LOCKOUT_SECONDS = env_int("ARENA_LOGIN_LOCKOUT_SECONDS", 900)
 # How many reverse proxies sit in front of us; 0 means X-Forwarded-For is ignored.
 ARENA_TRUSTED_PROXIES = env_int("ARENA_TRUSTED_PROXIES", 0)
+# How many leading bits name one client for login limits and export limits (core/clients.py).
+ARENA_CLIENT_IPV4_PREFIX = env_int("ARENA_CLIENT_IPV4_PREFIX", 32)
+ARENA_CLIENT_IPV6_PREFIX = env_int("ARENA_CLIENT_IPV6_PREFIX", 64)
 AXES_HANDLER = "arena.login.AtomicAxesHandler"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_FAILURE_LIMIT = "arena.login.failure_limit"
 AXES_COOLOFF_TIME = "arena.login.cool_off"
 AXES_LOCKOUT_CALLABLE = "arena.login.lockout_response"
-AXES_CLIENT_IP_CALLABLE = "arena.security.client_ip"
+# Counted by network: an IPv6 host holds a whole /64 (core/clients.py).
+AXES_CLIENT_IP_CALLABLE = "core.clients.client_network"
 # Success forgives that account's failures from that address only (arena.login, not axes).
 AXES_RESET_ON_SUCCESS = False
 # A refused attempt during a lock must not push its end out: the page states when it ends.
