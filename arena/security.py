@@ -9,7 +9,6 @@ from django.conf import settings
 from django.http import HttpResponseForbidden
 from django.views.debug import SafeExceptionReporterFilter
 
-
 # Only our own scripts; chart data travels in json_script tags, never inline code. Plotly writes
 # inline style attributes, so styles allow 'unsafe-inline' (styles cannot run code).
 CSP = "; ".join(
