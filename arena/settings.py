@@ -256,6 +256,10 @@ ARENA_LLM_API_KEY = (
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 # Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
+# Exports read at once per web process, and per client network (web/export_gate.py); beyond
+# them a 429. One per process keeps a CPU-heavy export from crowding a worker's other threads.
+ARENA_EXPORTS_CONCURRENT = env_int("ARENA_EXPORTS_CONCURRENT", 1)
+ARENA_EXPORTS_PER_CLIENT = env_int("ARENA_EXPORTS_PER_CLIENT", 1)
 # Which scope this deployment's live path writes to: "live", or "rehearsal" for `arena rehearse`,
 # whose web, worker and beat run the real sync, decisions and scoring against stand-ins on an
 # accelerated clock and must never write into (or be mixed with) live results.

@@ -72,6 +72,8 @@ __all__ = [
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
+SESSION_KEY_CHARS = 40
+DEAD_SESSION_SECONDS = 3600  # a key Django never reissues: remembering it dead is safe
 REMEMBERED_PATH_LENGTH = 100  # longer paths are resolved on each request, never kept
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
@@ -212,16 +214,25 @@ def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
 
 def _session_state(request) -> str:
     """"none", "live" or "dead". Staff (anyone with a live session) always see fresh pages; a
-    cookie naming no live session (junk, expired, logged out) is read like no cookie, so it
-    costs one session lookup instead of a render of every page."""
+    cookie naming no live session (junk, expired, logged out) is read like no cookie: one
+    session lookup the first time, a cache read after (a dead key is remembered), never a
+    render of every page."""
     key = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
     if key is None:
         return "none"
+    if len(key) > SESSION_KEY_CHARS:  # Django's keys are 32 characters
+        return "dead"
+    dead = f"arena:dead-session:{key}"
+    if cache.get(dead) is not None:
+        return "dead"
     store = import_module(settings.SESSION_ENGINE).SessionStore
     try:
-        return "live" if store(key).load() else "dead"
+        live = bool(store(key).load())
     except DatabaseError:  # cannot tell: the visitor may be staff, so no cached page
         return "live"
+    if not live:
+        cache.set(dead, 1, DEAD_SESSION_SECONDS)
+    return "live" if live else "dead"
 
 
 def _forget_session(response):
@@ -235,8 +246,8 @@ def _forget_session(response):
 
 
 _READS = ("select", "savepoint", "release", "rollback", "begin", "set ", "show ", "pragma")
-# Written on every signed-in request or refused login, not by an edit: they change no page.
-_BOOKKEEPING = ("django_session", "axes_")
+# Sessions, login attempts and accounts (a sign-in writes last_login): no page shows them.
+_BOOKKEEPING = ("django_session", "axes_", "auth_")
 
 
 class _WriteWatch:

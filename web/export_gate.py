@@ -38,7 +38,7 @@ class _Slots:
         self._by_client: Counter[str] = Counter()
 
     def take(self, client: str) -> bool:
-        overall = int(getattr(settings, "ARENA_EXPORTS_CONCURRENT", 2))
+        overall = int(getattr(settings, "ARENA_EXPORTS_CONCURRENT", 1))
         each = int(getattr(settings, "ARENA_EXPORTS_PER_CLIENT", 1))
         with self._lock:
             if self._running >= overall or self._by_client[client] >= each:
