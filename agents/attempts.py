@@ -14,8 +14,6 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import requests
-
 from agents.context_errors import ContextRefusal
 from core import clock
 from core.text import flat
@@ -268,15 +266,6 @@ def quota_reset(headers) -> float | None:
         reset /= 1000
     # The server's quota runs on real time, whatever clock the arena runs on.
     return max(0.0, reset - clock.wall().timestamp())
-
-
-def declared_charset(response: requests.Response) -> str | None:
-    content_type = response.headers.get("Content-Type", "")
-    for part in content_type.split(";")[1:]:
-        key, _, val = part.strip().partition("=")
-        if key.lower() == "charset" and val:
-            return val.strip('"')
-    return None
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -27,10 +27,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import requests
-
 from agents.llm import LLMClient
 from agents.simulated import is_loopback_url
+from core.http import HttpError, fetch
 
 CHARS_PER_TOKEN = 2.8
 # Chat-template tokens around the messages (role markers, BOS/EOS) that a text count misses.
@@ -44,6 +43,8 @@ REPAIR_RESERVE = 512
 MIN_ANSWER_TOKENS = 128
 # Helper requests (/props, /tokenize) are quick on any live server; they must not eat a phase.
 PROBE_TIMEOUT = 10.0
+# /props and /tokenize answers are a few kilobytes; more is a broken or hostile server.
+PROBE_MAX_BYTES = 1_000_000
 # Of an answer that is quoted back in the repair turn within a budget, at most this much.
 MAX_QUOTED_CHARS = 600
 
@@ -86,15 +87,16 @@ class Server:
             return None
         start = time.monotonic()
         try:
-            response = self.client.session.request(
+            reply = fetch(
                 method,
                 f"{self.root}{path}",
-                json=body,
+                json_body=body,
                 headers=self.client.headers,
                 timeout=min(PROBE_TIMEOUT, self.client.timeout, left),
+                max_bytes=PROBE_MAX_BYTES,
             )
-            payload = response.json() if response.status_code == 200 else None
-        except (requests.RequestException, ValueError):
+            payload = reply.json() if reply.status == 200 else None
+        except (HttpError, ValueError):
             payload = None
         finally:
             self.spent += time.monotonic() - start

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from agents.llm import LLMClient
+from agents.llm import DEADLINE_SLACK, LLMClient
 from agents.models import Competitor, Release
 from agents.simulated import endpoint_for
 
@@ -163,13 +163,12 @@ def client_for(
 
 
 def phase_seconds() -> float:
-    """The total one phase's attempts may take. An attempt's body can trickle in for up to one
-    more read timeout after its deadline (LLMClient.worst_case_seconds), hence the halving:
-    PHASES_PER_DECISION worst-case phases fit in CALLS_SHARE of the claim timeout."""
+    """The total one phase's attempts may take: PHASES_PER_DECISION worst-case phases (each
+    bounded on the wire, LLMClient.worst_case_seconds) fit in CALLS_SHARE of the claim timeout."""
     claim = float(settings.ARENA_CLAIM_TIMEOUT_SECONDS)
-    derived = claim * CALLS_SHARE / (PHASES_PER_DECISION * 2)
+    derived = claim * CALLS_SHARE / PHASES_PER_DECISION - DEADLINE_SLACK
     wanted = getattr(settings, "ARENA_LLM_PHASE_SECONDS", None)
-    return min(derived, float(wanted)) if wanted else derived
+    return max(1.0, min(derived, float(wanted)) if wanted else derived)
 
 
 def probe_seconds() -> float:

@@ -26,7 +26,9 @@ Failure handling, and why:
   tokens the server counted are kept on the attempt and its context size (`n_ctx`) is reported so
   the caller can fit the prompt and ask again.
 
-Time: one `chat()` call is one phase of a decision. Besides each attempt's own timeout, a phase
+Time: one `chat()` call is one phase of a decision. Each attempt's timeout is a total for the
+whole exchange, whatever pace the server answers at (core.http.fetch: a body trickled one byte at
+a time stops at the deadline, not minutes later). Besides each attempt's own timeout, a phase
 has a total (`phase_seconds`): no attempt starts, and no backoff sleeps, past it, so retries can
 never stretch a phase beyond what the caller budgeted (the decision service keeps all its phases
 under the claim timeout). A slow local server with a long timeout thus gets one attempt, not
@@ -54,8 +56,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import requests
-
 from agents.attempts import (
     CONNECTION,
     CONTENT_KINDS,
@@ -67,7 +67,6 @@ from agents.attempts import (
     TIMEOUT,
     Attempt,
     decimal_or_none,
-    declared_charset,
     error_message,
     fail_context,
     one_line,
@@ -77,7 +76,7 @@ from agents.attempts import (
 )
 from agents.context_errors import context_refusal
 from core import clock
-from core.http import parse_retry_after
+from core.http import HttpConnectionError, HttpError, HttpTimeout, fetch, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +86,11 @@ APP_TITLE = "Forecasting Arena"
 
 # Raw responses are stored for the audit; above this a body is kept truncated (and cannot parse).
 MAX_RAW_BYTES = 2_000_000
+# The models list and generation lookups: OpenRouter's full list is a few megabytes.
+MAX_HELPER_BYTES = 20_000_000
 RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+# How late a total deadline may be noticed (thread wake-up, closing the socket): seconds.
+DEADLINE_SLACK = 0.5
 # An attempt needs at least this much of its phase left to be worth starting.
 MIN_ATTEMPT_SECONDS = 1.0
 
@@ -136,7 +139,6 @@ class LLMClient:
         max_retries: int = 3,
         backoff_base: float = 1.0,
         max_backoff: float = 30.0,
-        session: requests.Session | None = None,
         phase_seconds: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -146,7 +148,6 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
-        self.session = session or requests.Session()
         self.sleep: Callable[[float], Any] = time.sleep
         self.random = random.Random()
         self.headers = {
@@ -195,18 +196,24 @@ class LLMClient:
 
     def _get_json(self, path: str, query: dict, missing_ok: bool = False) -> dict | None:
         try:
-            response = self.session.get(
-                f"{self.base_url}{path}", params=query, headers=self.headers, timeout=self.timeout
+            reply = fetch(
+                "GET",
+                f"{self.base_url}{path}",
+                params=query,
+                headers=self.headers,
+                timeout=self.timeout,
+                max_bytes=MAX_HELPER_BYTES,
             )
-        except requests.RequestException as exc:
+        except HttpError as exc:
             raise LLMError(one_line(f"GET {path} failed: {exc}")) from exc
-        if response.status_code == 404 and missing_ok:
+        if reply.status == 404 and missing_ok:
             return None
-        if response.status_code != 200:
-            detail = error_message(response.text) or response.text[:200]
-            raise LLMError(one_line(f"GET {path}: HTTP {response.status_code}: {detail}"))
+        text = reply.text()
+        if reply.status != 200:
+            detail = error_message(text) or text[:200]
+            raise LLMError(one_line(f"GET {path}: HTTP {reply.status}: {detail}"))
         try:
-            payload = response.json()
+            payload = reply.json()
         except ValueError as exc:
             raise LLMError(f"GET {path}: response is not JSON") from exc
         if not isinstance(payload, dict):
@@ -250,13 +257,15 @@ class LLMClient:
             self.sleep(delay)
 
     def worst_case_seconds(self) -> float:
-        """The longest one chat() call can take: with a phase total, twice that (an attempt stops
-        at the phase's end, but a body trickling in can hold one socket read, up to the attempt's
-        timeout, past it); without one, every attempt timing out with the longest backoff."""
+        """The longest one chat() call can take. Each attempt's deadline is total and holds on
+        the wire (core.http.fetch), and no attempt or backoff starts past the phase's end, so
+        with a phase total that is the bound; without one, every attempt timing out with the
+        longest backoff. The watchdog that enforces a deadline may fire a moment late, hence
+        DEADLINE_SLACK."""
         if self.phase_seconds is not None:
-            return 2 * self.phase_seconds
+            return self.phase_seconds + DEADLINE_SLACK
         attempts = self.max_retries + 1
-        return attempts * self.timeout + self.max_retries * self.max_backoff
+        return attempts * (self.timeout + DEADLINE_SLACK) + self.max_retries * self.max_backoff
 
     def _left(self, phase_start: float) -> float:
         if self.phase_seconds is None:
@@ -291,57 +300,33 @@ class LLMClient:
         )
         start = time.monotonic()
         try:
-            response = self.session.post(
-                url, json=body, headers=self.headers, timeout=timeout, stream=True
+            reply = fetch(
+                "POST",
+                url,
+                json_body=body,
+                headers=self.headers,
+                timeout=timeout,
+                max_bytes=MAX_RAW_BYTES,
+                truncate=True,
             )
-            try:
-                raw, truncated = self._read_capped(response, start, timeout)
-            finally:
-                response.close()
-        except requests.Timeout as exc:
+        except HttpTimeout as exc:
             attempt.fail(TIMEOUT, f"timed out after {timeout:g}s: {exc}", True)
-        except requests.ConnectionError as exc:
-            # requests reports a read timeout while streaming the body as a ConnectionError.
-            kind = TIMEOUT if "timed out" in str(exc).lower() else CONNECTION
-            attempt.fail(kind, f"{kind} error: {exc}", True)
-        except requests.RequestException as exc:
+        except HttpConnectionError as exc:
+            attempt.fail(CONNECTION, f"{CONNECTION} error: {exc}", True)
+        except HttpError as exc:
             attempt.fail(CONNECTION, f"request failed: {exc}", True)
         else:
-            attempt.http_status = response.status_code
-            attempt.raw_response = raw
-            attempt.generation_id = response.headers.get("X-Generation-Id", "")
-            attempt.retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            attempt.quota_reset = quota_reset(response.headers)
-            if truncated:
+            attempt.http_status = reply.status
+            attempt.raw_response = reply.text()
+            attempt.generation_id = reply.headers.get("X-Generation-Id", "")
+            attempt.retry_after = parse_retry_after(reply.headers.get("Retry-After"))
+            attempt.quota_reset = quota_reset(reply.headers)
+            if reply.truncated:
                 attempt.fail(MALFORMED, f"response body larger than {MAX_RAW_BYTES} bytes", False)
             else:
-                self._read_body(attempt, raw, prices)
+                self._read_body(attempt, attempt.raw_response, prices)
         attempt.latency_ms = int((time.monotonic() - start) * 1000)
         return attempt
-
-    def _read_capped(
-        self, response: requests.Response, start: float, timeout: float | None = None
-    ) -> tuple[str, bool]:
-        """Read at most MAX_RAW_BYTES (+1 to detect overflow) within the overall timeout."""
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_content(chunk_size=65536):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_RAW_BYTES:
-                break
-            # requests' timeout is per socket read; a server trickling bytes must not hold us.
-            if time.monotonic() - start > (self.timeout if timeout is None else timeout):
-                raise requests.Timeout("response body not received within the timeout")
-        data = b"".join(chunks)
-        truncated = len(data) > MAX_RAW_BYTES
-        # JSON is UTF-8 unless the server says otherwise; never let requests guess (slow, wrong).
-        encoding = declared_charset(response) or "utf-8"
-        try:
-            text = data[:MAX_RAW_BYTES].decode(encoding, errors="replace")
-        except LookupError:
-            text = data[:MAX_RAW_BYTES].decode("utf-8", errors="replace")
-        return text, truncated
 
     def _read_body(
         self, attempt: Attempt, raw: str, prices: tuple[Decimal | None, Decimal | None]

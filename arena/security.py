@@ -1,5 +1,5 @@
-"""Security pieces Django doesn't ship: a Content-Security-Policy header, the client address
-(login throttling in arena/login.py keys on it), and a debug mode that cannot leak.
+"""Security pieces Django doesn't ship: a Content-Security-Policy header and a debug mode that
+cannot leak. Who a client is (address and network) lives in core/clients.py.
 """
 
 import ipaddress
@@ -37,30 +37,6 @@ class ContentSecurityPolicyMiddleware:
         response.setdefault("Referrer-Policy", "same-origin")
         response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
         return response
-
-
-def client_ip(request) -> str | None:
-    """The caller's IP, or None when there is none (a test request, a unix socket).
-    X-Forwarded-For is trusted only when we are told how many proxies we sit behind
-    (ARENA_TRUSTED_PROXIES), and then only the entry those proxies appended; an entry that is
-    not an address is ignored (it is stored in an address column)."""
-    hops = settings.ARENA_TRUSTED_PROXIES
-    if hops > 0:
-        forwarded = [
-            p.strip() for p in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if p.strip()
-        ]
-        if len(forwarded) >= hops and _is_address(forwarded[-hops]):
-            return forwarded[-hops]
-    remote = request.META.get("REMOTE_ADDR", "")
-    return remote if _is_address(remote) else None
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_loopback(addr: str) -> bool:

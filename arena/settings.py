@@ -119,12 +119,16 @@ ARENA_LOGIN_MAX_FAILURES_PER_IP = env_int("ARENA_LOGIN_MAX_FAILURES_PER_IP", 20)
 ARENA_LOGIN_LOCKOUT_SECONDS = env_int("ARENA_LOGIN_LOCKOUT_SECONDS", 900)
 # How many reverse proxies sit in front of us; 0 means X-Forwarded-For is ignored.
 ARENA_TRUSTED_PROXIES = env_int("ARENA_TRUSTED_PROXIES", 0)
+# How many leading bits name one client for login limits and export limits (core/clients.py).
+ARENA_CLIENT_IPV4_PREFIX = env_int("ARENA_CLIENT_IPV4_PREFIX", 32)
+ARENA_CLIENT_IPV6_PREFIX = env_int("ARENA_CLIENT_IPV6_PREFIX", 64)
 AXES_HANDLER = "arena.login.AtomicAxesHandler"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_FAILURE_LIMIT = "arena.login.failure_limit"
 AXES_COOLOFF_TIME = "arena.login.cool_off"
 AXES_LOCKOUT_CALLABLE = "arena.login.lockout_response"
-AXES_CLIENT_IP_CALLABLE = "arena.security.client_ip"
+# Counted by network: an IPv6 host holds a whole /64 (core/clients.py).
+AXES_CLIENT_IP_CALLABLE = "core.clients.client_network"
 # Success forgives that account's failures from that address only (arena.login, not axes).
 AXES_RESET_ON_SUCCESS = False
 # A refused attempt during a lock must not push its end out: the page states when it ends.
@@ -254,6 +258,10 @@ ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 # Hot pages rendered again by a worker after each committed write (web/prerender.py).
 ARENA_PRERENDER = env_bool("ARENA_PRERENDER", True)
+# Exports read at once per web process, and per client network (web/export_gate.py); beyond
+# them a 429. One per process keeps a CPU-heavy export from crowding a worker's other threads.
+ARENA_EXPORTS_CONCURRENT = env_int("ARENA_EXPORTS_CONCURRENT", 1)
+ARENA_EXPORTS_PER_CLIENT = env_int("ARENA_EXPORTS_PER_CLIENT", 1)
 # Which scope this deployment's live path writes to: "live", or "rehearsal" for `arena rehearse`,
 # whose web, worker and beat run the real sync, decisions and scoring against stand-ins on an
 # accelerated clock and must never write into (or be mixed with) live results.

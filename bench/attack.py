@@ -537,6 +537,9 @@ def main() -> int:
         import attack_web
 
         attack_web.run(sys.modules[__name__], base, ids)
+        import attack_round3  # issue 41: slow peers, exports, session cookies, staff rights
+
+        attack_round3.run(sys.modules[__name__], base, ids)
         stop(web)
         case_redis_down()
         case_debug_secrets()

@@ -24,10 +24,9 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import requests
 from django.conf import settings
 
-from core.http import parse_retry_after
+from core.http import HttpConnectionError, HttpError, HttpTimeout, fetch, parse_retry_after
 from core.text import clean_json, flat
 
 log = logging.getLogger(__name__)
@@ -45,6 +44,8 @@ MONEY_PLACES = Decimal("0.01")
 # on every page and prompt that shows it, so they are cut here.
 QUESTION_CHARS = 1000
 DESCRIPTION_CHARS = 20_000
+# A page of 100 markets with long rules is a few megabytes; far more is a broken upstream.
+DEFAULT_MAX_BYTES = 32_000_000
 INT_RANGE = (-(2**31), 2**31 - 1)  # an IntegerField on PostgreSQL
 
 
@@ -385,7 +386,8 @@ class PageLog:
 
 
 class JsonHttpClient:
-    """GET-and-decode-JSON over a requests.Session: every call has a timeout, transient
+    """GET-and-decode-JSON through core.http.fetch: every call has a total deadline however slowly
+    the server answers and a body cap (ARENA_HTTP_MAX_BYTES) before parsing, transient
     failures are retried with exponential backoff (honouring Retry-After), and an explicit
     User-Agent is sent (some default UAs are blocked by Cloudflare). Shared by the Gamma and
     CLOB clients; its errors are the Gamma* exceptions above."""
@@ -396,7 +398,6 @@ class JsonHttpClient:
         self,
         base_url: str | None = None,
         *,
-        session: requests.Session | None = None,
         timeout: float | None = None,
         retries: int | None = None,
         backoff: float = 0.5,
@@ -410,9 +411,11 @@ class JsonHttpClient:
         self.backoff = backoff
         self.backoff_cap = backoff_cap
         self.sleep = sleep
-        self.session = session or requests.Session()
-        self.session.headers["User-Agent"] = user_agent or settings.ARENA_USER_AGENT
-        self.session.headers["Accept"] = "application/json"
+        self.max_bytes = int(getattr(settings, "ARENA_HTTP_MAX_BYTES", DEFAULT_MAX_BYTES))
+        self.headers = {
+            "User-Agent": user_agent or settings.ARENA_USER_AGENT,
+            "Accept": "application/json",
+        }
 
     # -- transport --
 
@@ -426,36 +429,43 @@ class JsonHttpClient:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self.session.get(url, params=params, timeout=self.timeout)
-            except (requests.Timeout, requests.ConnectionError) as exc:
+                reply = fetch(
+                    "GET",
+                    url,
+                    params=params,
+                    headers=self.headers,
+                    timeout=self.timeout,
+                    max_bytes=self.max_bytes,
+                )
+            except (HttpTimeout, HttpConnectionError) as exc:
                 if last:
                     raise GammaUnavailable(
                         f"GET {path}: {type(exc).__name__} after {attempts} tries"
                     ) from exc
                 self._wait(attempt, None, f"{type(exc).__name__}")
                 continue
-            status = response.status_code
+            except HttpError as exc:  # larger than the cap: a repeat would be too
+                raise GammaBadResponse(f"GET {path}: {exc}") from exc
+            status = reply.status
             if status == 404:
                 raise MarketNotFound(f"GET {path}: 404")
             if status == 429 or status >= 500:
                 if last:
                     raise GammaUnavailable(f"GET {path}: HTTP {status} after {attempts} tries")
-                self._wait(attempt, response.headers.get("Retry-After"), f"HTTP {status}")
+                self._wait(attempt, reply.headers.get("Retry-After"), f"HTTP {status}")
                 continue
             if status >= 400:
-                raise GammaClientError(status, response.text)
+                raise GammaClientError(status, reply.text())
             try:
-                body = response.json()
+                body = reply.json()
                 problem = "" if shape(body) else "not the documented shape"
             except ValueError:
                 problem = "not JSON"
-            except RecursionError:
-                problem = "nested too deeply to read"
             if not problem:
                 return body
             if last:
                 raise GammaBadResponse(
-                    f"GET {path}: body is {problem} after {attempts} tries: {response.text[:120]!r}"
+                    f"GET {path}: body is {problem} after {attempts} tries: {reply.text()[:120]!r}"
                 )
             self._wait(attempt, None, f"body is {problem}")
         raise AssertionError("unreachable")  # the loop always returns or raises

@@ -26,9 +26,12 @@ on Redis; on the file cache, one file each).
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
 that render is in flight get the page's previous version instead of piling on (stale by at most
 the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL is only a
-backstop for a write path that forgot to replace a token. Requests that write through the site
-invalidate everything only when they come from signed-in staff (the admin); anonymous POSTs
-cannot write anything, so they cannot empty the cache either.
+backstop for a write path that forgot to replace a token. A request that writes through the site
+(the admin) invalidates everything only once a write of it has committed; a refused one (no
+permission, no CSRF token, an anonymous POST) writes nothing, so it cannot empty the cache.
+
+A session cookie bypasses the cache only when it names a live session (signed-in staff); any
+other `sessionid` costs one session lookup, gets the cached page and is cleared.
 
 The declared parameters are parsed here, once (web/params.py), and handed to the view as
 keyword arguments: a value the page refuses is answered with its one-line 400, cache on or off,
@@ -43,11 +46,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import DatabaseError, connection, transaction
 from django.http import HttpResponse, QueryDict
 from django.urls import Resolver404, get_urlconf, resolve
 from django.utils.cache import patch_cache_control, patch_vary_headers
@@ -67,6 +72,8 @@ __all__ = [
 
 PAGE_TTL = 120
 RENDER_LOCK_SECONDS = 5
+SESSION_KEY_CHARS = 40
+DEAD_SESSION_SECONDS = 3600  # a key Django never reissues: remembering it dead is safe
 REMEMBERED_PATH_LENGTH = 100  # longer paths are resolved on each request, never kept
 EXCLUDED_PREFIXES = ("/admin/", "/exports/", "/healthz", "/static/")
 TOKENS = {"data": DATA_KEY, "values": VALUES_KEY, "scores": SCORES_KEY}
@@ -205,16 +212,61 @@ def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
     return f"arena:render:{':'.join(tokens)}:{page_id}"
 
 
-def _anonymous(request) -> bool:
-    # Staff (anyone with a session) always see fresh pages.
-    return settings.SESSION_COOKIE_NAME not in request.COOKIES
+def _session_state(request) -> str:
+    """"none", "live" or "dead". Staff (anyone with a live session) always see fresh pages; a
+    cookie naming no live session (junk, expired, logged out) is read like no cookie: one
+    session lookup the first time, a cache read after (a dead key is remembered), never a
+    render of every page."""
+    key = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    if key is None:
+        return "none"
+    if len(key) > SESSION_KEY_CHARS:  # Django's keys are 32 characters
+        return "dead"
+    dead = f"arena:dead-session:{key}"
+    if cache.get(dead) is not None:
+        return "dead"
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    try:
+        live = bool(store(key).load())
+    except DatabaseError:  # cannot tell: the visitor may be staff, so no cached page
+        return "live"
+    if not live:
+        cache.set(dead, 1, DEAD_SESSION_SECONDS)
+    return "live" if live else "dead"
 
 
-def _staff_write(request) -> bool:
-    if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
-        return False
-    user = getattr(request, "user", None)  # set by AuthenticationMiddleware, inside us
-    return bool(user is not None and user.is_authenticated and user.is_staff)
+def _forget_session(response):
+    response.delete_cookie(
+        settings.SESSION_COOKIE_NAME,
+        path=settings.SESSION_COOKIE_PATH,
+        domain=settings.SESSION_COOKIE_DOMAIN,
+        samesite=settings.SESSION_COOKIE_SAMESITE,
+    )
+    return response
+
+
+_READS = ("select", "savepoint", "release", "rollback", "begin", "set ", "show ", "pragma")
+# Sessions, login attempts and accounts (a sign-in writes last_login): no page shows them.
+_BOOKKEEPING = ("django_session", "axes_", "auth_")
+
+
+class _WriteWatch:
+    """Records, through the database connection, whether this request committed a write that
+    could change a page: the admin writes pages' rows, a refused request (403, a missing CSRF
+    token, a form with errors) writes none, and only the first may move the cache."""
+
+    def __init__(self) -> None:
+        self.committed = False
+
+    def __call__(self, execute, sql, params, many, context):
+        text = sql.lstrip().lower() if isinstance(sql, str) else ""
+        if text and not text.startswith(_READS) and not any(t in text for t in _BOOKKEEPING):
+            alias = context["connection"].alias
+            transaction.on_commit(self._commit, using=alias)
+        return execute(sql, params, many, context)
+
+    def _commit(self) -> None:
+        self.committed = True
 
 
 def _cacheable_response(response) -> bool:
@@ -247,11 +299,13 @@ class PublicPageCacheMiddleware:
 
     def __call__(self, request):
         if request.method not in ("GET", "HEAD"):
-            response = self.get_response(request)
-            if _staff_write(request):
-                # A staff write through the admin (resolutions, lineup) may change public
-                # pages and the leaderboard. Anyone else's POST changes nothing, so it must not
-                # cost every reader the cache (an anonymous POST loop would empty it).
+            # A write through the admin (resolutions, lineup) may change public pages and the
+            # leaderboard, so a committed one moves every token. A refused request changes
+            # nothing and must not cost every reader the cache (a POST loop would empty it).
+            watch = _WriteWatch()
+            with connection.execute_wrapper(watch):
+                response = self.get_response(request)
+            if watch.committed:
                 scores_changed()
             return response
         spec = _spec(request)
@@ -265,8 +319,15 @@ class PublicPageCacheMiddleware:
         partial = wants_partial(request, spec.htmx_target)
         page_id = _page_id(request, spec, values, partial)
         _only_declared(request, spec)
-        if not settings.ARENA_PAGE_CACHE or not _anonymous(request):
+        if not settings.ARENA_PAGE_CACHE:
             return _for_browser(self.get_response(request), partial)
+        session = _session_state(request)
+        if session == "live":
+            return _for_browser(self.get_response(request), partial)
+        response = self._cached(request, spec, values, page_id, partial)
+        return _forget_session(response) if session == "dead" else response
+
+    def _cached(self, request, spec: PageSpec, values: Values, page_id: str, partial: bool):
         key = f"arena:page:{page_id}"
         # Only the tokens this page depends on: on the file cache each is a file to read.
         depends = spec.version_keys(values)

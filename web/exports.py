@@ -47,7 +47,7 @@ from core import clock
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import board_details
 from scoring.stored import RunDetails
-from web import params, standings
+from web import export_gate, params, standings
 from web.export_specs import SPECS, Spec
 from web.export_text import csv_cell, json_row, number_text
 
@@ -366,15 +366,40 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
             request.GET.get("cohort"),
             scope=request.GET.get("scope"),
         )
-        note = None if what == SEALS else empty_note(what, b)
-        body = stream(what, fmt, b, note)
     except ExportError as exc:
         return params.bad_request(request, str(exc))
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/json"
-    response = StreamingHttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="arena-{what}.{fmt}"'
-    response["X-Export-Limit"] = str(b.limit)
-    response["X-Export-Window"] = b.window
+    # Cost bounds (web/export_gate.py): a kept copy, else a slot, else a 429.
+    key, _ = export_gate.cache_key(f"{what}.{fmt}|{b}")
+    kept = export_gate.cached(key)
+    if kept is not None:
+        headers, content = kept
+        response = HttpResponse(content, content_type=content_type)
+        for name, value in headers.items():
+            response[name] = value
+        response["X-Cache"] = "hit"
+        return response
+    client, slots = export_gate.client_of(request), export_gate.SLOTS
+    if not slots.take(client):
+        return export_gate.busy()
+    try:
+        note = None if what == SEALS else empty_note(what, b)
+        body = stream(what, fmt, b, note)
+    except BaseException as exc:
+        slots.give_back(client)
+        if isinstance(exc, ExportError):
+            return params.bad_request(request, str(exc))
+        raise
+    headers = {
+        "Content-Disposition": f'attachment; filename="arena-{what}.{fmt}"',
+        "X-Export-Limit": str(b.limit),
+        "X-Export-Window": b.window,
+    }
     if note:
-        response["X-Export-Note"] = note
+        headers["X-Export-Note"] = note
+    response = StreamingHttpResponse(
+        export_gate.Gated(body, slots, client, key, headers), content_type=content_type
+    )
+    for name, value in headers.items():
+        response[name] = value
     return response

@@ -113,7 +113,16 @@ class DecisionAdmin(ReadOnlyAdmin):
     def competitor(self, obj: Decision) -> str:
         return obj.entry.competitor.display_name
 
-    @admin.action(description="Run again on the next `arena decide` (failed or skipped only)")
+    def has_rerun_permission(self, request: HttpRequest) -> bool:
+        """A re-run calls the model again (and may cost money): it needs the change-decision
+        permission, for the action as for the button, though no field of a decision is ever
+        editable here; a view-only account is offered neither."""
+        return request.user.has_perm("cohorts.change_decision")
+
+    @admin.action(
+        description="Run again on the next `arena decide` (failed or skipped only)",
+        permissions=["rerun"],
+    )
     def rerun(self, request: HttpRequest, queryset: QuerySet[Decision]) -> None:
         """Marks each failed or skipped decision retryable and says, per decision, what it did
         or why not (the rule that keeps a done or running decision as it is)."""
@@ -157,7 +166,7 @@ class DecisionAdmin(ReadOnlyAdmin):
         extra["can_rerun"] = (
             decision is not None
             and decision.status in RERUNNABLE
-            and request.user.has_perm("cohorts.change_decision")
+            and self.has_rerun_permission(request)
         )
         if extra["can_rerun"]:
             extra["rerun_url"] = reverse("admin:cohorts_decision_rerun", args=[object_id])
@@ -167,7 +176,7 @@ class DecisionAdmin(ReadOnlyAdmin):
         """The one-step re-run: mark the failed (or skipped) decision retryable and send it to a
         worker now, instead of waiting for the next `arena decide`. Its earlier calls stay in
         the audit; the public page labels the new attempts as a staff re-run."""
-        if not request.user.has_perm("cohorts.change_decision"):
+        if not self.has_rerun_permission(request):
             raise PermissionDenied("re-running a decision needs the change-decision permission")
         decision = get_object_or_404(
             Decision.objects.select_related("entry__cohort"), pk=decision_id

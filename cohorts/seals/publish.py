@@ -25,7 +25,6 @@ import time
 from datetime import timedelta
 from functools import partial
 
-import requests
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -33,13 +32,15 @@ from django.db.models import Exists, OuterRef, Q
 from cohorts.seals.models import SealPublication, WeekSeal
 from cohorts.seals.sign import checkpoint_dict, latest_checkpoints
 from core import clock
-from core.http import parse_retry_after
+from core.http import HttpError, fetch, parse_retry_after
 
 log = logging.getLogger(__name__)
 
 CLAIM_STALE = timedelta(minutes=5)
 RETRY_AFTER_CAP = 30.0
 TRANSIENT = {429, 500, 502, 503, 504}
+# Only the status matters; the start of an error body is kept for the operator.
+REPLY_BYTES = 64_000
 
 
 def target() -> str:
@@ -130,18 +131,21 @@ def _post(pub: SealPublication, url: str, body: dict) -> bool:
         attempts = attempt
         wait = backoff * 2 ** (attempt - 1)
         try:
-            response = requests.post(url, json=body, headers=headers, timeout=timeout)
-        except (requests.Timeout, requests.ConnectionError) as exc:
+            reply = fetch(
+                "POST", url, json_body=body, headers=headers, timeout=timeout,
+                max_bytes=REPLY_BYTES, truncate=True,
+            )  # fmt: skip
+        except HttpError as exc:
             status, error = None, f"{type(exc).__name__}: {exc}"[:500]
         else:
-            status = response.status_code
+            status = reply.status
             if 200 <= status < 300:
                 error = ""
                 break
-            error = f"HTTP {status}: {response.text[:200]}"
+            error = f"HTTP {status}: {reply.text()[:200]}"
             if status not in TRANSIENT:
                 break  # a 4xx other than 429 will not get better by retrying now
-            hinted = parse_retry_after(response.headers.get("Retry-After"))
+            hinted = parse_retry_after(reply.headers.get("Retry-After"))
             if hinted is not None:
                 wait = min(hinted, RETRY_AFTER_CAP)
         if attempt <= retries:

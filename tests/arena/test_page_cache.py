@@ -297,15 +297,48 @@ def test_public_views_refuse_writes_with_405(client):
     assert client.head("/api/markets").status_code == 200
 
 
-def test_a_staff_write_through_the_admin_invalidates(client):
+def test_only_a_committed_staff_write_through_the_admin_invalidates(client):
+    from cohorts.models import Decision
+    from core import clock
+    from tests.factories import make_cohort_with_entries
+
+    _, (entry,) = make_cohort_with_entries(1, week_start=SUNDAY)
+    failed = Decision.objects.create(
+        entry=entry, week=1, status="failed", claimed_at=clock.now(), error="x"
+    )
     user = get_user_model().objects.create_superuser("s", password="pw-s-12345")
+    nobody = get_user_model().objects.create_user("n", password="pw-n-12345", is_staff=True)
     client.get("/markets/")
     assert client.get("/markets/")["X-Cache"] == "hit"
+    staff, powerless, no_token = type(client)(), type(client)(), type(client)(True)
+    staff.force_login(user)
+    powerless.force_login(nobody)
+    no_token.force_login(user)
+    rerun = {"action": "rerun", "_selected_action": [failed.pk]}
+    # Refused: a form with errors, no permission, no CSRF token. Nothing was written.
+    assert staff.post("/admin/agents/competitor/add/", {"slug": "x"}).status_code == 200
+    assert powerless.post("/admin/cohorts/decision/", rerun).status_code == 403
+    assert no_token.post("/admin/cohorts/decision/", rerun).status_code == 403
+    assert client.get("/markets/")["X-Cache"] == "hit"
+    # Committed: the re-run marks the decision retryable, and pages may show it.
+    assert staff.post("/admin/cohorts/decision/", rerun).status_code == 302
+    assert client.get("/markets/")["X-Cache"] == "miss"
+
+
+def test_a_cookie_naming_no_live_session_is_served_the_cached_page_and_cleared(client):
+    user = get_user_model().objects.create_user("s", password="pw-s-12345", is_staff=True)
+    client.get("/markets/")
+    junk = type(client)()
+    for value in ("junk", "x" * 32, "a" * 5000):
+        junk.cookies["sessionid"] = value
+        response = junk.get("/markets/")
+        assert response["X-Cache"] == "hit", value
+        assert response.cookies["sessionid"].value == "" and response.cookies["sessionid"]["expires"]
     staff = type(client)()
     staff.force_login(user)
-    # Any POST by signed-in staff may have changed what pages show.
-    staff.post("/admin/agents/competitor/add/", {"slug": "x"})
-    assert client.get("/markets/")["X-Cache"] == "miss"
+    assert "X-Cache" not in staff.get("/markets/")  # a live session still means fresh pages
+    staff.post("/admin/logout/")
+    assert staff.get("/markets/")["X-Cache"] == "hit"  # and once it is over, the cache again
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,9 @@ ORDERABLE = {"volumeNum", "liquidityNum", "volume24hr", "endDate", "startDate", 
 @dataclass
 class Fault:
     path: str  # path prefix the fault applies to
-    kind: str  # "status" | "timeout" | "malformed" (truncated JSON) | "shape" (wrong JSON)
+    # "status" | "timeout" | "malformed" (truncated JSON) | "shape" (wrong JSON) | "trickle"
+    # (the real answer, status line included, one byte every `delay` seconds)
+    kind: str
     status: int = 500
     retry_after: str | None = None
     delay: float = 0.0
@@ -323,6 +325,9 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None and self._inject(fault):
                 return
             status, body = self.fake.route(parts.path, query)
+            if fault is not None and fault.kind == "trickle":
+                self._trickle(status, json.dumps(body).encode(), fault.delay)
+                return
             if isinstance(body, str):
                 self._send(status, body.encode(), "text/plain")
             else:
@@ -331,6 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
 
     def _inject(self, fault: Fault) -> bool:
+        if fault.kind == "trickle":
+            return False  # the real answer, sent slowly by do_GET
         if fault.kind == "timeout":
             # Hold the answer past the client's timeout; stop() releases it at teardown.
             self.fake._release.wait(fault.delay)
@@ -345,6 +352,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = INTERNAL_ERROR if fault.status >= 500 else {"error": "Too Many Requests"}
         self._send(fault.status, json.dumps(body).encode(), "application/json", headers)
         return True
+
+    def _trickle(self, status: int, payload: bytes, every: float) -> None:
+        head = f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+        for byte in head.encode() + payload:
+            if self.fake._release.wait(every):
+                break  # stop() at teardown
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+        self.close_connection = True
 
     def _send(self, status: int, payload: bytes, ctype: str, headers: dict | None = None) -> None:
         self.send_response(status)

@@ -46,6 +46,8 @@ class FakeResponse:
     body: Any = None  # dict/list -> JSON; str/bytes -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering
+    # Seconds between bytes: the whole answer, status line included, sent one byte at a time.
+    trickle: float = 0.0
 
 
 @dataclass
@@ -227,6 +229,9 @@ class _Handler(BaseHTTPRequestHandler):
             payload = body.encode()
         else:
             payload = json.dumps(body).encode()
+        if response.trickle:
+            self._trickle(response, payload)
+            return
         self.send_response(response.status)
         headers = {"Content-Type": "application/json", **response.headers}
         for name, value in headers.items():
@@ -234,6 +239,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _trickle(self, response: FakeResponse, payload: bytes) -> None:
+        fake: FakeOpenAIServer = self.server.fake  # type: ignore[attr-defined]
+        head = f"HTTP/1.0 {response.status} OK\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {len(payload)}\r\n\r\n"
+        for byte in head.encode() + payload:
+            if fake.stopping.wait(response.trickle):
+                return
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
 
 
 @pytest.fixture
@@ -305,8 +320,15 @@ def success_body(
     }
 
 
-def success(content: str, *, delay: float = 0.0, headers: dict | None = None, **kw: Any):
-    return FakeResponse(200, success_body(content, **kw), dict(headers or {}), delay)
+def success(
+    content: str,
+    *,
+    delay: float = 0.0,
+    headers: dict | None = None,
+    trickle: float = 0.0,
+    **kw: Any,
+):
+    return FakeResponse(200, success_body(content, **kw), dict(headers or {}), delay, trickle)
 
 
 def fenced_json(obj: Any, **kw: Any) -> FakeResponse:

@@ -4,19 +4,21 @@ Each drawn page holds five good markets (fresh prices every time) and ten hostil
 (tests/fakes/hostile.py: NUL, huge strings, wrong types, missing fields, duplicate ids, newlines,
 bidi controls, surrogates, out-of-range numbers, objects that are not objects); 60 pages, 600
 hostile objects. Every sync must store every good market with its new price, store nothing
-PostgreSQL or a page could choke on, and the public market pages must answer below 500.
+PostgreSQL or a page could choke on, and the public market pages must answer below 500. A peer
+trickling one byte per 100 ms is unavailable within the client's total timeouts.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from markets.gamma import GammaClient
+from markets.gamma import GammaClient, GammaUnavailable
 from markets.models import Market
 from markets.services import sync_markets
 from tests.fakes.gamma_server import FakeGamma, make_market
@@ -74,8 +76,18 @@ def test_every_good_market_of_a_hostile_page_is_stored(gamma, client):
         assert report.fetched == GOOD + HOSTILE
 
     page()
+    good_ids = [m.external_id for m in Market.objects.all()]
     assert hostile_sent[0] >= 500
     assert seen_kinds == set(GAMMA_KINDS)
+
+    # A peer answering one byte per 100 ms: the sync fails within its timeouts, keeping what
+    # it has, where a per-read timeout alone once let one request run for a minute.
+    slow_client = GammaClient(gamma.url, timeout=1, retries=1, sleep=lambda s: None)
+    gamma.fail("trickle", path="/markets", delay=0.1, times=2)
+    started = time.monotonic()
+    with pytest.raises(GammaUnavailable):
+        slow_client.get_market(good_ids[0])
+    assert time.monotonic() - started < 2 * (1 + 1)
 
     markets = list(Market.objects.values_list("pk", flat=True))
     urls = ["/markets/", "/api/markets", "/markets/?q=%00", "/"]

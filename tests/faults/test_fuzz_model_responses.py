@@ -2,7 +2,8 @@
 
 Over 2,000 generated responses (tests/fakes/hostile.py: deep nesting, NUL escaped and raw, huge
 and wrongly typed numbers, invalid UTF-8, unbalanced braces, prose around JSON, wrong types,
-lone surrogates, bidi controls, error bodies) plus the near-2 MB bodies go over real HTTP, one
+lone surrogates, bidi controls, error bodies) plus the near-2 MB bodies and a peer trickling
+one byte per 100 ms (a timeout at the client's total, not minutes later) go over real HTTP, one
 attempt each, into one decision's audit trail: every attempt must come back as an Attempt and
 be stored as exactly one LLMCall row, and the parser must answer (a decision or its problems)
 in time linear in the text, at most a second per megabyte. Then whole decisions meet hostile
@@ -95,10 +96,14 @@ def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(ser
     kinds: dict[str, int] = {}
     stored = [LLMCall.objects.filter(decision=decision).count()]
 
-    def send(status: int, body: bytes, kind: str) -> None:
-        server.enqueue(FakeResponse(status, body))
+    def send(status: int, body: bytes, kind: str, trickle: float = 0.0) -> None:
+        server.enqueue(FakeResponse(status, body, trickle=trickle))
+        started = time.monotonic()
         result = client.chat("fuzz/model", [{"role": "user", "content": "decide"}])
         assert len(result.attempts) == 1
+        if trickle:  # the 10 s timeout is a total: one byte per 100 ms cannot stretch it
+            assert result.attempts[0].error_kind == "timeout"
+            assert time.monotonic() - started < client.timeout + 1
         store_calls(decision, result.attempts, "initial")
         stored[0] += 1
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -118,8 +123,9 @@ def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(ser
     bigs = big_model_bodies(ids)
     for body in bigs:
         send(200, body, "big")
+    send(200, model_body(ModelRecipe("valid"), ids)[1], "trickle", trickle=0.1)
     # Every kind was met, and every response left exactly one row.
-    assert set(kinds) == {*MODEL_KINDS, "big"}
+    assert set(kinds) == {*MODEL_KINDS, "big", "trickle"}
     assert sum(kinds.values()) >= DRAWN + 12
     assert LLMCall.objects.filter(decision=decision).count() == stored[0]
     assert len(server.chat_requests) == stored[0]
