@@ -51,7 +51,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -150,6 +150,10 @@ class LLMClient:
         self.max_backoff = max_backoff
         self.sleep: Callable[[float], Any] = time.sleep
         self.random = random.Random()
+        # Called with (url, body) just before each chat request leaves, so its caller can put
+        # the request on the record first (cohorts/llm_calls.py); returns headers to add (the
+        # request's idempotency key).
+        self.before_send: Callable[[str, dict], Mapping[str, str]] | None = None
         self.headers = {
             "Content-Type": "application/json",
             "User-Agent": default_user_agent(),
@@ -298,13 +302,16 @@ class LLMClient:
             request_body=copy.deepcopy(body),
             started_at=clock.now(),
         )
+        headers = self.headers
+        if self.before_send is not None:
+            headers = {**headers, **self.before_send(url, body)}
         start = time.monotonic()
         try:
             reply = fetch(
                 "POST",
                 url,
                 json_body=body,
-                headers=self.headers,
+                headers=headers,
                 timeout=timeout,
                 max_bytes=MAX_RAW_BYTES,
                 truncate=True,

@@ -3,7 +3,7 @@ the sealed decision record and the decision API publish.
 
 Every HTTP call a decision run makes is on the record even when its worker dies: the run's
 `CallRecorder` writes and commits the call's row (`error_kind` "sent") before the request leaves
-(through `RecordingSession`) and completes it once the client returns. A worker killed between
+(through the client's `before_send` hook) and completes it once the client returns. A worker killed between
 the two leaves a "sent" row; whoever takes the decision over marks it "lost" (`mark_lost`), so the
 audit trail shows the call with what is known (sent at, endpoint, request) and its tokens and
 cost count as unknown. Each request carries an `Idempotency-Key` derived from the decision, its
@@ -24,7 +24,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-import requests
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Sum
 
@@ -64,7 +63,6 @@ MAX_COST = Decimal("999999.9999999999")
 
 LOST_MESSAGE = "lost: the worker stopped before the answer was stored"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-CHAT_PATH = "/chat/completions"
 # Columns an answer fills in; the row's decision, number and phase are set when it is sent.
 ANSWER_COLUMNS = tuple(
     name for name in FIELDS if name not in ("attempt", "phase")
@@ -155,19 +153,14 @@ class CallRecorder:
         self.open = []
 
 
-class RecordingSession(requests.Session):
-    """The session a decision's model client sends with: every chat request is on the record
-    (`CallRecorder.sent`) before it leaves, and carries its idempotency key."""
+def before_send(recorder: CallRecorder) -> Callable[[str, dict], dict[str, str]]:
+    """The model client's `before_send` hook for a decision: every chat request is on the
+    record (`CallRecorder.sent`) before it leaves, and carries its idempotency key."""
 
-    def __init__(self, recorder: CallRecorder) -> None:
-        super().__init__()
-        self.recorder = recorder
+    def hook(url: str, body: dict) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: recorder.sent(url, body if isinstance(body, Mapping) else {})}
 
-    def post(self, url: Any, data: Any = None, json: Any = None, **kwargs: Any) -> Any:
-        if str(url).endswith(CHAT_PATH):
-            key = self.recorder.sent(str(url), json if isinstance(json, Mapping) else {})
-            kwargs["headers"] = {**(kwargs.get("headers") or {}), IDEMPOTENCY_HEADER: key}
-        return super().post(url, data=data, json=json, **kwargs)
+    return hook
 
 
 def mark_lost(decision: Decision | int) -> int:

@@ -9,7 +9,7 @@ class WebConfig(AppConfig):
 
     def ready(self) -> None:
         from core import versions
-        from web import prerender
+        from web import tasks
 
         # A committed write renders the hot pages again in a worker (web/prerender.py).
-        versions.replaced.connect(prerender.queue, dispatch_uid="web.prerender.queue")
+        versions.replaced.connect(tasks.queue, dispatch_uid="web.tasks.queue")

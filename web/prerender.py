@@ -23,7 +23,6 @@ rendered ahead and visitors render as they do without this (the page cache still
 from __future__ import annotations
 
 import io
-import logging
 import sys
 from collections.abc import Iterable
 
@@ -32,8 +31,6 @@ from django.core.cache import cache
 from django.core.handlers.wsgi import WSGIHandler
 
 from cohorts.models import Cohort
-
-log = logging.getLogger(__name__)
 
 FIXED = ("/", "/api/leaderboard", "/api/overview", "/markets/")
 MAX_COHORTS = 8
@@ -105,17 +102,3 @@ def render_hot_pages() -> dict[str, str]:
     if not settings.ARENA_PAGE_CACHE:
         return {}
     return render(hot_paths())
-
-
-def queue(**_kwargs) -> None:
-    """Receiver of core.versions.replaced in a Celery worker: one task per burst of writes."""
-    from web.tasks import in_worker, prerender_hot_pages
-
-    if not (in_worker() and settings.ARENA_PAGE_CACHE and settings.ARENA_PRERENDER):
-        return
-    try:
-        if cache.add(QUEUED_KEY, 1, QUEUED_SECONDS):
-            prerender_hot_pages.apply_async(retry=False)
-    except Exception:  # noqa: BLE001  (a broker or cache hiccup costs the pre-render, not the write)
-        cache.delete(QUEUED_KEY)
-        log.warning("could not queue the hot pages' render", exc_info=True)

@@ -1,10 +1,18 @@
-"""The site's Celery task: hot pages rendered on write (web/prerender.py)."""
+"""The site's Celery task: hot pages rendered on write (web/prerender.py), and the receiver that
+queues it when a write commits in a worker."""
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from celery.signals import worker_init
+from django.conf import settings
+from django.core.cache import cache
 
+from web import prerender
+
+log = logging.getLogger(__name__)
 _worker = False
 
 
@@ -22,6 +30,16 @@ def in_worker() -> bool:
 
 @shared_task(ignore_result=True)
 def prerender_hot_pages() -> dict[str, str]:
-    from web import prerender
-
     return prerender.render_hot_pages()
+
+
+def queue(**_kwargs) -> None:
+    """Receiver of core.versions.replaced: in a Celery worker, one round per burst of writes."""
+    if not (in_worker() and settings.ARENA_PAGE_CACHE and settings.ARENA_PRERENDER):
+        return
+    try:
+        if cache.add(prerender.QUEUED_KEY, 1, prerender.QUEUED_SECONDS):
+            prerender_hot_pages.apply_async(retry=False)
+    except Exception:  # noqa: BLE001  (a broker or cache hiccup costs the pre-render, not the write)
+        cache.delete(prerender.QUEUED_KEY)
+        log.warning("could not queue the hot pages' render", exc_info=True)

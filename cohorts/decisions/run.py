@@ -61,7 +61,7 @@ from cohorts.decisions.room import (
     request_params,
 )
 from cohorts.lineage import pinned_release
-from cohorts.llm_calls import CallRecorder, RecordingSession, call_totals, store_calls
+from cohorts.llm_calls import CallRecorder, before_send, call_totals, store_calls
 from cohorts.models import Cohort, Decision, Entry, Forecast, Universe
 from cohorts.scope import live_path_kind, on_live_path
 from cohorts.seals import sealing as seals
@@ -272,7 +272,7 @@ class _Run:
                 self.server = server_for(self.client, self.model.base_url, probe_seconds())
             if self.client is not None:
                 # Every chat request is on the record before it leaves (cohorts/llm_calls.py).
-                self.client.session = RecordingSession(self.recorder)
+                self.client.before_send = before_send(self.recorder)
         self._plan(self.model.context_tokens, "competitor")
         if competitor.is_outside:  # never called: it submits (cohorts/decisions/submissions.py)
             if self.at < outside.deadline(self.universe):  # a re-run inside its window
