@@ -28,7 +28,9 @@ from django.shortcuts import get_object_or_404
 
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
-from cohorts.seals.sign import checkpoint_dict, latest_checkpoints, public_key_info
+from cohorts.seals import keys as seal_keys
+from cohorts.seals.keys import key_dict
+from cohorts.seals.sign import public_key_info
 from markets.models import Market
 from web import chart_reads, charts, lineage, params, seal_reads, selectors
 from web.api_errors import api_view
@@ -381,6 +383,7 @@ def seals(
     and `next` is the following page's path and query (null on the last). The records themselves:
     /exports/seals.json; how to check them: docs/verification.md (`arena verify --published`)."""
     feed = seal_reads.seal_feed(kind or None, cohort_id)
+    checkpoints, withheld = seal_keys.servable_checkpoints(kind or None)
     total = feed.count()
     found = list(feed[offset : offset + limit])
     digests = seal_reads.seal_digests(found)
@@ -408,6 +411,8 @@ def seals(
                 {**h, "updated_at": _iso(h["updated_at"])} for h in seal_reads.event_log_heads()
             ],
             "signing_key": public_key_info(),
-            "checkpoints": [checkpoint_dict(cp) for cp in latest_checkpoints(kind or None)],
+            "signing_keys": [key_dict(k) for k in seal_keys.history()],
+            "checkpoints": checkpoints,
+            **({"checkpoints_withheld": withheld} if withheld else {}),
         }
     )

@@ -18,6 +18,9 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
     identity    a competitor's identity (slug, display name, model id, provider, endpoint) as
                 the application recorded it in a scope: when first sealed, and on every change
     cohort_state  a cohort's state (kind, status, start, decision weeks, balance, methodology)
+    entry       an entry (cohort, competitor, replicate) and the release it is pinned to
+    key         the signing key in force in a scope's log from this record on (the first key
+                or a rotation, with the previous key's endorsement or none)
 
 A skipped decision is recorded without the prompt and times of the attempt (only the entry,
 decision id, status and reason): the catch-up retries skips every 15 minutes, and an identical
@@ -402,9 +405,13 @@ def seal_record(s: Row) -> Record:
     }
 
 
+STATE_TYPES = {"competitor": "identity", "cohort": "cohort_state", "entry": "entry", "key": "key"}
+
+
 def state_record(r: Row) -> Record:
-    """An identity or cohort record: the StateRecord's state with its subject and time."""
-    kind = "identity" if r["subject"] == "competitor" else "cohort_state"
+    """An identity, cohort, entry or key record: the StateRecord's state with its subject and
+    time."""
+    kind = STATE_TYPES[r["subject"]]
     return {
         "format": FORMAT,
         "type": kind,
