@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
+from agents.endpoint_secrets import without_userinfo
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
 from cohorts.seals import keys as seal_keys
@@ -35,6 +36,7 @@ from markets.models import Market
 from web import chart_reads, charts, lineage, params, seal_reads, selectors
 from web.api_errors import api_view
 from web.cache import page
+from web.method import method_files
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -210,7 +212,7 @@ def decision(request: HttpRequest, decision_id: int) -> JsonResponse:
             "tokens_out": d.tokens_out,
             "cost_usd": _usd6(d.cost_usd),
             "latency_ms": d.latency_ms,
-            "llm_calls": [call_dict(call, time=_iso, money=_usd6) for call in d.llm_calls.all()],
+            "llm_calls": [_shown_call(call) for call in d.llm_calls.all()],
             "forecasts": [
                 {
                     "market": f.market_id,
@@ -330,7 +332,7 @@ def market(request: HttpRequest, market_id: int) -> JsonResponse:
         {
             "changed_at": _iso(rc.changed_at),
             "source": rc.source,
-            "by": rc.changed_by.get_username() if rc.changed_by else None,
+            "by": rc.staff_name or None,
             "from": {"status": rc.from_status, "outcome": rc.from_outcome},
             "to": {"status": rc.to_status, "outcome": rc.to_outcome},
             "reason": rc.reason,
@@ -373,6 +375,14 @@ def _seal_dict(s, digests) -> dict[str, Any]:
     depends=("data",),
 )  # fmt: skip
 @api_view
+def _shown_call(call) -> dict[str, Any]:
+    """A call as shown: a URL stored with a user name or password (before ARENA_LLM_ENDPOINTS
+    refused them) is shown without them; the sealed record keeps what was stored."""
+    shown = call_dict(call, time=_iso, money=_usd6)
+    shown["url"] = without_userinfo(shown["url"] or "") or shown["url"]
+    return shown
+
+
 def seals(
     request: HttpRequest, cohort_id: int | None, kind: str, limit: int, offset: int
 ) -> JsonResponse:
@@ -412,6 +422,10 @@ def seals(
             ],
             "signing_key": public_key_info(),
             "signing_keys": [key_dict(k) for k in seal_keys.history()],
+            # How to check all of this, served by the site (web/method.py).
+            "method_files": [
+                {k: f[k] for k in ("name", "sha256", "url")} for f in method_files().values()
+            ],
             "checkpoints": checkpoints,
             **({"checkpoints_withheld": withheld} if withheld else {}),
         }

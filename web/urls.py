@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web import api, exports, leaderboard_api, pages
+from web import api, exports, leaderboard_api, method, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -33,5 +33,7 @@ urlpatterns = [
     path("api/markets/<int:market_id>/prices", api.market_prices, name="api-market-prices"),
     path("exports/", pages.exports_page, name="exports"),
     path("api/seals", api.seals, name="api-seals"),
+    path("method/", method.method_index, name="method"),
+    path("method/<path:name>", method.method_file, name="method-file"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
 ]

@@ -24,6 +24,9 @@ FORMAT = "arena-seal/1"
 # records keep FORMAT; a decision sealed as /1 stays /1 (its bytes are what was sealed).
 DECISION_FORMAT = "arena-seal/2"
 RECORD_FORMATS = (FORMAT, DECISION_FORMAT)
+# A resolution record that names staff by pseudonym ("staff 3") rather than by username; a
+# resolution sealed as /1 stays /1 (its bytes are what was sealed).
+RESOLUTION_FORMAT = "arena-seal/3"
 _EXP_LIMIT = 2**53
 
 

@@ -52,6 +52,7 @@ RC_FIELDS = (
     "market_id",
     "market__source",
     "source",
+    "changed_by_id",
     "changed_by__username",
     "changed_at",
     "from_status",
@@ -113,6 +114,13 @@ class Event:
     scope: str
     record: Record
     at: datetime
+    legacy: Record | None = None  # the same row in the older format it may have been logged in
+
+    def as_logged(self, logged_hash: str) -> Record:
+        """The record in the format whose hash is the logged one (else the current format)."""
+        if self.legacy is not None and record_hash(self.legacy) == logged_hash:
+            return self.legacy
+        return self.record
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,12 @@ def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
     if kind == EventLogEntry.Kind.RESOLUTION:
         for rc in ResolutionChange.objects.filter(pk__in=refs).values(*RC_FIELDS):
             scope = SCOPE_OF_SOURCE.get(rc["market__source"], Cohort.Kind.LIVE)
-            out[rc["id"]] = Event(scope, resolution_record(rc), rc["changed_at"])
+            out[rc["id"]] = Event(
+                scope,
+                resolution_record(rc),
+                rc["changed_at"],
+                legacy=resolution_record(rc, legacy=True),
+            )
         return out
     rows = list(Settlement.objects.filter(pk__in=refs).values(*SETTLEMENT_FIELDS))
     ledger = settlement_ledger(s["id"] for s in rows)

@@ -173,7 +173,8 @@ def _events_json(scope: str) -> tuple[str, int]:
     items = []
     for e in rows:
         found = live[e.kind].get(e.ref)
-        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
+        record = None if found is None else found.as_logged(e.record_hash)
+        text = "null" if record is None else canonical(record).decode("utf-8", "surrogatepass")
         meta = {
             "seq": e.seq,
             "kind": e.kind,

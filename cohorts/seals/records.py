@@ -38,7 +38,15 @@ from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, dec, record_hash, ts
+from cohorts.seals.canonical import (
+    DECISION_FORMAT,
+    FORMAT,
+    RESOLUTION_FORMAT,
+    dec,
+    record_hash,
+    ts,
+)
+from markets.models import staff_pseudonym
 
 Row = Mapping[str, Any]  # one `.values()` row
 Record = dict[str, Any]
@@ -346,14 +354,17 @@ def _ledger_part(rows: Iterable[Row]) -> list[Record]:
 # --- resolutions and settlements (the event log's records) --------------------------------------
 
 
-def resolution_record(rc: Row) -> Record:
+def resolution_record(rc: Row, legacy: bool = False) -> Record:
+    """A resolution change; staff as a pseudonym ("staff 3", format /3), or with `legacy` as
+    format /1 sealed it: by username (how records logged before pseudonyms are rebuilt)."""
+    who = rc["changed_by__username"] if legacy else staff_pseudonym(rc["changed_by_id"]) or None
     return {
-        "format": FORMAT,
+        "format": FORMAT if legacy else RESOLUTION_FORMAT,
         "type": "resolution",
         "id": rc["id"],
         "market": rc["market_id"],
         "source": rc["source"],
-        "changed_by": rc["changed_by__username"],
+        "changed_by": who,
         "changed_at": ts(rc["changed_at"]),
         "from": {"status": rc["from_status"], "outcome": rc["from_outcome"]},
         "to": {"status": rc["to_status"], "outcome": rc["to_outcome"]},

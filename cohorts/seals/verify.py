@@ -433,8 +433,9 @@ def _verify_events(report: Report, scope: str) -> None:
         if found is None:
             report.problems.append(f"{name}: the row is missing")
             return
-        if record_hash(found.record) != e.record_hash:
-            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(found.record))
+        record = found.as_logged(e.record_hash)
+        if record_hash(record) != e.record_hash:
+            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(record))
             reader = READERS.get(e.kind)
             if reader is not None and reader.explain is not None:
                 report.problems.append(f"{name}: {reader.explain(e.ref, sealed, now)}")
