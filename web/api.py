@@ -369,12 +369,6 @@ def _seal_dict(s, digests) -> dict[str, Any]:
     }
 
 
-@page(
-    {"cohort": params.integer(1, MAX_ID, arg="cohort_id"), "kind": KIND, "limit": LIMIT,
-     "offset": OFFSET},
-    depends=("data",),
-)  # fmt: skip
-@api_view
 def _shown_call(call) -> dict[str, Any]:
     """A call as shown: a URL stored with a user name or password (before ARENA_LLM_ENDPOINTS
     refused them) is shown without them; the sealed record keeps what was stored."""
@@ -383,6 +377,12 @@ def _shown_call(call) -> dict[str, Any]:
     return shown
 
 
+@page(
+    {"cohort": params.integer(1, MAX_ID, arg="cohort_id"), "kind": KIND, "limit": LIMIT,
+     "offset": OFFSET},
+    depends=("data",),
+)  # fmt: skip
+@api_view
 def seals(
     request: HttpRequest, cohort_id: int | None, kind: str, limit: int, offset: int
 ) -> JsonResponse:

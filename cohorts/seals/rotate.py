@@ -135,3 +135,15 @@ def _rotate_unendorsed() -> SigningKey:
         raise CommandError(f"key {mine[:16]} was in the history before: a retired key stays so")
     with transaction.atomic():
         return _record(mine, sign.public_key_hex(), latest.key_id, None)
+
+
+def signing_key(cmd, options) -> None:
+    """`arena signing-key`: make the key if there is none yet, register it as the history's
+    first key on a fresh arena, and say which key this process reads; fails (exit 1) when it
+    is not the arena's latest key, so a deploy can check every container's key at start."""
+    keys.ensure_first()
+    problem = keys.key_problem()
+    if problem:
+        raise CommandError(problem)
+    source = sign.ENV if sign.key_from_env() else str(sign.key_path())
+    cmd.stdout.write(f"signing key {keys.current_id()} ({source}) is the arena's latest key")

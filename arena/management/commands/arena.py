@@ -36,6 +36,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "rotate_key",
         "replace the checkpoint signing key, endorsed by the old one (or --unendorsed)",
     ),
+    "signing-key": (
+        "cohorts.seals.rotate",
+        "signing_key",
+        "make or read the checkpoint signing key; fail unless it is the arena's latest",
+    ),
     "decide": ("cohorts.decisions.cli", "decide", "run this week's decisions"),
     "score": ("scoring.cli", "score", "recompute the leaderboards"),
     "demo": ("simulations.demo_cli", "demo", "build a labelled synthetic history offline"),
