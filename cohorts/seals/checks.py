@@ -23,7 +23,7 @@ changed in the admin without its service) is named:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -168,7 +168,7 @@ def _identities(scope, records, cohort_ids, universes) -> str | None:
     return None
 
 
-def _entry_name(row: dict) -> str:
+def _entry_name(row: Mapping[str, Any]) -> str:
     return f"entry {row['pk']} ({row['competitor__slug']}, cohort {row['cohort_id']})"
 
 

@@ -122,7 +122,8 @@ def _releases(doc: dict[str, Any], entries: dict[int, Any]) -> str | None:
             for d in week.get("digests") or []:
                 rec = d.get("record") or {}
                 release = rec.get("release")
-                logged = entries.get((rec.get("entry") or {}).get("id"))
+                entry_id = (rec.get("entry") or {}).get("id")
+                logged = entries.get(entry_id) if isinstance(entry_id, int) else None
                 if release is None or logged is None or logged.get("release") is None:
                     continue
                 if logged["release"]["id"] != release["id"]:

@@ -119,9 +119,7 @@ def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, clien
     assert all(cp["size"] < newest.size for cp in served if cp["scope"] == "demo")
 
 
-def test_a_replaced_key_file_keeps_old_checkpoints_valid_and_stops_signing(
-    demo, tmp_path, client
-):
+def test_a_replaced_key_file_keeps_old_checkpoints_valid_and_stops_signing(demo, tmp_path, client):
     saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
     (tmp_path / seal_sign.KEY_FILE).unlink()  # lost: the next read makes another key
     seal_sign.forget_key()
