@@ -22,7 +22,7 @@ from cohorts.seals.models import Checkpoint, SigningKey
 from cohorts.seals.verify import export_chunks
 from markets.models import Market
 from simulations.demo import run_demo
-from tests.cohorts.forgery import relink, resign_export, run_verifier, sign
+from tests.cohorts.forgery import relink, resign_export, run_verifier, sign, triggers_off
 from tests.replay.test_demo import SMALL
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +107,7 @@ def test_the_application_refuses_to_repoint_a_running_entry(demo):
 def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, client):
     newest = Checkpoint.objects.filter(scope="demo").order_by("-size").first()
     forged = sign("demo", newest.size, newest.head, Ed25519PrivateKey.generate())
-    _sql("DROP TRIGGER IF EXISTS cohorts_checkpoint_no_update", [])
+    triggers_off()
     _sql(
         "UPDATE cohorts_checkpoint SET key_id = %s, signature = %s WHERE id = %s",
         [forged["key_id"], forged["signature"], newest.pk],
