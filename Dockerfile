@@ -6,7 +6,7 @@ WORKDIR /app
 COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --frozen --no-dev --no-install-project
 COPY . .
-RUN uv sync --frozen --no-dev --compile-bytecode && useradd --system --home /app arena && mkdir -p /app/var && chown arena /app/var
+RUN uv sync --frozen --no-dev --compile-bytecode && useradd --system --home /app arena && mkdir -p /app/var /app/keys && chown arena /app/var /app/keys && chmod 700 /app/keys
 USER arena
 EXPOSE 8000
 CMD ["gunicorn", "arena.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4"]

@@ -5,9 +5,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
-    from django.core.management import execute_from_command_line
+    from arena.cli import run_command
 
-    execute_from_command_line(sys.argv)
+    run_command(sys.argv)
 
 
 if __name__ == "__main__":

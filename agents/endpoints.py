@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from agents.endpoint_secrets import refuse_secrets
 from agents.llm import DEADLINE_SLACK, LLMClient
 from agents.models import Competitor, Release
 from agents.simulated import endpoint_for
@@ -79,6 +80,10 @@ def _clean_url(url: str) -> str:
 
 
 def parse(raw: str) -> list[Endpoint]:
+    try:
+        refuse_secrets(raw)
+    except ValueError as exc:
+        raise EndpointConfigError(str(exc)) from None
     endpoints = []
     for entry in (e.strip() for e in raw.split(",")):
         if not entry:

@@ -6,10 +6,23 @@ from pathlib import Path
 
 
 def main() -> None:
+    run_command([sys.argv[0], "arena", *sys.argv[1:]])
+
+
+def run_command(argv: list[str]) -> None:
+    """Django's command line, with a settings error said in one line (it names the variable
+    and the fix) instead of a traceback."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line([sys.argv[0], "arena", *sys.argv[1:]])
+    try:
+        execute_from_command_line(argv)
+    except ImproperlyConfigured as exc:
+        if "--traceback" in argv:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
 
 
 # Verbs that make or replace their database themselves (or use none): the rest need one that

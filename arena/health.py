@@ -3,7 +3,8 @@ and when did each periodic job last succeed? One overall `status`: "ok", "degrad
 late, the disk low: look soon) or "error" (database, broker or worker down, the disk full: the
 arena cannot run), the last answered with 503 so a probe or orchestrator sees it.
 
-Redacted on purpose: no hostnames, credentials or error text from drivers, only states and times.
+Redacted on purpose: no hostnames, credentials or error text from drivers, only states and times
+(and the signing key's public id, or why this process's key is not the arena's).
 
 Worker liveness is a heartbeat: beat sends `arena.tasks.heartbeat` every minute and a worker
 records its wall-clock time (one row, updated in place). No heartbeat for WORKER_LATE means no
@@ -117,6 +118,20 @@ def _worker(last_beat: datetime | None, installed: datetime | None, wall: dateti
     }
 
 
+def _signing_key() -> dict:
+    """Whether this process reads the arena's latest signing key: one that does not neither
+    signs nor serves checkpoints (cohorts/seals/keys.py), and says why here. Key ids only."""
+    from cohorts.seals import keys
+
+    try:
+        problem = keys.key_problem()
+    except Exception:  # an unreadable key file, an unmigrated table: said, never raised
+        return {"status": "error", "why": "the signing key cannot be read"}
+    if problem:
+        return {"status": "error", "why": problem}
+    return {"status": "ok", "key_id": keys.current_id()}
+
+
 def disk_report() -> dict:
     free = shutil.disk_usage(settings.VAR_DIR).free
     full = getattr(settings, "ARENA_DISK_FULL_BYTES", DISK_FULL_BYTES)
@@ -153,6 +168,7 @@ def health_report(now=None, broker: tuple[bool | None, float | None] | None = No
                 late = now - last > stale_after
             jobs[job] = {"last_success": last.isoformat() if last else None, "late": late}
         worker = _worker(last_ok.get(HEARTBEAT_JOB), installed, wall)
+    signing = _signing_key() if db_ok else {"status": "unknown"}
     disk = disk_report()
     down = (
         not db_ok
@@ -161,7 +177,9 @@ def health_report(now=None, broker: tuple[bool | None, float | None] | None = No
         or disk["status"] == "full"
     )
     late_jobs = any(j["late"] for j in jobs.values())
-    degraded = late_jobs or disk["status"] == "low" or broker_ok is None
+    degraded = (
+        late_jobs or disk["status"] == "low" or broker_ok is None or signing["status"] == "error"
+    )
     return {
         "status": "error" if down else "degraded" if degraded else "ok",
         "database": "ok" if db_ok else "error",
@@ -171,6 +189,7 @@ def health_report(now=None, broker: tuple[bool | None, float | None] | None = No
         "broker_kind": settings.CELERY_BROKER_URL.split(":", 1)[0],
         "worker": worker,
         "disk": disk,
+        "signing_key": signing,
         "jobs": jobs,
         "time": now.isoformat(),
     }

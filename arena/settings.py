@@ -11,6 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.endpoint_secrets import refuse_secrets
 from arena.logfmt import logging_dict
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -254,6 +255,10 @@ ARENA_LLM_API_KEY = (
 # `URL` (no key) or `URL|KEY_VAR` (the key is read from env var KEY_VAR). Staff pick from this
 # list in the admin; they can never type a URL or a variable name (agents/endpoints.py).
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
+try:  # every process refuses a key written into a URL that is shown and sealed
+    refuse_secrets(ARENA_LLM_ENDPOINTS)
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 # Hot pages rendered again by a worker after each committed write (web/prerender.py).

@@ -166,7 +166,15 @@ class EntryAdmin(admin.ModelAdmin):
     list_filter = ["cohort__kind", "cohort"]
     list_select_related = ["cohort", "competitor"]
     search_fields = ["competitor__slug", "competitor__display_name"]
-    readonly_fields = ["cohort", "competitor", "replicate", "cash", "initial_balance", "created_at"]
+    readonly_fields = [
+        "cohort",
+        "competitor",
+        "release",
+        "replicate",
+        "cash",
+        "initial_balance",
+        "created_at",
+    ]
     inlines = [PositionInline]
 
     def has_add_permission(self, request, obj=None):

@@ -7,6 +7,7 @@ settled at most once at a time (a staff re-resolution reverses the old settlemen
 
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 INITIAL_BALANCE = Decimal("10000.00")
@@ -102,6 +103,28 @@ class Entry(models.Model):
     def __str__(self) -> str:
         rep = f" #{self.replicate}" if self.replicate > 1 else ""
         return f"{self.competitor_id}{rep} in cohort {self.cohort_id}"
+
+    def save(self, *args, **kwargs):
+        fields = kwargs.get("update_fields")
+        if not self._state.adding and (fields is None or "release" in fields):
+            self._refuse_repointing()
+        return super().save(*args, **kwargs)
+
+    def _refuse_repointing(self) -> None:
+        """An entry's release is what its decisions called and what the seal records: once its
+        cohort has begun (a frozen universe or a decision), it never changes."""
+        pinned = Entry.objects.filter(pk=self.pk).values_list("release_id", flat=True).first()
+        if pinned is None or pinned == self.release_id:
+            return
+        begun = (
+            Universe.objects.filter(cohort_id=self.cohort_id).exists()
+            or Decision.objects.filter(entry__cohort_id=self.cohort_id).exists()
+        )
+        if begun:
+            raise ValidationError(
+                f"entry {self.pk} runs release {pinned}: a running entry's release never "
+                "changes (a new release is for cohorts opened after it)"
+            )
 
 
 class Position(models.Model):
@@ -529,6 +552,7 @@ from cohorts.seals.models import (  # noqa: E402, F401
     DecisionDigest,
     EventLogEntry,
     SealPublication,
+    SigningKey,
     StateRecord,
     WeekSeal,
 )

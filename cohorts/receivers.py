@@ -43,3 +43,9 @@ def record_identity(sender, instance, created, raw=False, **kwargs):
 def record_cohort_state(sender, instance, created, raw=False, **kwargs):
     if not created and not raw:
         seal_state.cohorts_changed([instance.pk])
+
+
+@receiver(post_save, sender=Entry, dispatch_uid="cohorts.state_on_entry_save")
+def record_entry_state(sender, instance, created, raw=False, **kwargs):
+    if not created and not raw:
+        seal_state.entry_changed(instance.pk)

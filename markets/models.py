@@ -171,6 +171,10 @@ class PricePoint(models.Model):
         indexes = [models.Index(fields=["market", "ts"], name="pricepoint_market_ts_idx")]
 
 
+def staff_pseudonym(user_id: int | None) -> str:
+    return f"staff {user_id}" if user_id is not None else ""
+
+
 class ResolutionChange(models.Model):
     """Audit row for every change of a market's resolution (upstream or staff)."""
 
@@ -207,3 +211,9 @@ class ResolutionChange(models.Model):
             f"Market {self.market_id}: {side(self.from_status, self.from_outcome)} → "
             f"{side(self.to_status, self.to_outcome)} ({self.source}, {when} UTC)"
         )
+
+    @property
+    def staff_name(self) -> str:
+        """Who changed it, as public pages, the API and the seal name staff: a stable pseudonym
+        the admin resolves (the user's id), never the username."""
+        return staff_pseudonym(self.changed_by_id)

@@ -26,13 +26,17 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 
+from agents.endpoint_secrets import without_userinfo
 from cohorts.llm_calls import call_dict
 from cohorts.models import Cohort, Entry
-from cohorts.seals.sign import checkpoint_dict, latest_checkpoints, public_key_info
+from cohorts.seals import keys as seal_keys
+from cohorts.seals.keys import key_dict
+from cohorts.seals.sign import public_key_info
 from markets.models import Market
 from web import chart_reads, charts, lineage, params, seal_reads, selectors
 from web.api_errors import api_view
 from web.cache import page
+from web.method import method_files
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -213,7 +217,7 @@ def decision_json(d) -> JsonResponse:
             "tokens_out": d.tokens_out,
             "cost_usd": _usd6(d.cost_usd),
             "latency_ms": d.latency_ms,
-            "llm_calls": [call_dict(call, time=_iso, money=_usd6) for call in d.llm_calls.all()],
+            "llm_calls": [_shown_call(call) for call in d.llm_calls.all()],
             "forecasts": [
                 {
                     "market": f.market_id,
@@ -353,7 +357,7 @@ def market(request: HttpRequest, market_id: int) -> JsonResponse:
         {
             "changed_at": _iso(rc.changed_at),
             "source": rc.source,
-            "by": rc.changed_by.get_username() if rc.changed_by else None,
+            "by": rc.staff_name or None,
             "from": {"status": rc.from_status, "outcome": rc.from_outcome},
             "to": {"status": rc.to_status, "outcome": rc.to_outcome},
             "reason": rc.reason,
@@ -390,6 +394,14 @@ def _seal_dict(s, digests) -> dict[str, Any]:
     }
 
 
+def _shown_call(call) -> dict[str, Any]:
+    """A call as shown: a URL stored with a user name or password (before ARENA_LLM_ENDPOINTS
+    refused them) is shown without them; the sealed record keeps what was stored."""
+    shown = call_dict(call, time=_iso, money=_usd6)
+    shown["url"] = without_userinfo(shown["url"] or "") or shown["url"]
+    return shown
+
+
 @page(
     {"cohort": params.integer(1, MAX_ID, arg="cohort_id"), "kind": KIND, "limit": LIMIT,
      "offset": OFFSET},
@@ -406,6 +418,7 @@ def seals(
     and `next` is the following page's path and query (null on the last). The records themselves:
     /exports/seals.json; how to check them: docs/verification.md (`arena verify --published`)."""
     feed = seal_reads.seal_feed(kind or None, cohort_id)
+    checkpoints, withheld = seal_keys.servable_checkpoints(kind or None)
     total = feed.count()
     found = list(feed[offset : offset + limit])
     digests = seal_reads.seal_digests(found)
@@ -433,6 +446,12 @@ def seals(
                 {**h, "updated_at": _iso(h["updated_at"])} for h in seal_reads.event_log_heads()
             ],
             "signing_key": public_key_info(),
-            "checkpoints": [checkpoint_dict(cp) for cp in latest_checkpoints(kind or None)],
+            "signing_keys": [key_dict(k) for k in seal_keys.history()],
+            # How to check all of this, served by the site (web/method.py).
+            "method_files": [
+                {k: f[k] for k in ("name", "sha256", "url")} for f in method_files().values()
+            ],
+            "checkpoints": checkpoints,
+            **({"checkpoints_withheld": withheld} if withheld else {}),
         }
     )

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web import agent_api, api, exports, leaderboard_api, openapi, pages
+from web import agent_api, api, exports, leaderboard_api, method, openapi, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -34,6 +34,8 @@ urlpatterns = [
     path("api/markets/<int:market_id>/prices", api.market_prices, name="api-market-prices"),
     path("exports/", pages.exports_page, name="exports"),
     path("api/seals", api.seals, name="api-seals"),
+    path("method/", method.method_index, name="method"),
+    path("method/<path:name>", method.method_file, name="method-file"),
     path("exports/<slug:what>.<slug:fmt>", exports.export_view, name="export"),
     path("api/agent/v1/week", agent_api.week, name="agent-week"),
     path("api/agent/v1/decision", agent_api.decision, name="agent-decision"),

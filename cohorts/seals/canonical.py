@@ -27,6 +27,9 @@ DECISION_FORMAT = "arena-seal/2"
 # submissions that made the decision (each body byte for byte, base64, with its signature).
 AGENT_FORMAT = "arena-seal/3"
 RECORD_FORMATS = (FORMAT, DECISION_FORMAT, AGENT_FORMAT)
+# A resolution record that names staff by pseudonym ("staff 3") rather than by username; a
+# resolution sealed as /1 stays /1 (its bytes are what was sealed).
+RESOLUTION_FORMAT = "arena-seal/4"
 _EXP_LIMIT = 2**53
 
 

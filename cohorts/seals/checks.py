@@ -12,6 +12,10 @@ changed in the admin without its service) is named:
 - each competitor with sealed decisions in the scope has the identity of its latest identity
   record, and each sealed cohort the state of its latest cohort record;
 - every week seal is in the log;
+- each entry runs the release of its latest entry record and the release its decisions called
+  (an entry repointed to another release is named);
+- every stored checkpoint of the scope is signed, with a valid signature, by the key in force
+  at its link (cohorts/seals/keys.py), and its head is that link;
 - a week that must have been sealed (a later week is, a market of its universe has settled, or
   a live week is long past its deadline) and has no seal is a failure, not a note.
 """
@@ -19,7 +23,7 @@ changed in the admin without its service) is named:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,11 +31,14 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Sum
 
-from agents.models import Competitor
-from cohorts.models import Cohort, Entry, LedgerEntry, Settlement, Universe
+from agents.models import Competitor, Release
+from cohorts.models import Cohort, Decision, Entry, LedgerEntry, Settlement, Universe
 from cohorts.scope import on_live_path
-from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seals.state import COHORT, COMPETITOR, current_states
+from cohorts.seals import keys
+from cohorts.seals.canonical import ts
+from cohorts.seals.models import Checkpoint, DecisionDigest, EventLogEntry, SigningKey, WeekSeal
+from cohorts.seals.sign import public_key_hex, signed_body
+from cohorts.seals.state import COHORT, COMPETITOR, ENTRY, current_states
 from core import clock
 from markets.models import Market
 
@@ -59,15 +66,21 @@ def _universe_markets(cohorts: Iterable[int]) -> dict[tuple[int, int], set[int]]
     return out
 
 
-def check_scope(problems: list[str], scope: str, rows: list[EventLogEntry]) -> None:
+def check_scope(
+    problems: list[str], scope: str, rows: list[EventLogEntry], notes: list[str] | None = None
+) -> None:
     """Append what differs between the live rows of `scope` and its (verified) event log."""
     records: list[tuple[str, int, dict[str, Any]]] = [
         (e.kind, e.ref, json.loads(e.record_bytes())) for e in rows
     ]
     where = f"event log {scope}"
+    found = check_checkpoints(scope, records, [e.link for e in rows], notes)
+    if found:
+        problems.append(f"{where}: {found}")
+        return
     cohort_ids = list(Cohort.objects.filter(kind=scope).values_list("pk", flat=True))
     universes = _universe_markets(cohort_ids)
-    for check in (_markets, _money, _identities, _cohorts, _seals):
+    for check in (_markets, _money, _identities, _entries, _cohorts, _seals):
         found = check(scope, records, cohort_ids, universes)
         if found:
             problems.append(f"{where}: {found}")
@@ -152,6 +165,86 @@ def _identities(scope, records, cohort_ids, universes) -> str | None:
                 f"competitor {pk} ({slug}): {_differs(logged[pk], now[pk])}: changed without "
                 "an identity event"
             )
+    return None
+
+
+def _entry_name(row: Mapping[str, Any]) -> str:
+    return f"entry {row['pk']} ({row['competitor__slug']}, cohort {row['cohort_id']})"
+
+
+def _release_name(release_id: int | None) -> str:
+    if release_id is None:
+        return "none"
+    model = Release.objects.filter(pk=release_id).values_list("model_id", flat=True).first()
+    return f"{release_id} ({model})"
+
+
+def _entries(scope, records, cohort_ids, universes) -> str | None:
+    logged = _latest(records, EventLogEntry.Kind.ENTRY, "entry")
+    sealed = set(DecisionDigest.objects.filter(scope=scope).values_list("entry_id", flat=True))
+    ids = sealed | set(logged)
+    called: dict[int, set[int]] = {}
+    for entry_id, release_id in (
+        Decision.objects.filter(entry_id__in=ids, release_id__isnull=False)
+        .values_list("entry_id", "release_id")
+        .distinct()
+    ):
+        called.setdefault(entry_id, set()).add(release_id)
+    now = current_states(ENTRY, ids)
+    rows = Entry.objects.filter(pk__in=ids).order_by("pk")
+    for row in rows.values("pk", "release_id", "cohort_id", "competitor__slug"):
+        pk, release = row["pk"], row["release_id"]
+        if pk in logged and now.get(pk) != logged[pk]:
+            was = (logged[pk].get("release") or {}).get("id")
+            if was != release:
+                return (
+                    f"{_entry_name(row)} runs release {_release_name(release)}, the log's last "
+                    f"entry record says {_release_name(was)}: repointed outside the application"
+                )
+            return f"{_entry_name(row)}: {_differs(logged[pk], now[pk])}: changed without an entry event"
+        others = called.get(pk, set()) - {release}
+        if others:
+            return (
+                f"{_entry_name(row)} runs release {_release_name(release)}, but its decisions "
+                f"called {_release_name(min(others))}: repointed outside the application"
+            )
+    return None
+
+
+def check_checkpoints(scope, records, links, notes) -> str | None:
+    """Every stored checkpoint of the scope against the key history and the log."""
+    first = SigningKey.objects.order_by("id").values_list("key_id", flat=True).first()
+    public = dict(SigningKey.objects.values_list("key_id", "public_key"))
+    if first is None:  # an arena that signed before keys had a history: its own key
+        first = keys.current_id()
+        public[first] = public_key_hex()
+    key_events = [
+        (n, rec["state"]["key_id"])
+        for n, (kind, _ref, rec) in enumerate(records, 1)
+        if kind == EventLogEntry.Kind.KEY
+    ]
+    for kid in (k for _, k in key_events if k not in public):
+        return f"a key record names key {kid[:16]}, which is not in the key history"
+    newest = 0
+    for cp in Checkpoint.objects.filter(scope=scope).order_by("size"):
+        name = f"checkpoint {scope}@{cp.size}"
+        expected = keys.key_at(key_events, cp.size, first)
+        if cp.key_id != expected:
+            return (
+                f"{name} is signed by key {cp.key_id[:16]}, but the key in force at link "
+                f"{cp.size} is {str(expected)[:16]}: a key change that is not in the history"
+            )
+        body = signed_body(scope, cp.size, cp.head, ts(cp.signed_at) or "")
+        if not keys.signature_valid(public[cp.key_id], cp.signature, body):
+            return f"{name}: the signature does not verify"
+        if cp.size > len(links) or links[cp.size - 1] != cp.head:
+            return f"{name}: its head is not link #{cp.size} of the log"
+        newest = cp.size
+    if newest < len(links) and notes is not None:
+        notes.append(
+            f"event log {scope}: links {newest + 1}..{len(links)} are not signed yet (after the "
+            f"newest checkpoint, {newest})"
+        )
     return None
 
 

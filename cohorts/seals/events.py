@@ -25,8 +25,9 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from cohorts.models import Cohort, LedgerEntry, Settlement
 from cohorts.scope import KIND_FOR_SOURCE
+from cohorts.seals import keys
 from cohorts.seals.canonical import canonical, link_hash, pack, record_hash, sha256_hex
-from cohorts.seals.models import EventLogEntry, StateRecord, WeekSeal
+from cohorts.seals.models import Checkpoint, EventLogEntry, SigningKey, StateRecord, WeekSeal
 from cohorts.seals.records import (
     LEDGER_FIELDS,
     Record,
@@ -51,6 +52,7 @@ RC_FIELDS = (
     "market_id",
     "market__source",
     "source",
+    "changed_by_id",
     "changed_by__username",
     "changed_at",
     "from_status",
@@ -87,8 +89,10 @@ SEAL_FIELDS = (
 )
 K = EventLogEntry.Kind
 _KIND_ORDER: dict[str, int] = {
+    K.KEY: -1,
     K.COHORT: 0,
     K.IDENTITY: 1,
+    K.ENTRY: 1,
     K.SEAL: 2,
     K.RESOLUTION: 3,
     K.REVERSAL: 4,
@@ -98,6 +102,8 @@ _KIND_ORDER: dict[str, int] = {
 STATE_KINDS: dict[str, str] = {
     K.IDENTITY: StateRecord.Subject.COMPETITOR,
     K.COHORT: StateRecord.Subject.COHORT,
+    K.ENTRY: StateRecord.Subject.ENTRY,
+    K.KEY: StateRecord.Subject.KEY,
 }
 
 
@@ -108,6 +114,13 @@ class Event:
     scope: str
     record: Record
     at: datetime
+    legacy: Record | None = None  # the same row in the older format it may have been logged in
+
+    def as_logged(self, logged_hash: str) -> Record:
+        """The record in the format whose hash is the logged one (else the current format)."""
+        if self.legacy is not None and record_hash(self.legacy) == logged_hash:
+            return self.legacy
+        return self.record
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,12 @@ def event_records(kind: str, refs: Iterable[int]) -> dict[int, Event]:
     if kind == EventLogEntry.Kind.RESOLUTION:
         for rc in ResolutionChange.objects.filter(pk__in=refs).values(*RC_FIELDS):
             scope = SCOPE_OF_SOURCE.get(rc["market__source"], Cohort.Kind.LIVE)
-            out[rc["id"]] = Event(scope, resolution_record(rc), rc["changed_at"])
+            out[rc["id"]] = Event(
+                scope,
+                resolution_record(rc),
+                rc["changed_at"],
+                legacy=resolution_record(rc, legacy=True),
+            )
         return out
     rows = list(Settlement.objects.filter(pk__in=refs).values(*SETTLEMENT_FIELDS))
     ledger = settlement_ledger(s["id"] for s in rows)
@@ -279,7 +297,7 @@ def _log_events(market_id: int | None, refs: dict[str, list[int]] | None = None)
             prev = link
     EventLogEntry.objects.bulk_create(rows)
     for scope in by_scope:
-        checkpoint(scope)  # each new head signed in the transaction that appended it
+        sign_head(scope)  # each new head signed in the transaction that appended it
     data_changed()  # /api/seals shows the log heads
     return len(rows)
 
@@ -309,7 +327,7 @@ def append_event(scope: str, kind: str, ref: int, record: Record) -> EventLogEnt
                     link=link_hash(prev, h, seq),
                     created_at=clock.now(),
                 )
-                checkpoint(scope)
+                sign_head(scope)
         except IntegrityError:
             if attempt == 2:
                 raise
@@ -317,3 +335,34 @@ def append_event(scope: str, kind: str, ref: int, record: Record) -> EventLogEnt
         data_changed()
         return entry
     raise AssertionError("unreachable")
+
+
+def sign_head(scope: str) -> None:
+    """Sign the scope's head with the key in force there, after recording the history's latest
+    key in the log when it is not in force yet (a rotation, or a log begun after one). Signs
+    nothing when this process's key is not the arena's latest (keys.key_problem): the links stay
+    unsigned, which `arena verify` reports, until a process with the arena's key signs them."""
+    problem = keys.key_problem()
+    if problem:
+        log.error("event log %s: head not signed: %s", scope, problem)
+        return
+    if keys.ensure_first() is None:
+        return
+    latest = SigningKey.objects.order_by("-id").first()
+    assert latest is not None  # ensure_first registered one
+    if keys.in_force(scope) != latest.key_id:
+        _log_events(None, {"state": [keys.record_in_scope(scope, latest)]})  # signs the new head
+        return
+    checkpoint(scope)
+
+
+def sign_all() -> int:
+    """Sign every scope's head that moved since its last checkpoint; returns how many."""
+    scopes = sorted(set(EventLogEntry.objects.values_list("scope", flat=True).distinct()))
+    before = Checkpoint.objects.count()
+    for scope in scopes:
+        sign_head(scope)
+    made = Checkpoint.objects.count() - before
+    if made:
+        data_changed()  # /api/seals shows the newest checkpoints
+    return made

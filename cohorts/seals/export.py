@@ -16,7 +16,9 @@ from datetime import datetime
 
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
+from cohorts.seals.current import current_section
 from cohorts.seals.events import event_records
+from cohorts.seals.keys import history, key_dict
 from cohorts.seals.models import Checkpoint, DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seals.records import DecisionRows, events_genesis_record, genesis_record
 from cohorts.seals.sealing import FINAL, RERUNNABLE
@@ -24,9 +26,10 @@ from cohorts.seals.sign import checkpoint_dict, public_key_info
 from core import clock
 
 # /2 adds the seal, identity and cohort records to the event logs, the latest signed checkpoint
-# of each log and the public key; a /1 export (no checkpoints) is still verified.
-EXPORT_FORMAT = "arena-seals-export/2"
-EXPORT_FORMATS = ("arena-seals-export/1", EXPORT_FORMAT)
+# of each log and the public key; /3 the key history (`signing_keys`) and what the site shows
+# now (`current`), to compare with the logs. Older exports are still verified.
+EXPORT_FORMAT = "arena-seals-export/3"
+EXPORT_FORMATS = ("arena-seals-export/1", "arena-seals-export/2", EXPORT_FORMAT)
 
 
 def export_chunks(
@@ -59,8 +62,10 @@ def export_chunks(
     }
     yield json.dumps(head)[:-1] + ', "cohorts": ['
     scopes = set()
+    cohort_ids = []
     for i, cohort in enumerate(cohorts):
         scopes.add(cohort.kind)
+        cohort_ids.append(cohort.pk)
         yield ("\n" if i == 0 else ",\n") + _cohort_json(cohort)
     yield '\n], "event_logs": ['
     sizes: dict[str, int] = {}
@@ -74,7 +79,12 @@ def export_chunks(
         for scope, size in sorted(sizes.items())
         if (cp := Checkpoint.objects.filter(scope=scope, size__lte=size).order_by("-size").first())
     ]
-    tail = {"signing_key": public_key_info(), "checkpoints": checkpoints}
+    tail = {
+        "signing_key": public_key_info(),
+        "signing_keys": [key_dict(k) for k in history()],
+        "checkpoints": checkpoints,
+        "current": current_section(sorted(scopes), cohort_ids),
+    }
     yield "\n], " + json.dumps(tail)[1:] + "\n"
 
 
@@ -163,7 +173,8 @@ def _events_json(scope: str) -> tuple[str, int]:
     items = []
     for e in rows:
         found = live[e.kind].get(e.ref)
-        text = "null" if found is None else canonical(found.record).decode("utf-8", "surrogatepass")
+        record = None if found is None else found.as_logged(e.record_hash)
+        text = "null" if record is None else canonical(record).decode("utf-8", "surrogatepass")
         meta = {
             "seq": e.seq,
             "kind": e.kind,

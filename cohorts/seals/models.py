@@ -152,10 +152,12 @@ class EventLogEntry(Chained):
         IDENTITY = "identity", "Competitor identity"
         COHORT = "cohort_state", "Cohort state"
         SCORE_RUN = "score_run", "Score run"
+        ENTRY = "entry", "Entry and its release"
+        KEY = "key", "Signing key in force"
 
     kind = models.CharField(max_length=12, choices=Kind.choices)
     ref = models.BigIntegerField(
-        help_text="ResolutionChange, Settlement, WeekSeal, StateRecord or ScoreRun id"
+        help_text="ResolutionChange, Settlement, WeekSeal, StateRecord, ScoreRun or SigningKey id"
     )
 
     class Meta:
@@ -176,6 +178,8 @@ class StateRecord(AppendOnly):
     class Subject(models.TextChoices):
         COMPETITOR = "competitor", "Competitor identity"
         COHORT = "cohort", "Cohort state"
+        ENTRY = "entry", "Entry and its release"
+        KEY = "key", "Signing key in force"
 
     scope = models.CharField(max_length=10, help_text="live, replay or demo")
     subject = models.CharField(max_length=12, choices=Subject.choices)
@@ -212,6 +216,35 @@ class Checkpoint(AppendOnly):
 
     def __str__(self) -> str:
         return f"Checkpoint {self.scope}@{self.size} {self.head[:12]}"
+
+
+class SigningKey(models.Model):
+    """One key of the arena's key history (cohorts/seals/keys.py): the first key, or a rotation
+    from `previous`, endorsed by the previous key's signature or explicitly unendorsed (the
+    previous key was lost). Never changed or deleted."""
+
+    key_id = models.CharField(max_length=64, unique=True, help_text="sha256 of the raw public key")
+    public_key = models.CharField(max_length=64, help_text="Ed25519, raw 32 bytes, hex")
+    previous = models.CharField(max_length=64, blank=True, help_text="the key id it replaced")
+    endorsement = models.CharField(
+        max_length=128, blank=True, help_text="the previous key's signature; blank: unendorsed"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"Key {self.key_id[:16]}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"SigningKey {self.pk} is append-only")
+        kwargs["force_insert"] = True
+        return super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"SigningKey {self.pk} is never deleted")
 
 
 class SealPublication(models.Model):

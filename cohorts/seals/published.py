@@ -8,13 +8,15 @@ compared with today's records, from the database or from an export:
 - an event-log head (scope, count, head) and a checkpoint (scope, size, head) must be the link at
   that position of today's log of the scope: today's log begins with the one that was saved
   (so a settlement rewritten with its chain recomputed fails here);
-- a checkpoint's Ed25519 signature must verify, with the arena's public key when it is known.
+- a checkpoint's Ed25519 signature must verify, and its key must be the one in force at its
+  link in today's key history (cohorts/seals/keys.py), when that history is known.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from cohorts.seals.keys import KeyRing
 from cohorts.seals.sign import CHECKPOINT_FORMAT, signature_ok
 
 
@@ -54,7 +56,7 @@ def compare(
     docs: list[Any],
     roots_now: dict[tuple[int, int, int], str],
     links_now: dict[str, list[str]],
-    public_key: str | None,
+    ring: KeyRing | None,
     source: str,
 ) -> int:
     """Append the first disagreement of each kind; returns how many saved items were checked.
@@ -81,8 +83,9 @@ def compare(
         if not signature_ok(cp):
             problems.append(f"{name}: the signature does not verify")
             return 0
-        if public_key and cp.get("public_key") != public_key:
-            problems.append(f"{name}: signed by another key than the arena's {public_key[:16]}")
+        why = ring.problem(cp, source) if ring is not None else None
+        if why:
+            problems.append(f"{name}: {why}")
             return 0
         found = _prefix(links_now, cp["scope"], cp["size"], cp["head"], source)
         if found:
@@ -94,7 +97,10 @@ def compare(
 def _prefix(links_now: dict[str, list[str]], scope: str, size: int, head: str, source: str):
     links = links_now.get(scope, [])
     if size > len(links):
-        return f"the log in {source} has {len(links)} links, fewer than the saved {size}"
+        return (
+            f"the log in {source} has {len(links)} links, fewer than the saved {size}: it was "
+            "rolled back (or cut) after the copy was saved"
+        )
     if size and links[size - 1] != head:
         return (
             f"link #{size} of the log in {source} is not the saved head: the log was rewritten "

@@ -21,6 +21,9 @@ LLM calls by attempt), so its canonical bytes and hash depend on the facts alone
     identity    a competitor's identity (slug, display name, model id, provider, endpoint) as
                 the application recorded it in a scope: when first sealed, and on every change
     cohort_state  a cohort's state (kind, status, start, decision weeks, balance, methodology)
+    entry       an entry (cohort, competitor, replicate) and the release it is pinned to
+    key         the signing key in force in a scope's log from this record on (the first key
+                or a rotation, with the previous key's endorsement or none)
 
 A skipped decision is recorded without the prompt and times of the attempt (only the entry,
 decision id, status and reason): the catch-up retries skips every 15 minutes, and an identical
@@ -39,7 +42,16 @@ from agents.models import Release
 from cohorts.llm_calls import FIELDS as LLM_CALL_FIELDS
 from cohorts.llm_calls import call_dict
 from cohorts.models import AgentSubmission, Cohort, Decision, Forecast, LedgerEntry, LLMCall, Trade
-from cohorts.seals.canonical import AGENT_FORMAT, DECISION_FORMAT, FORMAT, dec, record_hash, ts
+from cohorts.seals.canonical import (
+    AGENT_FORMAT,
+    DECISION_FORMAT,
+    FORMAT,
+    RESOLUTION_FORMAT,
+    dec,
+    record_hash,
+    ts,
+)
+from markets.models import staff_pseudonym
 
 Row = Mapping[str, Any]  # one `.values()` row
 Record = dict[str, Any]
@@ -408,14 +420,17 @@ def _ledger_part(rows: Iterable[Row]) -> list[Record]:
 # --- resolutions and settlements (the event log's records) --------------------------------------
 
 
-def resolution_record(rc: Row) -> Record:
+def resolution_record(rc: Row, legacy: bool = False) -> Record:
+    """A resolution change; staff as a pseudonym ("staff 3", format /3), or with `legacy` as
+    format /1 sealed it: by username (how records logged before pseudonyms are rebuilt)."""
+    who = rc["changed_by__username"] if legacy else staff_pseudonym(rc["changed_by_id"]) or None
     return {
-        "format": FORMAT,
+        "format": FORMAT if legacy else RESOLUTION_FORMAT,
         "type": "resolution",
         "id": rc["id"],
         "market": rc["market_id"],
         "source": rc["source"],
-        "changed_by": rc["changed_by__username"],
+        "changed_by": who,
         "changed_at": ts(rc["changed_at"]),
         "from": {"status": rc["from_status"], "outcome": rc["from_outcome"]},
         "to": {"status": rc["to_status"], "outcome": rc["to_outcome"]},
@@ -467,9 +482,13 @@ def seal_record(s: Row) -> Record:
     }
 
 
+STATE_TYPES = {"competitor": "identity", "cohort": "cohort_state", "entry": "entry", "key": "key"}
+
+
 def state_record(r: Row) -> Record:
-    """An identity or cohort record: the StateRecord's state with its subject and time."""
-    kind = "identity" if r["subject"] == "competitor" else "cohort_state"
+    """An identity, cohort, entry or key record: the StateRecord's state with its subject and
+    time."""
+    kind = STATE_TYPES[r["subject"]]
     return {
         "format": FORMAT,
         "type": kind,

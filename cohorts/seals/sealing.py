@@ -43,11 +43,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from cohorts.models import Cohort, Decision, Universe
 from cohorts.scope import on_live_path
 from cohorts.seals.canonical import FORMAT, canonical, link_hash, pack, record_hash, sha256_hex
-from cohorts.seals.events import log_events
+from cohorts.seals.events import log_events, sign_all
 from cohorts.seals.models import Checkpoint, DecisionDigest, EventLogEntry, StateRecord, WeekSeal
 from cohorts.seals.publish import publish_after_commit, publish_pending
 from cohorts.seals.records import DecisionRows, Record, Row, genesis_record, pending_record
-from cohorts.seals.sign import checkpoint_all
 from cohorts.seals.state import record_first
 from core import clock
 from core.versions import data_changed
@@ -312,7 +311,7 @@ def upkeep(at: datetime | None = None) -> dict[str, Any]:
     """Everything the snapshot tick does for sealing, each step safe to repeat."""
     summary: dict[str, Any] = seal_due(at)
     summary["events"] = log_events()
-    summary["checkpoints"] = checkpoint_all()
+    summary["checkpoints"] = sign_all()
     summary["published"] = publish_pending()
     return summary
 

@@ -9,7 +9,10 @@ the key; what it cannot stop is the key holder signing a rewritten log, which is
 saved outside matter (docs/verification.md, threat model).
 
 The key: ARENA_SEAL_SIGNING_KEY (64 hex digits, the raw 32-byte Ed25519 seed) when set,
-otherwise a seed made on first use in ARENA_VAR_DIR/seal_signing.key with mode 0600.
+otherwise the seed in ARENA_SEAL_SIGNING_KEY_FILE (default ARENA_VAR_DIR/seal_signing.key), made
+on first use with mode 0600. Every process that signs or serves checkpoints must read the same
+key; which keys signed which checkpoints is the key history (cohorts/seals/keys.py), and a
+checkpoint names its key by id, so one signed by a retired key still verifies.
 """
 
 from __future__ import annotations
@@ -30,15 +33,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from cohorts.seals.canonical import canonical, ts
-from cohorts.seals.models import Checkpoint, EventLogEntry
+from cohorts.seals.models import Checkpoint, EventLogEntry, SigningKey
 from core import clock
-from core.versions import data_changed
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "arena-checkpoint/1"
 KEY_FILE = "seal_signing.key"
 ENV = "ARENA_SEAL_SIGNING_KEY"
+FILE_ENV = "ARENA_SEAL_SIGNING_KEY_FILE"
 
 
 class SigningKeyError(RuntimeError):
@@ -55,29 +58,56 @@ def _seed_from_text(text: str, where: str) -> bytes:
     return seed
 
 
-def _key_path() -> Path:
-    return Path(getattr(settings, "VAR_DIR", ".")) / KEY_FILE
+def key_path() -> Path:
+    configured = getattr(settings, FILE_ENV, "") or os.environ.get(FILE_ENV, "")
+    return Path(configured) if configured else Path(getattr(settings, "VAR_DIR", ".")) / KEY_FILE
+
+
+def key_from_env() -> bool:
+    return bool(getattr(settings, ENV, "") or os.environ.get(ENV, ""))
+
+
+def write_seed(path: Path, seed: bytes) -> bool:
+    """Write a seed to `path` unless a file is there (False then). Written to a temporary file
+    and linked into place, so a process starting at the same moment reads a whole key or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(seed.hex() + "\n")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+    return True
 
 
 def _load_or_create_seed() -> bytes:
-    configured = getattr(settings, ENV, "") or os.environ.get(ENV, "")
-    if configured:
-        return _seed_from_text(configured, ENV)
-    path = _key_path()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _seed_from_text(path.read_text(encoding="ascii"), str(path))
-    seed = os.urandom(32)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(seed.hex() + "\n")
-    log.info("made the arena's checkpoint signing key %s (keep it; back it up)", path)
-    return seed
+    if key_from_env():
+        return _seed_from_text(getattr(settings, ENV, "") or os.environ[ENV], ENV)
+    path = key_path()
+    if not path.exists():
+        seed = os.urandom(32)
+        if write_seed(path, seed):
+            log.info("made the arena's checkpoint signing key %s (keep it; back it up)", path)
+            return seed
+    return _seed_from_text(path.read_text(encoding="ascii"), str(path))
 
 
 @cache
 def _private_key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(_load_or_create_seed())
+
+
+def private_key() -> Ed25519PrivateKey:
+    return _private_key()
+
+
+def forget_key() -> None:
+    """Read the key again on next use (after `arena rotate-key` replaced it)."""
+    _private_key.cache_clear()
 
 
 def public_key_bytes() -> bytes:
@@ -111,7 +141,18 @@ def signed_body(scope: str, size: int, head: str, signed_at: str) -> bytes:
     )
 
 
-def checkpoint_dict(cp: Checkpoint) -> dict[str, Any]:
+def public_key_of(kid: str) -> str:
+    """The public key (hex) with this id: from the key history, else this process's own key
+    ("" when neither has it: the checkpoint names a key the arena does not know)."""
+    found = SigningKey.objects.filter(key_id=kid).values_list("public_key", flat=True).first()
+    if found:
+        return found
+    return public_key_hex() if kid == key_id(public_key_bytes()) else ""
+
+
+def checkpoint_dict(cp: Checkpoint, public_key: str | None = None) -> dict[str, Any]:
+    """A checkpoint as published, with the public key of the key that signed it (its key id's,
+    never merely this process's key)."""
     return {
         "format": CHECKPOINT_FORMAT,
         "scope": cp.scope,
@@ -119,7 +160,7 @@ def checkpoint_dict(cp: Checkpoint) -> dict[str, Any]:
         "head": cp.head,
         "signed_at": ts(cp.signed_at),
         "key_id": cp.key_id,
-        "public_key": public_key_hex(),
+        "public_key": public_key if public_key is not None else public_key_of(cp.key_id),
         "signature": cp.signature,
     }
 
@@ -184,18 +225,6 @@ def _append_to_dir(doc: dict[str, Any]) -> None:
             os.close(fd)
     except OSError:
         log.exception("could not append checkpoint %s@%s to %s", doc["scope"], doc["size"], folder)
-
-
-def checkpoint_all(at: datetime | None = None) -> int:
-    """Sign every scope's head that moved since its last checkpoint; returns how many."""
-    scopes = sorted(set(EventLogEntry.objects.values_list("scope", flat=True).distinct()))
-    before = Checkpoint.objects.count()
-    for scope in scopes:
-        checkpoint(scope, at)
-    made = Checkpoint.objects.count() - before
-    if made:
-        data_changed()  # /api/seals shows the newest checkpoints
-    return made
 
 
 def latest_checkpoints(scope: str | None = None) -> list[Checkpoint]:

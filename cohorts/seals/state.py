@@ -1,12 +1,14 @@
-"""The states the scores rest on besides the decisions: competitor identities and cohort states.
+"""The states the scores rest on besides the decisions: competitor identities, cohort states and
+entries with the release each is pinned to.
 
 A sealed decision is credited to a competitor by id; what the pages show for that id (slug,
 display name, model id, provider, endpoint) and how a cohort runs (status, start, decision
 weeks, balance, methodology) are rows anyone with database access could edit. So each is kept
 as a StateRecord per scope and chained in the scope's event log:
 
-- when a cohort-week is first sealed, the cohort's state and each of its competitors' identity
-  are recorded in the scope unless a record exists (the identity shown at decision time);
+- when a cohort-week is first sealed, the cohort's state, each of its competitors' identity and
+  each of its entries (competitor, replicate, release) are recorded in the scope unless a record
+  exists (the identity shown at decision time);
 - every change the application makes afterwards records the new state: a competitor or cohort
   saved through the ORM or the admin (post_save, cohorts/receivers.py) and the services that
   move a cohort's status with a queryset update (cohorts/services.py, cohorts/settlement.py).
@@ -21,12 +23,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents.models import Competitor
-from cohorts.models import Cohort
+from cohorts.models import Cohort, Entry
 from cohorts.seals.canonical import dec, ts
 from cohorts.seals.models import StateRecord
 from core import clock
 
 COMPETITOR, COHORT = StateRecord.Subject.COMPETITOR, StateRecord.Subject.COHORT
+ENTRY = StateRecord.Subject.ENTRY
+ENTRY_FIELDS = (
+    "id",
+    "cohort_id",
+    "competitor_id",
+    "replicate",
+    "release_id",
+    "release__number",
+    "release__model_id",
+    "release__provider",
+)
 IDENTITY_FIELDS = ("id", "slug", "display_name", "model_id", "provider", "base_url")
 COHORT_FIELDS = (
     "id",
@@ -63,9 +76,29 @@ def cohort_state(row: dict) -> State:
     }
 
 
+def entry_state(row: dict) -> State:
+    release = None
+    if row["release_id"] is not None:
+        release = {
+            "id": row["release_id"],
+            "number": row["release__number"],
+            "model_id": row["release__model_id"],
+            "provider": row["release__provider"],
+        }
+    return {
+        "cohort": row["cohort_id"],
+        "competitor": row["competitor_id"],
+        "replicate": row["replicate"],
+        "release": release,
+    }
+
+
 def current_states(subject: str, ids: Iterable[int]) -> dict[int, State]:
     """subject id -> its state as the live row holds it now."""
     ids = list(ids)
+    if subject == ENTRY:
+        rows = Entry.objects.filter(pk__in=ids).values(*ENTRY_FIELDS)
+        return {r["id"]: entry_state(r) for r in rows}
     if subject == COMPETITOR:
         rows = Competitor.objects.filter(pk__in=ids).values(*IDENTITY_FIELDS)
         return {r["id"]: identity_state(r) for r in rows}
@@ -119,10 +152,13 @@ def _record(
 
 
 def record_first(cohort: Cohort) -> list[int]:
-    """At a week's seal: the cohort's and its competitors' first records in its scope."""
+    """At a week's seal: the cohort's, its competitors' and its entries' first records in its
+    scope."""
     competitors = cohort.entries.values_list("competitor_id", flat=True)
     made = _record(cohort.kind, COHORT, [cohort.pk], first_only=True)
-    return made + _record(cohort.kind, COMPETITOR, competitors, first_only=True)
+    made += _record(cohort.kind, COMPETITOR, competitors, first_only=True)
+    entries = cohort.entries.values_list("pk", flat=True)
+    return made + _record(cohort.kind, ENTRY, entries, first_only=True)
 
 
 def _log(refs: list[int]) -> None:
@@ -151,4 +187,14 @@ def competitor_changed(competitor_id: int) -> None:
     made: list[int] = []
     for scope in sorted(set(scopes.values_list("scope", flat=True))):
         made += _record(scope, COMPETITOR, [competitor_id], first_only=False)
+    _log(made)
+
+
+def entry_changed(entry_id: int) -> None:
+    """The application saved this entry: record it where a record is kept (its release cannot
+    change once its cohort has begun: cohorts.models.Entry.save)."""
+    scopes = StateRecord.objects.filter(subject=ENTRY, subject_id=entry_id)
+    made: list[int] = []
+    for scope in sorted(set(scopes.values_list("scope", flat=True))):
+        made += _record(scope, ENTRY, [entry_id], first_only=False)
     _log(made)

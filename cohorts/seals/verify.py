@@ -37,8 +37,11 @@ from cohorts.seals.canonical import (
     sha256_hex,
 )
 from cohorts.seals.checks import check_scope, must_be_sealed
+from cohorts.seals.current import check_current
 from cohorts.seals.events import READERS, event_records
 from cohorts.seals.export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
+from cohorts.seals.export_checks import export_ring, unsigned_tail
+from cohorts.seals.keys import check_history, database_ring, history, key_dict
 from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seals.published import compare
 from cohorts.seals.records import (
@@ -48,7 +51,6 @@ from cohorts.seals.records import (
     pending_record,
 )
 from cohorts.seals.sealing import FINAL, RERUNNABLE
-from cohorts.seals.sign import public_key_hex
 from cohorts.seals.workers import in_workers, workers_for
 from cohorts.universe import content_hash
 
@@ -250,6 +252,9 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
     workers = workers_for(len(parts), records=digests.count())
     for part in in_workers(_part_report, parts, workers):
         report.merge(part)
+    found, warnings = check_history([key_dict(k) for k in history()], "the key history")
+    report.problems += found
+    report.notes += warnings
     if published is not None and not report.problems:
         roots = {
             (c, w, q): r
@@ -261,7 +266,7 @@ def verify_database(cohort_id: int | None = None, published: list | None = None)
         ):
             links[scope].append(link)
         report.published += compare(
-            report.problems, published, roots, links, public_key_hex(), "the database"
+            report.problems, published, roots, links, database_ring(), "the database"
         )
     return report
 
@@ -459,8 +464,9 @@ def _verify_events(report: Report, scope: str) -> None:
         if found is None:
             report.problems.append(f"{name}: the row is missing")
             return
-        if record_hash(found.record) != e.record_hash:
-            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(found.record))
+        record = found.as_logged(e.record_hash)
+        if record_hash(record) != e.record_hash:
+            sealed, now = json.loads(e.record_bytes()), json.loads(canonical(record))
             reader = READERS.get(e.kind)
             if reader is not None and reader.explain is not None:
                 report.problems.append(f"{name}: {reader.explain(e.ref, sealed, now)}")
@@ -468,7 +474,7 @@ def _verify_events(report: Report, scope: str) -> None:
             path = first_difference(sealed, now)
             report.problems.append(f"{name}: does not match its seal: {path} differs")
             return
-    check_scope(report.problems, scope, rows)
+    check_scope(report.problems, scope, rows, report.notes)
 
 
 # --- from an export ---------------------------------------------------------------------------
@@ -520,13 +526,20 @@ def verify_export(doc: dict, published: Any = None) -> Report:
         log["scope"]: [e["link"] for e in log.get("entries") or []]
         for log in doc.get("event_logs") or []
     }
-    key = (doc.get("signing_key") or {}).get("public_key")
-    # The export's own checkpoints, then whatever was saved earlier.
-    own = [{"checkpoints": doc.get("checkpoints") or []}]
-    report.checkpoints = compare(report.problems, own, roots, links_now, key, "the export")
-    if published is not None and not report.problems:
+    ring = export_ring(doc, report.problems, report.notes)
+    if report.problems:
+        return report
+    # Saved copies first: against them a rollback or a rewrite is named as such.
+    if published is not None:
         docs = published if isinstance(published, list) else [published]
-        report.published = compare(report.problems, docs, roots, links_now, key, "the export")
+        report.published = compare(report.problems, docs, roots, links_now, ring, "the export")
+        if report.problems:
+            return report
+    own = [{"checkpoints": doc.get("checkpoints") or []}]
+    report.checkpoints = compare(report.problems, own, roots, links_now, ring, "the export")
+    for found in (unsigned_tail(doc), check_current(doc)):
+        if found and not report.problems:
+            report.problems.append(found)
     return report
 
 

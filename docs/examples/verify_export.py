@@ -4,8 +4,10 @@
     python3 verify_export.py seals.json [saved.json ...]
 
 seals.json is /exports/seals.json (or `arena export --what seals --format json`); each saved
-file is a /api/seals response or a checkpoint saved earlier. Prints "ok: ..." and exits 0, or
-prints the first problem and exits 1. Nothing here imports the arena's code: it re-implements
+file is a /api/seals response, a checkpoint or a list of them saved earlier, or JSON lines of
+them (the arena's ARENA_SEAL_PUBLISH_DIR/checkpoints-<scope>.jsonl). Prints "ok: ..." and exits
+0 (after a WARNING line for each key rotation the old key did not endorse), or prints the first
+problem and exits 1. Nothing here imports the arena's code: it re-implements
 the format from the documentation (RFC 8785 canonical JSON, SHA-256 chains, Ed25519).
 """
 
@@ -156,10 +158,15 @@ RELEASE_KEYS = {"id", "competitor", "number", "model_id", "provider", "endpoint"
 
 def check_format(name: str, record: dict) -> None:
     """A known record format with its fields: an arena-seal/2 decision names the release it
-    called (of its entry's competitor), an arena-seal/1 record names none."""
+    called (of its entry's competitor), an arena-seal/3 decision (an outside agent's) names its
+    release with the agent's declared version and carries the submissions that made it, an
+    arena-seal/1 record names none. (The submissions' Ed25519 signatures need a signature
+    library: `arena verify` checks them; docs/verification.md shows how with `cryptography`.)"""
     fmt = record.get("format")
-    if fmt not in ("arena-seal/1", "arena-seal/2"):
+    if fmt not in ("arena-seal/1", "arena-seal/2", "arena-seal/3"):
         raise Failed(f"{name}: unknown record format {fmt!r}")
+    if fmt == "arena-seal/3" and (record.get("type") != "decision" or "submissions" not in record):
+        raise Failed(f"{name}: an arena-seal/3 record is an outside agent's decision")
     if fmt == "arena-seal/1" or record.get("type") != "decision":
         if "release" in record:
             raise Failed(f"{name}: a release in a record of format {fmt}")
@@ -167,30 +174,125 @@ def check_format(name: str, record: dict) -> None:
     if "release" not in record:
         raise Failed(f"{name}: an arena-seal/2 decision record without its release")
     release = record["release"]
+    keys = RELEASE_KEYS | {"agent_version"} if fmt == "arena-seal/3" else RELEASE_KEYS
     if release is not None and (
-        set(release) != RELEASE_KEYS or release["competitor"] != record["entry"]["competitor"]
+        set(release) != keys or release["competitor"] != record["entry"]["competitor"]
     ):
         raise Failed(f"{name}: the release is not a release of the entry's competitor")
 
 
-def check_checkpoint(cp: dict, logs: dict[str, list[str]], key: str | None) -> None:
+def endorsement_ok(prev: dict, key: dict) -> bool:
+    body = jcs({"format": "arena-key/1", "key_id": key["key_id"], "public_key": key["public_key"],
+                "previous": key["previous"], "created_at": key["created_at"]}).encode()  # fmt: skip
+    sig = bytes.fromhex(key["endorsement"])
+    return ed25519_ok(bytes.fromhex(prev["public_key"]), body, sig)
+
+
+def check_keys(doc: dict, warnings: list[str]) -> dict[str, dict]:
+    """The key history in order (before export /3: the one signing_key), checked; by key id."""
+    keys = doc.get("signing_keys")
+    if keys is None:
+        one = doc.get("signing_key")
+        keys = [{**one, "previous": None}] if one else []
+    prev = None
+    for n, key in enumerate(keys, 1):
+        name = f"key #{n} {key['key_id'][:16]}"
+        if hashlib.sha256(bytes.fromhex(key["public_key"])).hexdigest() != key["key_id"]:
+            raise Failed(f"{name}: its id is not the SHA-256 of its public key")
+        if key.get("previous") != (prev["key_id"] if prev else None):
+            raise Failed(f"{name}: does not name the key before it")
+        if prev and not key.get("endorsement"):
+            warnings.append(f"WARNING: {name} replaced {prev['key_id'][:16]} UNENDORSED: the "
+                            "old key did not sign the change")  # fmt: skip
+        elif prev and not endorsement_ok(prev, key):
+            raise Failed(f"{name}: the previous key's endorsement does not verify")
+        prev = key
+    return {k["key_id"]: k for k in keys}
+
+
+def key_in_force(doc: dict, keys: dict, scope: str, size: int) -> str | None:
+    """The key of the log's last `key` record at or before link `size`, else the first key."""
+    found = next(iter(keys), None)
+    for log in doc["event_logs"]:
+        if log["scope"] == scope:
+            for e in log["entries"][:size]:
+                if e["record"]["type"] == "key":
+                    found = e["record"]["state"]["key_id"]
+    return found
+
+
+def check_checkpoint(cp: dict, logs: dict[str, list[str]], doc: dict, keys: dict) -> None:
     name = f"checkpoint {cp['scope']}@{cp['size']}"
     body = jcs({k: cp[k] for k in ("format", "scope", "size", "head", "signed_at")}).encode()
     if not ed25519_ok(bytes.fromhex(cp["public_key"]), body, bytes.fromhex(cp["signature"])):
         raise Failed(f"{name}: the signature does not verify")
-    if key and cp["public_key"] != key:
-        raise Failed(f"{name}: signed by another key than the export's")
+    if keys:
+        known = keys.get(cp.get("key_id"))
+        if known is None or known["public_key"] != cp["public_key"]:
+            raise Failed(f"{name}: signed by key {str(cp.get('key_id'))[:16]}, which is not in "
+                         "the export's key history")  # fmt: skip
+        if cp["key_id"] != key_in_force(doc, keys, cp["scope"], cp["size"]):
+            raise Failed(f"{name}: not signed by the key in force at link {cp['size']}")
     check_prefix(name, logs, cp["scope"], cp["size"], cp["head"])
 
 
 def check_prefix(name: str, logs: dict[str, list[str]], scope: str, size: int, head: str) -> None:
     links = logs.get(scope, [])
-    if size > len(links) or (size and links[size - 1] != head):
+    if size > len(links):
+        raise Failed(f"{name}: today's log has {len(links)} links, fewer than the saved "
+                     f"{size}: it was rolled back after the copy was saved")  # fmt: skip
+    if size and links[size - 1] != head:
         raise Failed(f"{name}: today's log does not begin with the saved one")
 
 
-def verify(doc: dict, saved: list) -> str:
-    if doc.get("format") not in ("arena-seals-export/1", "arena-seals-export/2"):
+def check_current(doc: dict) -> None:
+    """What the site shows (`current`) and each decision's release against the logs' latest
+    records: a resolution, identity, entry or cohort changed outside the application."""
+    latest: dict[str, dict] = {"resolution": {}, "identity": {}, "entry": {}, "cohort_state": {}}
+    subject = {"resolution": "market", "identity": "competitor", "entry": "entry",
+               "cohort_state": "cohort"}  # fmt: skip
+    for log in doc["event_logs"]:
+        for e in log["entries"]:
+            rec = e["record"]
+            if rec["type"] in latest:
+                value = rec["to"] if rec["type"] == "resolution" else rec["state"]
+                latest[rec["type"]][rec[subject[rec["type"]]]] = value
+    for cohort in doc["cohorts"]:
+        for week in cohort["weeks"]:
+            for d in week["digests"]:
+                release = d["record"].get("release")
+                logged = latest["entry"].get(d["record"]["entry"]["id"])
+                pinned = (logged or {}).get("release")
+                if release and pinned and pinned["id"] != release["id"]:
+                    raise Failed(f"entry {d['record']['entry']['id']}: decision {d['decision']} "
+                                 f"called release {release['id']}, the log's entry record says "
+                                 f"{pinned['id']}")  # fmt: skip
+    current = doc.get("current") or {}
+    final = ("resolved", "void")
+    for m in current.get("markets", []):
+        to, now = (
+            latest["resolution"].get(m["id"]),
+            {"status": m["status"], "outcome": m["outcome"]},
+        )
+        if (to is None and m["status"] in final) or (
+            to is not None and (to["status"] in final or m["status"] in final) and now != to
+        ):
+            raise Failed(f"market {m['id']}: the site shows {m['status']} {m['outcome']!r}, "
+                         "not the log's last resolution")  # fmt: skip
+    for what, kind in (("competitors", "identity"), ("entries", "entry"),
+                       ("cohorts", "cohort_state")):  # fmt: skip
+        for item in current.get(what, []):
+            logged = latest[kind].get(item["id"])
+            if logged is not None and logged != item["state"]:
+                fields = sorted(k for k in set(logged) | set(item["state"])
+                                if logged.get(k) != item["state"].get(k))  # fmt: skip
+                raise Failed(f"{what[:-1] if what != 'entries' else 'entry'} {item['id']}: "
+                             f"{', '.join(fields)} differ from the log's last record")  # fmt: skip
+
+
+def verify(doc: dict, saved: list, warnings: list[str]) -> str:
+    fmt = doc.get("format")
+    if fmt not in ("arena-seals-export/1", "arena-seals-export/2", "arena-seals-export/3"):
         raise Failed("not a seal export")
     roots, weeks, digests = {}, 0, 0
     for cohort in doc["cohorts"]:
@@ -209,9 +311,16 @@ def verify(doc: dict, saved: list) -> str:
     for log in doc["event_logs"]:
         logs[log["scope"]] = check_chain(f"event log {log['scope']}", H(log["genesis"]),
                                          log["entries"], [])  # fmt: skip
-    key = (doc.get("signing_key") or {}).get("public_key")
-    checkpoints = list(doc.get("checkpoints") or [])
-    for item in saved:
+    keys = check_keys(doc, warnings)
+    for log in doc["event_logs"]:
+        for e in log["entries"]:
+            if (
+                e["record"]["type"] == "key"
+                and keys.get(e["record"]["state"]["key_id"]) != e["record"]["state"]
+            ):
+                raise Failed(f"event log {log['scope']} #{e['seq']}: a key not in the history")
+    checkpoints = []
+    for item in saved:  # saved copies first: a rollback or a rewrite is named as such
         for one in item if isinstance(item, list) else [item]:
             if one.get("format") == "arena-checkpoint/1":
                 checkpoints.append(one)
@@ -226,26 +335,44 @@ def verify(doc: dict, saved: list) -> str:
                 check_prefix(f"saved head {h['scope']}@{h['count']}", logs, h["scope"],
                              h["count"], h["head"])  # fmt: skip
             checkpoints += one.get("checkpoints") or []
+    checkpoints += doc.get("checkpoints") or []
     for cp in checkpoints:
-        check_checkpoint(cp, logs, key)
+        check_checkpoint(cp, logs, doc, keys)
+    if fmt != "arena-seals-export/1":
+        for scope, links in logs.items():
+            signed = max([c["size"] for c in doc.get("checkpoints") or [] if c["scope"] == scope],
+                         default=0)  # fmt: skip
+            if len(links) > signed:
+                raise Failed(f"event log {scope}: links {signed + 1}..{len(links)} come after "
+                             "the newest checkpoint: nothing the arena signed covers them")  # fmt: skip
+    check_current(doc)
     events = sum(len(v) for v in logs.values())
     return (f"{weeks} weeks, {digests} decision records, {events} event-log records, "
-            f"{len(checkpoints)} checkpoints")  # fmt: skip
+            f"{len(checkpoints)} checkpoints, {len(keys)} keys")  # fmt: skip
+
+
+def load(path: str):
+    """A JSON document, or JSON lines (one checkpoint per line): a list of them."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    docs = []
-    for path in argv:
-        with open(path, encoding="utf-8") as f:
-            docs.append(json.load(f))
+    warnings: list[str] = []
     try:
-        print("ok: " + verify(docs[0], docs[1:]))
-    except (Failed, KeyError, TypeError, ValueError) as exc:
-        print(f"FAILED: {exc}")
+        docs = [load(path) for path in argv]
+        summary = verify(docs[0], docs[1:], warnings)
+    except (Failed, KeyError, TypeError, ValueError, OSError) as exc:
+        print("\n".join([*warnings, f"FAILED: {exc}"]))
         return 1
+    print("\n".join([*warnings, "ok: " + summary]))
     return 0
 
 

@@ -61,7 +61,9 @@ def _correct(a):
 
 
 def _settle(b):
-    return lambda: record_resolution(b, status="resolved", outcome="Yes", by="upstream", reason="up")
+    return lambda: record_resolution(
+        b, status="resolved", outcome="Yes", by="upstream", reason="up"
+    )
 
 
 def _waiting_on_locks() -> int:

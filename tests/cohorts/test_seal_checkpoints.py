@@ -13,17 +13,16 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from cohorts.decisions.run import decide
 from cohorts.models import Settlement, Trade
+from cohorts.seals import events as seal_events
 from cohorts.seals import sign as seal_sign
-from cohorts.seals.canonical import link_hash, record_hash
 from cohorts.seals.models import Checkpoint, EventLogEntry
-from cohorts.seals.records import events_genesis_record
 from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from markets.resolution import record_resolution
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
+from tests.cohorts.forgery import relink, resign_export, rewrite_db_log
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +87,7 @@ def test_every_append_signs_the_new_head(settled):
     doc = seal_sign.checkpoint_dict(Checkpoint.objects.order_by("-size").first())
     assert seal_sign.signature_ok(doc)
     assert not seal_sign.signature_ok({**doc, "size": doc["size"] - 1})
-    assert seal_sign.checkpoint_all() == 0  # nothing moved: nothing new to sign
+    assert seal_events.sign_all() == 0  # nothing moved: nothing new to sign
 
 
 def test_api_seals_pages_with_a_total_and_a_next_link_and_the_newest_checkpoint(settled, client):
@@ -112,12 +111,8 @@ def _forge_settlement(doc) -> None:
     log = next(log for log in doc["event_logs"] if log["scope"] == "live")
     entry = next(e for e in log["entries"] if e["kind"] == "settlement")
     entry["record"]["payout"] = "999.00"
-    prev = record_hash(events_genesis_record("live"))
-    for n, e in enumerate(log["entries"], 1):
-        e["record_hash"] = record_hash(e["record"])
-        e["prev"], e["link"] = prev, link_hash(prev, e["record_hash"], n)
-        prev = e["link"]
-    doc["checkpoints"] = []  # the export's own checkpoint would give it away
+    relink(log)
+    resign_export(doc)  # the insider holds the key: the export's own checkpoint is re-signed
 
 
 def test_a_forged_settlement_with_a_recomputed_chain_fails_against_a_saved_checkpoint(
@@ -152,29 +147,17 @@ def test_a_log_rewritten_in_the_database_fails_against_a_saved_checkpoint(
     settled, client, tmp_path
 ):
     saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
-    # The insider: triggers off, a payout rewritten and every later link recomputed in place.
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL session_replication_role = replica")
-        else:
-            cursor.execute("DROP TRIGGER cohorts_eventlogentry_no_update")
+    # The insider: triggers off, a payout rewritten, every later link recomputed in place and
+    # every checkpoint row re-signed with the arena's key.
     settlement = Settlement.objects.first()
     Settlement.objects.filter(pk=settlement.pk).update(payout=settlement.payout + 1)
-    from cohorts.seals.canonical import canonical, pack
     from cohorts.seals.events import event_records
 
-    prev = record_hash(events_genesis_record("live"))
-    for e in EventLogEntry.objects.filter(scope="live").order_by("seq"):
-        rec = event_records(e.kind, [e.ref])[e.ref].record
-        h = record_hash(rec)
-        link = link_hash(prev, h, e.seq)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE cohorts_eventlogentry SET record = %s, record_hash = %s, prev = %s, "
-                "link = %s WHERE id = %s",
-                [pack(canonical(rec)), h, prev, link, e.pk],
-            )
-        prev = link
+    forged = {
+        e.seq: event_records(e.kind, [e.ref])[e.ref].record
+        for e in EventLogEntry.objects.filter(scope="live", kind="settlement")
+    }
+    rewrite_db_log("live", forged)
     assert verify_database().ok  # the database agrees with itself...
     with pytest.raises(CommandError, match="the log was rewritten after it was saved"):
         call_command("arena", "verify", "--published", saved)

@@ -15,6 +15,7 @@ from cohorts.seals.canonical import link_hash, record_hash
 from cohorts.seals.records import events_genesis_record
 from cohorts.seals.verify import export_chunks
 from simulations.demo import run_demo
+from tests.cohorts.forgery import resign_export
 from tests.replay.test_demo import SMALL
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +74,7 @@ def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(demo, 
     settlement = next(e for e in log["entries"] if e["kind"] == "settlement")
     settlement["record"]["payout"] = "999.00"
     _relink(log["entries"], record_hash(events_genesis_record(log["scope"])))
-    forged["checkpoints"] = []
+    resign_export(forged)  # the insider holds the key
     assert _run(tmp_path, forged)[0] == 0
     code, out = _run(tmp_path, forged, saved)
     assert code == 1 and "does not begin with the saved one" in out

@@ -523,8 +523,8 @@ def test_cohort_kind_scopes_are_kept_apart(markets):
     demo = make_cohort([baseline_competitor("favorite")], kind=Cohort.Kind.DEMO)
     decide(cohort=demo, week=1, at=AT, sync=True)
     assert WeekSeal.objects.get().scope == "demo"
-    # the digest and the seal; the seal's event, the cohort's state and the competitor's identity
-    # with their two events, and the log's signed checkpoint
-    assert seals.delete_sealed("demo") == 8
+    # the digest and the seal; the seal's event, the cohort's state, the competitor's identity
+    # and the entry with their three events, and the log's signed checkpoint
+    assert seals.delete_sealed("demo") == 10
     with pytest.raises(ValueError):
         seals.delete_sealed("live")

@@ -54,6 +54,8 @@ URLS: dict[str, dict[str, tuple]] = {
                               "cohort": ("int", 1, 2**62), "since": ("date",),
                               "until": ("date",), "scope": ("choice", SCOPES)},
     "/exports/": {},
+    "/method/": {},
+    "/method/{name}": {},
     "/healthz": {},
 }  # fmt: skip
 
@@ -128,6 +130,7 @@ def _ids(world) -> dict[str, list[str]]:
         "decision": [str(d.pk) for d in world.decisions[:2]],
         "what": sorted(exports.WHATS) + ["nope"],
         "fmt": list(exports.FORMATS) + ["xml"],
+        "name": ["verification", "verification.md", "examples/verify_export.py", "../x", "no"],
     }
 
 

@@ -31,6 +31,16 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "snapshot": ("cohorts.cli", "snapshot", "settle, mark positions to market, advance cohorts"),
     "doctor": ("cohorts.cli", "doctor", "check the money invariants"),
     "verify": ("arena.verify_cli", "verify", "recompute the sealed records; fail on any change"),
+    "rotate-key": (
+        "cohorts.seals.rotate",
+        "rotate_key",
+        "replace the checkpoint signing key, endorsed by the old one (or --unendorsed)",
+    ),
+    "signing-key": (
+        "cohorts.seals.rotate",
+        "signing_key",
+        "make or read the checkpoint signing key; fail unless it is the arena's latest",
+    ),
     "decide": ("cohorts.decisions.cli", "decide", "run this week's decisions"),
     "score": ("scoring.cli", "score", "recompute the leaderboards"),
     "demo": ("simulations.demo_cli", "demo", "build a labelled synthetic history offline"),

@@ -1,0 +1,240 @@
+"""Every forgery an operator could try against the default demo, made for real and checked as an
+auditor would: `arena verify` from the database, `--export` and `--published`, and the shipped
+standard-library verifier in its own process. Each names the forgery, or, for a consistent
+recompute re-signed with the arena's key, fails against checkpoints saved before it."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+
+from agents.models import Release
+from cohorts.models import Entry
+from cohorts.seals import sign as seal_sign
+from cohorts.seals.models import Checkpoint, SigningKey
+from cohorts.seals.verify import export_chunks
+from markets.models import Market
+from simulations.demo import run_demo
+from tests.cohorts.forgery import relink, resign_export, run_verifier, sign, triggers_off
+from tests.replay.test_demo import SMALL
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(settings, tmp_path, monkeypatch):
+    monkeypatch.delenv(seal_sign.ENV, raising=False)
+    monkeypatch.delenv(seal_sign.FILE_ENV, raising=False)
+    settings.VAR_DIR = tmp_path
+    settings.ARENA_LLM_API_KEY = ""
+    seal_sign.forget_key()
+    run_demo(**SMALL)
+    yield
+    seal_sign.forget_key()
+
+
+def arena_verify(*args: str) -> str:
+    """`arena verify ARGS`: "ok: ..." or the failure's one line."""
+    out = io.StringIO()
+    try:
+        call_command("arena", "verify", *args, stdout=out)
+    except CommandError as exc:
+        return str(exc)
+    return out.getvalue()
+
+
+def _write(path, doc) -> str:
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _export() -> dict:
+    return json.loads("".join(export_chunks(kind="demo")))
+
+
+def all_checkers(tmp_path, *saved: str) -> dict[str, str]:
+    """The database, the export, and the shipped verifier on that export."""
+    doc = _write(tmp_path / "seals.json", _export())
+    published = ("--published", *saved) if saved else ()
+    return {
+        "database": arena_verify(*published),
+        "export": arena_verify("--export", doc, *published),
+        "shipped": run_verifier(tmp_path, doc, *saved)[1],
+    }
+
+
+def _sql(statement: str, params: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+
+
+def test_the_untouched_demo_passes_every_checker(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    found = all_checkers(tmp_path, saved)
+    assert all(v.startswith("ok: ") for v in found.values()), found
+    assert SigningKey.objects.count() == 1  # the first key, registered at its first signature
+
+
+def test_an_entry_repointed_to_another_release_is_named(demo, tmp_path):
+    entry = Entry.objects.filter(cohort__kind="demo", release__isnull=False).first()
+    other = Release.objects.create(
+        competitor=entry.competitor, number=99, model_id="openai/gpt-7", provider="openai"
+    )
+    _sql("UPDATE cohorts_entry SET release_id = %s WHERE id = %s", [other.pk, entry.pk])
+    found = all_checkers(tmp_path)
+    assert f"entry {entry.pk}" in found["database"] and "repointed" in found["database"], found
+    assert "openai/gpt-7" in found["database"]
+    assert f"entry {entry.pk}" in found["export"] and "verify FAILED" in found["export"], found
+    assert "FAILED" in found["shipped"] and f"entry {entry.pk}" in found["shipped"], found
+
+
+def test_the_application_refuses_to_repoint_a_running_entry(demo):
+    entry = Entry.objects.filter(cohort__kind="demo", release__isnull=False).first()
+    entry.release = Release.objects.create(
+        competitor=entry.competitor, number=98, model_id="x/y", provider="x"
+    )
+    with pytest.raises(ValidationError, match="never changes"):
+        entry.save()
+
+
+def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, client):
+    newest = Checkpoint.objects.filter(scope="demo").order_by("-size").first()
+    forged = sign("demo", newest.size, newest.head, Ed25519PrivateKey.generate())
+    triggers_off()
+    _sql(
+        "UPDATE cohorts_checkpoint SET key_id = %s, signature = %s WHERE id = %s",
+        [forged["key_id"], forged["signature"], newest.pk],
+    )
+    found = arena_verify()
+    assert f"checkpoint demo@{newest.size}" in found and "not in the history" in found, found
+    served = client.get("/api/seals").json()["checkpoints"]
+    assert served and all(cp["key_id"] != forged["key_id"] for cp in served)
+    assert all(cp["size"] < newest.size for cp in served if cp["scope"] == "demo")
+
+
+def test_a_replaced_key_file_keeps_old_checkpoints_valid_and_stops_signing(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    (tmp_path / seal_sign.KEY_FILE).unlink()  # lost: the next read makes another key
+    seal_sign.forget_key()
+    found = all_checkers(tmp_path, saved)
+    assert all(v.startswith("ok: ") for v in found.values()), found  # old ones verify still
+    health = client.get("/healthz").json()["signing_key"]
+    assert health["status"] == "error" and "not the arena's latest key" in health["why"]
+    seals = client.get("/api/seals").json()
+    assert seals["checkpoints"] == [] and "not the arena's latest" in seals["checkpoints_withheld"]
+    # Recorded as an unendorsed rotation: verifiers pass, loudly.
+    call_command("arena", "rotate-key", "--unendorsed", stdout=io.StringIO())
+    found = all_checkers(tmp_path, saved)
+    assert all("ok: " in v for v in found.values()), found
+    assert "UNENDORSED" in found["shipped"]
+
+
+def test_an_endorsed_rotation_verifies_everywhere(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    call_command("arena", "rotate-key", stdout=io.StringIO())
+    assert SigningKey.objects.count() == 2
+    doc = _export()
+    assert [k["key_id"] for k in doc["signing_keys"]] == list(
+        SigningKey.objects.values_list("key_id", flat=True)
+    )
+    assert doc["checkpoints"][0]["key_id"] == SigningKey.objects.last().key_id
+    found = all_checkers(tmp_path, saved)
+    assert all(v.startswith("ok: ") for v in found.values()), found
+
+
+def test_an_export_resigned_with_another_key_fails_against_saved_checkpoints(
+    demo, tmp_path, client
+):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    doc = _export()
+    log = doc["event_logs"][0]
+    next(e for e in log["entries"] if e["kind"] == "settlement")["record"]["payout"] = "999.00"
+    relink(log)
+    thief = Ed25519PrivateKey.generate()
+    raw = thief.public_key().public_bytes_raw()
+    key = {"key_id": seal_sign.key_id(raw), "public_key": raw.hex()}
+    doc["signing_key"] = {"algorithm": "Ed25519", **key}
+    doc["signing_keys"] = [{**key, "previous": None, "endorsement": None, "created_at": "x"}]
+    resign_export(doc, thief)
+    path = _write(tmp_path / "forged.json", doc)
+    assert arena_verify("--export", path).startswith("ok: ")  # consistent on its own
+    assert "rewritten after it was saved" in arena_verify("--export", path, "--published", saved)
+    # A saved checkpoint alone names the key: the thief's is not the arena's history.
+    checkpoint = json.loads((tmp_path / "saved.json").read_text())["checkpoints"][0]
+    cp = _write(tmp_path / "cp.json", checkpoint)
+    found = arena_verify("--export", path, "--published", cp)
+    assert "not in the export's key history" in found, found
+    code, out = run_verifier(tmp_path, path, cp)
+    assert code == 1 and "not in the export's key history" in out, out
+
+
+def test_an_unsigned_tail_fails_the_export_checkers(demo, tmp_path):
+    doc = _export()
+    log = doc["event_logs"][0]
+    last = log["entries"][-1]
+    resolution = next(e for e in log["entries"] if e["kind"] == "resolution")
+    forged = {**last, "seq": last["seq"] + 1, "kind": "resolution", "ref": 10**6}
+    # A resolution appended after the newest checkpoint: the market reopened, as the site shows.
+    forged["record"] = {**resolution["record"], "id": 10**6, "to": resolution["record"]["from"]}
+    log["entries"].append(forged)
+    relink(log)
+    path = _write(tmp_path / "tail.json", doc)
+    found = arena_verify("--export", path)
+    assert "come after the newest checkpoint" in found, found
+    code, out = run_verifier(tmp_path, path)
+    assert code == 1 and "come after the newest checkpoint" in out, out
+
+
+@pytest.mark.parametrize("edit", ["resolution", "competitor", "model_id"])
+def test_data_edits_are_named_by_the_export_checkers(demo, tmp_path, edit):
+    if edit == "resolution":
+        market = Market.objects.filter(status="resolved").exclude(resolved_outcome="").first()
+        flipped = next(o for o in market.outcomes if o != market.resolved_outcome)
+        _sql("UPDATE markets_market SET resolved_outcome = %s WHERE id = %s", [flipped, market.pk])
+        what = f"market {market.pk}"
+    else:
+        entry = Entry.objects.filter(cohort__kind="demo").first()
+        column, value = ("display_name", "Renamed") if edit == "competitor" else ("model_id", "m/x")
+        _sql(
+            f"UPDATE agents_competitor SET {column} = %s WHERE id = %s",
+            [value, entry.competitor_id],
+        )
+        what = f"competitor {entry.competitor_id}"
+    found = all_checkers(tmp_path)
+    assert what in found["database"], found
+    assert what in found["export"] and "verify FAILED" in found["export"], found
+    assert what in found["shipped"] and "FAILED" in found["shipped"], found
+
+
+def test_a_rollback_is_named_given_a_saved_checkpoint(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    doc = _export()
+    log = doc["event_logs"][0]
+    older = Checkpoint.objects.filter(scope="demo").order_by("size")[0]
+    log["entries"] = log["entries"][: older.size]
+    doc["checkpoints"] = [seal_sign.checkpoint_dict(older)]
+    path = _write(tmp_path / "rolled.json", doc)
+    doc.pop("current")  # what the site shows after a rollback agrees with the rolled-back log
+    path = _write(tmp_path / "rolled.json", doc)
+    assert arena_verify("--export", path).startswith("ok: ")  # alone, a rollback is consistent
+    found = arena_verify("--export", path, "--published", saved)
+    assert "rolled back" in found, found
+    code, out = run_verifier(tmp_path, path, saved)
+    assert code == 1 and "rolled back" in out, out
+
+
+def test_the_shipped_verifier_reads_the_publish_directorys_json_lines(demo, tmp_path):
+    doc = _write(tmp_path / "seals.json", _export())
+    lines = [seal_sign.checkpoint_dict(cp) for cp in Checkpoint.objects.order_by("size")[:2]]
+    jsonl = tmp_path / "checkpoints-demo.jsonl"
+    jsonl.write_text("".join(json.dumps(cp) + "\n" for cp in lines))
+    code, out = run_verifier(tmp_path, doc, str(jsonl))
+    assert code == 0 and out.startswith("ok: "), out
+    assert arena_verify("--published", str(jsonl)).startswith("ok: ")

@@ -1,0 +1,57 @@
+"""One deployment, two processes, two var directories: the signer (here `arena demo`) and a
+process that serves /api/seals. With one configured key file both use the same key, and the
+served checkpoints verify against the database with `--published`; a server given its own key
+withholds checkpoints and says why on /healthz."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = (
+    "from django.test import Client; import json, sys; c = Client(); "
+    "sys.stdout.write(json.dumps({'seals': c.get('/api/seals').json(), "
+    "'health': c.get('/healthz').json()}))"
+)
+
+
+def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+
+
+def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ARENA_", "DATABASE_URL"))}
+    base["DATABASE_URL"] = f"sqlite:///{tmp_path / 'arena.sqlite3'}"
+    key = tmp_path / "keys" / "seal_signing.key"
+    signer = {**base, "ARENA_VAR_DIR": str(tmp_path / "a"), "ARENA_SEAL_SIGNING_KEY_FILE": str(key)}
+    server = {**signer, "ARENA_VAR_DIR": str(tmp_path / "b")}
+    done = _run(signer, "arena", "demo", "--weeks", "1", "--markets", "12", "--latency-scale", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    served = _run(server, "shell", "-v", "0", "-c", SERVE)
+    assert served.returncode == 0, served.stderr[-2000:]
+    doc = json.loads(served.stdout)
+    assert doc["health"]["signing_key"]["status"] == "ok"
+    assert doc["seals"]["checkpoints"], doc["seals"].get("checkpoints_withheld")
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(doc["seals"]))
+    checked = _run(signer, "arena", "verify", "--published", str(saved))
+    assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stderr
+
+    # The same server without the configured key makes a key of its own: it serves nothing.
+    alone = {**server, "ARENA_VAR_DIR": str(tmp_path / "c")}  # its own page cache too
+    alone.pop("ARENA_SEAL_SIGNING_KEY_FILE")
+    doc = json.loads(_run(alone, "shell", "-v", "0", "-c", SERVE).stdout)
+    assert doc["seals"]["checkpoints"] == []
+    assert "not the arena's latest key" in doc["health"]["signing_key"]["why"]
+    assert "not the arena's latest key" in doc["seals"]["checkpoints_withheld"]
