@@ -8,23 +8,20 @@ for that reads "<$0.0001". So $10,000.00, -$12.50, $0.0123 and $0.00, never $0.0
 
 import functools
 import json
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from core.money import MINUS, format_money
 from core.text import reveal_bidi as _reveal_bidi
 from web import colours, glossary
+from web.decision_words import action_label
 
 register = template.Library()
 DASH = "—"
-# A real minus sign (the width of +, never mistaken for a hyphen) glued to what follows by a word
-# joiner: browsers may otherwise wrap a narrow column between "−" and "$3,143.17".
-MINUS = "\u2212\u2060"
-CENT = Decimal("0.01")
-SMALLEST = Decimal("0.0001")
 
 
 def _num(value):
@@ -35,17 +32,6 @@ def _num(value):
     except (InvalidOperation, ValueError):
         return None
     return d if d.is_finite() else None
-
-
-def format_money(d: Decimal) -> str:
-    sign = MINUS if d < 0 else ""
-    a = abs(d)
-    if a == a.quantize(CENT) or a >= 1:
-        return f"{sign}${a.quantize(CENT, rounding=ROUND_HALF_EVEN):,.2f}"
-    if a < SMALLEST:
-        return f"{sign}<$0.0001"
-    text = f"{a.quantize(SMALLEST, rounding=ROUND_HALF_EVEN):.4f}".rstrip("0")
-    return f"{sign}${text if len(text.split('.')[1]) >= 2 else f'{a:.2f}'}"
 
 
 @register.filter
@@ -213,6 +199,15 @@ _SIMULATED_BADGE = (
     '<span class="badge badge-simulated" title="Simulated model: the arena\'s built-in seeded '
     'forecaster answered, not a real model; nothing was billed">simulated</span>'
 )
+
+
+@register.simple_tag
+def decision_did(decision) -> str:
+    """What a decision did ("BUY", "chosen HOLD", "forced HOLD"), or its status when it has
+    no action yet."""
+    if decision.action:
+        return action_label(decision.action, decision.hold_reason)
+    return decision.get_status_display()
 
 
 @register.simple_tag
