@@ -58,3 +58,36 @@ def test_a_settled_buy_shows_its_payout_and_pl(demo, client):
     assert view.pnl == view.payout - trade.amount
     page = client.get(f"/decisions/{trade.decision_id}/").content.decode()
     assert settlement.get_kind_display() in page and 'id="decision-trades"' in page
+
+
+def test_a_forced_hold_is_told_from_a_chosen_one_and_links_name_the_decision():
+    from web.decision_words import action_label, decision_link_text
+
+    assert action_label("HOLD", "the answer was not JSON") == "forced HOLD"
+    assert action_label("HOLD", "") == "chosen HOLD" and action_label("BUY", "") == "BUY"
+    assert decision_link_text(2, "HOLD", "no JSON", "Done") == "week 2: forced HOLD"
+    assert decision_link_text(3, "", "", "Failed") == "week 3: failed"
+
+
+@pytest.mark.django_db
+def test_the_live_page_says_why_markets_are_missing_while_the_sync_fails(client):
+    from datetime import timedelta
+
+    from core import clock
+    from core.models import JobRun
+
+    now = clock.now()
+    runs = [
+        (JobRun.Status.FAILED, now - timedelta(hours=3), "an old failure, before the success"),
+        (JobRun.Status.OK, now - timedelta(hours=2), ""),
+        (JobRun.Status.FAILED, now - timedelta(minutes=30), "timed out"),
+        (JobRun.Status.FAILED, now - timedelta(minutes=15), "HTTP 502 <from> gamma"),
+        (JobRun.Status.RUNNING, now - timedelta(minutes=1), ""),
+    ]
+    for status, at, error in runs:
+        JobRun.objects.create(job="sync", status=status, started_at=at, finished_at=at, error=error)
+    page = client.get("/?scope=live").content.decode()
+    status = page[page.index('id="sync-status"') :].split("</p>", 1)[0]
+    assert "has failed 2 times since it last succeeded (it is running again now)" in status
+    assert f"Last failure at {now - timedelta(minutes=15):%Y-%m-%d %H:%M} UTC" in status
+    assert "HTTP 502 &lt;from&gt; gamma" in status and "<from>" not in status

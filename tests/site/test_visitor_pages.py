@@ -154,9 +154,7 @@ def test_every_competitor_gets_its_own_style_even_with_gaps_in_the_ids(db):
     assert "#F0E442" not in colours.PALETTE and len(colours.PALETTE) == 7
 
 
-def test_a_competitor_has_one_style_on_every_page_and_swatches_match_the_lines(
-    client, arena_world
-):
+def test_a_competitor_has_one_style_on_every_page_and_swatches_match_the_lines(client, arena_world):
     import re
 
     from agents.models import Competitor
