@@ -28,7 +28,7 @@ from django.conf import settings
 from agents.endpoint_secrets import refuse_secrets
 from agents.llm import DEADLINE_SLACK, LLMClient
 from agents.models import Competitor, Release
-from agents.simulated import endpoint_for
+from agents.simulated import current_endpoint, endpoint_for, recorded_url
 
 _VAR = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The arena's own secrets can never be a competitor's key, whatever the list says.
@@ -149,7 +149,11 @@ def client_for(
         simulated_url, reason = endpoint_for(model.base_url)
         if simulated_url is None:
             return None, reason
-        return _client(simulated_url, ""), ""
+        client = _client(simulated_url, "")
+        client.states_latency = True
+        if simulated_url == current_endpoint():
+            client.record_base = recorded_url(simulated_url)
+        return client, ""
     refused = check(model.base_url, model.api_key_env)
     if refused:
         return None, refused

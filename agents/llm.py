@@ -75,6 +75,7 @@ from agents.attempts import (
     read_metadata,
 )
 from agents.context_errors import context_refusal
+from agents.simulated import SIMULATED_LATENCY_FIELD
 from core import clock
 from core.http import HttpConnectionError, HttpError, HttpTimeout, fetch, parse_retry_after
 
@@ -154,6 +155,11 @@ class LLMClient:
         # the request on the record first (cohorts/llm_calls.py); returns headers to add (the
         # request's idempotency key).
         self.before_send: Callable[[str, dict], Mapping[str, str]] | None = None
+        # A simulated competitor's client: the latency recorded is what the simulated endpoint
+        # states its model took, and calls are recorded under `record_base` when one is set
+        # (agents/simulated.py): a simulation's records never depend on the machine's timing.
+        self.states_latency = False
+        self.record_base: str | None = None
         self.headers = {
             "Content-Type": "application/json",
             "User-Agent": default_user_agent(),
@@ -298,13 +304,13 @@ class LLMClient:
         url = f"{self.base_url}/chat/completions"
         attempt = Attempt(
             number=number,
-            url=url,
+            url=f"{self.record_base}/chat/completions" if self.record_base else url,
             request_body=copy.deepcopy(body),
             started_at=clock.now(),
         )
         headers = self.headers
         if self.before_send is not None:
-            headers = {**headers, **self.before_send(url, body)}
+            headers = {**headers, **self.before_send(attempt.url, body)}  # the URL as recorded
         start = time.monotonic()
         try:
             reply = fetch(
@@ -333,6 +339,8 @@ class LLMClient:
             else:
                 self._read_body(attempt, attempt.raw_response, prices)
         attempt.latency_ms = int((time.monotonic() - start) * 1000)
+        if self.states_latency:
+            attempt.latency_ms = _stated_latency(attempt.raw_response, attempt.latency_ms)
         return attempt
 
     def _read_body(
@@ -392,3 +400,12 @@ class LLMClient:
                 attempt.fail(MALFORMED, "response has no choices", True)
             return
         read_choice(attempt, choices[0])
+
+
+def _stated_latency(raw: str, measured: int) -> int:
+    """The latency a simulated endpoint states in its answer, else the measured one."""
+    try:
+        stated = json.loads(raw).get(SIMULATED_LATENCY_FIELD)
+    except (ValueError, TypeError, AttributeError):
+        return measured
+    return stated if isinstance(stated, int) and stated >= 0 else measured

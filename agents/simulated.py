@@ -21,6 +21,10 @@ from urllib.parse import urlsplit
 
 _endpoint: ContextVar[str | None] = ContextVar("simulated_endpoint", default=None)
 
+# The field of a simulated endpoint's answer that states how long the simulated model took at
+# full scale; a simulated competitor's call records it as its latency, a real one never reads it.
+SIMULATED_LATENCY_FIELD = "simulated_latency_ms"
+
 
 @contextmanager
 def simulated_endpoint(base_url: str) -> Iterator[None]:
@@ -34,6 +38,17 @@ def simulated_endpoint(base_url: str) -> Iterator[None]:
 
 def current_endpoint() -> str | None:
     return _endpoint.get()
+
+
+def recorded_url(url: str) -> str:
+    """How a call to the in-process endpoint is recorded: its URL without the port, which the
+    operating system picks anew for every run (so two runs of one simulation record the same
+    calls). Host, scheme and path stay exactly as called."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return parts._replace(netloc=host).geturl()
 
 
 def is_loopback_url(url: str) -> bool:

@@ -23,8 +23,10 @@ before it hourly (what the snapshot retention keeps for old data anyway), plus o
 every decision and settlement.
 
 Safe to interrupt and re-run: the demo's latest snapshot is its clock, ticks at or before it are
-not replayed, and every write underneath is idempotent (unique keys, conditional updates). A rerun
-later continues up to the current time, until the demo's last market has closed. The demo's
+not replayed, and every write underneath is idempotent (unique keys, conditional updates). The
+history runs up to a fixed anchor (DEFAULT_ANCHOR unless `--anchor` says otherwise), never up to
+the wall clock: two builds with the same options are the same rows, whenever and wherever they
+run. A rerun with a later anchor continues, until the demo's last market has closed. The demo's
 identity (seed, weeks, markets, start) is stored on its markets; a rerun with other options
 refuses with a clear error unless `reset=True`, which deletes only demo data first.
 """
@@ -88,6 +90,10 @@ from simulations.simllm import (
 DEFAULT_WEEKS = 8
 DEFAULT_SEED = 42
 DEFAULT_MARKETS = 300
+# Where the default demo's clock stops: a fixed instant in the past (a Wednesday noon, so the
+# last week is half played), never the wall clock, so the default demo is the same history on
+# every machine and at any time of day. `arena demo --anchor` moves it.
+DEFAULT_ANCHOR = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
 # The live arena runs a week's decisions side by side (one worker task each), so a week costs
 # about its slowest answer; the demo runs the same decisions one after another inside the day's
 # transaction, so every answer's wait adds up (~20 a week). A fifth of the replay's scale keeps
@@ -133,7 +139,8 @@ def run_demo(
     simulated: bool = True,
     latency_scale: float = DEFAULT_LATENCY_SCALE,
 ) -> DemoReport:
-    """Build (or continue) the demo history up to `now` (default: the wall clock).
+    """Build (or continue) the demo history up to `now`, its anchor (default DEFAULT_ANCHOR,
+    never the wall clock: the same options build the same history whenever they run).
 
     `simulated`: new cohorts also enter the simulated model competitors (an existing cohort keeps
     the lineup it opened with). `latency_scale`: see DEFAULT_LATENCY_SCALE (0: no waiting)."""
@@ -141,7 +148,9 @@ def run_demo(
         raise DemoError("--weeks must be at least 1")
     if reset:
         delete_demo_data()
-    now = now or clock.now()
+    now = now or DEFAULT_ANCHOR
+    if now.tzinfo is None:
+        raise DemoError("the demo's anchor needs a time zone (UTC)")
     identity = _existing_identity()
     start = week_start_for(now) - timedelta(weeks=weeks - 1)
     if identity is not None:
@@ -153,7 +162,10 @@ def run_demo(
                 f"{identity.get('markets')} markets exists; rerun with those options to continue "
                 "it, or pass --reset to delete the demo data and rebuild"
             )
-    competitors = _baselines() + (ensure_simulated_competitors() if simulated else [])
+    # Competitors (and so their first releases) made here are dated on the demo's clock, at its
+    # first cohort, not on the machine's: a release is never younger than a cohort that ran it.
+    with clock.running_on(clock.SimulatedClock(start)):
+        competitors = _baselines() + (ensure_simulated_competitors() if simulated else [])
     plan = build_plan(seed=seed, weeks=weeks, n_markets=n_markets, start=start)
     end = _floor(min(now, plan.horizon))
     report = DemoReport(plan=plan, end=end)
@@ -167,7 +179,10 @@ def run_demo(
     sim = _Sim(plan, competitors, report)
     # The demo's clock of record: every service called in a tick reads the tick as now.
     demo_time = clock.SimulatedClock(ticks[0] if ticks else end)
-    with simulated_llm(_world(plan), latency_scale) as endpoint, clock.running_on(demo_time):
+    with (
+        simulated_llm(_world(plan), latency_scale, now=demo_time) as endpoint,
+        clock.running_on(demo_time),
+    ):
         for day in _by_day(ticks):
             sunday = any(sim.is_decision_time(t) for t in day)
             _phase(progress, f"demo: {day[0]:%a %Y-%m-%d}, {_DAY_WORK[sunday]}")

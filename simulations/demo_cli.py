@@ -1,11 +1,14 @@
-"""`arena demo [--weeks N] [--seed S] [--markets M] [--latency-scale X] [--reset]`: the offline
-synthetic history, with baselines and simulated model competitors."""
+"""`arena demo [--weeks N] [--seed S] [--markets M] [--anchor WHEN] [--latency-scale X]
+[--reset]`: the offline synthetic history, with baselines and simulated model competitors, up to
+a fixed anchor (so the same options build the same history on any machine, at any time)."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -13,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from core.progress import Progress
 from simulations.demo import (
+    DEFAULT_ANCHOR,
     DEFAULT_LATENCY_SCALE,
     DEFAULT_MARKETS,
     DEFAULT_SEED,
@@ -23,11 +27,30 @@ from simulations.demo import (
 from simulations.simllm_cli import latency_scale
 
 
+def anchor(raw: str) -> datetime:
+    """An ISO date or instant, read as UTC when it names no zone."""
+    try:
+        at = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--anchor must be a date or time like 2026-03-11 or 2026-03-11T12:00, got {raw!r}"
+        ) from exc
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def demo_arguments(parser) -> None:
     parser.add_argument("--weeks", type=int, default=DEFAULT_WEEKS, help="weekly demo cohorts")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     parser.add_argument(
         "--markets", type=int, default=DEFAULT_MARKETS, help="number of synthetic markets"
+    )
+    parser.add_argument(
+        "--anchor",
+        type=anchor,
+        default=DEFAULT_ANCHOR,
+        metavar="WHEN",
+        help="where the demo's clock stops, in UTC (default "
+        f"{DEFAULT_ANCHOR:%Y-%m-%dT%H:%M}, fixed so every build is the same history)",
     )
     parser.add_argument(
         "--latency-scale",
@@ -68,6 +91,7 @@ def demo(cmd, options) -> None:
                 seed=options["seed"],
                 n_markets=options["markets"],
                 reset=options["reset"],
+                now=options["anchor"],
                 latency_scale=options["latency_scale"],
                 progress_factory=lambda total: Progress(total, "demo"),
             )
@@ -76,7 +100,8 @@ def demo(cmd, options) -> None:
     plan = report.plan
     cmd.stdout.write(
         f"demo (seed {plan.seed}): {len(plan.markets)} synthetic markets, {plan.weeks} weekly "
-        f"cohorts from {plan.start:%Y-%m-%d}, clock at {report.end:%Y-%m-%d %H:%M} UTC; this run: "
+        f"cohorts from {plan.start:%Y-%m-%d}, anchored at {options['anchor']:%Y-%m-%d %H:%M} UTC "
+        f"(clock at {report.end:%Y-%m-%d %H:%M} UTC); this run: "
         f"{report.ticks} ticks, {report.cohorts} cohorts opened, {report.decisions} decisions "
         f"({report.model_calls} calls to the simulated model endpoint), "
         f"{report.resolved} markets resolved, {report.snapshots} snapshot rows, "

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agents.models import Competitor
-from agents.simulated import simulated_endpoint
+from agents.simulated import SIMULATED_LATENCY_FIELD, simulated_endpoint
 from core import clock
 from simulations import prompt_view, simmodels
 from simulations.simmodels import CHARACTERS, World
@@ -83,12 +82,16 @@ class SimulatedLLMServer:
         latency_scale: float = 1.0,
         world: World | None = None,
         latency_seconds: tuple[float, float] | None = None,
+        now: clock.Clock | None = None,
     ) -> None:
         if latency_scale < 0:
             raise ValueError("latency_scale must be at least 0")
         if latency_seconds is not None and not 0 <= latency_seconds[0] <= latency_seconds[1]:
             raise ValueError("latency_seconds must be (low, high) with 0 <= low <= high")
         self.port = port
+        # The time its answers are stamped with: a simulation passes its own clock, since the
+        # handler threads do not see the scope clock the simulation runs on.
+        self.now: clock.Clock = now or clock.now
         self.latency_scale = latency_scale
         self.latency_seconds = latency_seconds
         # Its own generator: the band's draws differ between identical prompts, as a provider's do.
@@ -196,7 +199,7 @@ class SimulatedLLMServer:
             text = text[: len(text) * kept // max(completion, 1)]
             completion, thinking = kept, min(thinking, limit)
             finish = "length"
-        self._wait(character, completion + thinking, latency_rng)
+        seconds = self._wait(character, completion + thinking, latency_rng)
         with self._lock:
             self.served += 1
         usage: dict[str, Any] = {
@@ -208,9 +211,11 @@ class SimulatedLLMServer:
         if thinking:
             usage["completion_tokens_details"] = {"reasoning_tokens": thinking}
         return 200, {
-            "id": f"gen-sim-{secrets.token_hex(12)}",
+            # Drawn from the request's own generator: the same prompt gets the same answer, id
+            # and stated time, so a simulation's records are the same on every run.
+            "id": f"gen-sim-{latency_rng.getrandbits(96):024x}",
             "object": "chat.completion",
-            "created": int(clock.now().timestamp()),
+            "created": int(self.now().timestamp()),
             "model": model,
             "provider": "Simulated",
             "choices": [
@@ -221,22 +226,26 @@ class SimulatedLLMServer:
                 }
             ],
             "usage": usage,
+            # How long the simulated model takes to answer at full scale, whatever share of it
+            # was waited out: what a simulated competitor's call records as its latency
+            # (agents/llm.py), so a shortened or skipped wait leaves the same record.
+            SIMULATED_LATENCY_FIELD: round(seconds * 1000),
         }
 
-    def _wait(self, character: simmodels.Character, tokens: int, rng: random.Random) -> None:
+    def _wait(self, character: simmodels.Character, tokens: int, rng: random.Random) -> float:
         """Sleep as long as the character would take to answer, times latency_scale (or a draw
-        in the latency_seconds band when one is set)."""
+        in the latency_seconds band when one is set); the full-scale seconds."""
         if self.latency_seconds is not None:
             with self._lock:
                 seconds = self._band_rng.uniform(*self.latency_seconds)
             self.stopping.wait(seconds)
-            return
-        if not self.latency_scale:
-            return
+            return seconds
         seconds = rng.uniform(*character.first_token) + tokens / rng.uniform(
             *character.tokens_per_second
         )
-        self.stopping.wait(seconds * self.latency_scale)
+        if self.latency_scale:
+            self.stopping.wait(seconds * self.latency_scale)
+        return seconds
 
     def fail(self, kind: str, *, times: int = 1, **how: Any) -> None:
         """Queue `times` faults of one kind for the next chat requests."""
@@ -391,11 +400,12 @@ def ensure_simulated_competitors() -> list[Competitor]:
 
 @contextmanager
 def simulated_llm(
-    world: World | None = None, latency_scale: float = 0.0
+    world: World | None = None, latency_scale: float = 0.0, now: clock.Clock | None = None
 ) -> Iterator[SimulatedLLMServer]:
     """Serve the simulated endpoint in this process and route simulated competitors' calls made
-    inside the block (in this thread) to it; stopped when the block ends."""
-    server = SimulatedLLMServer(latency_scale=latency_scale, world=world).start()
+    inside the block (in this thread) to it; stopped when the block ends. `now`: the clock its
+    answers are stamped with (the simulation's)."""
+    server = SimulatedLLMServer(latency_scale=latency_scale, world=world, now=now).start()
     try:
         with simulated_endpoint(server.base_url):
             yield server

@@ -231,7 +231,7 @@ def decision_json(d) -> JsonResponse:
             ],
             "trades": [_trade_dict(t) for t in d.trades.all()],
             "seal": _decision_seal(d),
-            "release": lineage.release_dict(d.release),
+            "release": lineage.release_dict(d.release, d.entry.competitor),
             # Rounds lost to a provider outage, and a retryable decision's next round.
             "retry_rounds": d.retry_rounds,
             "retry_after": _iso(d.retry_after),

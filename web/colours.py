@@ -1,12 +1,12 @@
 """Each competitor's chart style: a colour from a colour-blind-safe palette and a dash.
 
-Styles are handed out in order among the competitors a page can show together: those entered
-in the page's scope (live, replay or demo: its leaderboard, cohorts, entries and charts), ranked
-by id, the n-th one getting the n-th (colour, dash) pair. So within a scope two competitors
-share a style only when there are more of them than pairs (7 x 5 = 35), a new competitor takes
-the next free pair rather than one picked by its id, and a competitor keeps its style on every
-page and chart of the scope. Pages outside a scope (the competitor list) rank among all
-competitors. The palette is Okabe and Ito's (without its yellow, unreadable on white): its
+Styles are handed out in order among all competitors, ranked by id, the n-th one getting the
+n-th (colour, dash) pair, so a competitor has one style on every page and chart whatever scope
+the page shows (a ranking per scope gave one competitor a solid line on one page and a dashed
+one on the next). Two competitors share a style only when there are more of them than pairs
+(7 x 5 = 35), and a new competitor takes the next free pair rather than one picked by its id.
+The `scope` arguments and `in_scope` are kept for callers and no longer change a style. The
+palette is Okabe and Ito's (without its yellow, unreadable on white): its
 colours stay apart for the common colour-vision deficiencies; the dash tells apart competitors
 a palette cycle apart, on charts and in the swatches beside their names, which draw it too.
 """
@@ -92,7 +92,7 @@ def rank(competitor, scope: str | None = None) -> int:
     force, see in_scope, when not given). Read once per process and scope, and again whenever
     an id is new to it, so a competitor added later gets the next free style."""
     pk = _id(competitor)
-    scope = _scope.get() if scope is None else scope
+    scope = ALL  # one style per competitor on every page (see the module docstring)
     ranks = _ranks.get(scope)
     stale = ranks is None or time.monotonic() - _read_at[scope] > RANKS_TTL_SECONDS
     if stale or (pk not in ranks and pk not in _missing.get(scope, ())):

@@ -28,6 +28,7 @@ from web import (
     charts,
     colours,
     competitor_view,
+    decision_outcomes,
     exports,
     glossary,
     leaders,
@@ -143,6 +144,8 @@ def home(
             visitor_reads.last_correction(scope) if facts.staff_corrections else None
         )
         context["markets_synced"] = scope != "live" or facts.markets_synced
+        if not context["markets_synced"]:
+            context["sync"] = visitor_reads.sync_state()
         context["n_cohorts"] = len(cohorts)
         context["chart"] = chart_reads.overview_chart(
             scope,
@@ -426,13 +429,21 @@ def market_list(request: HttpRequest, q: str, status: str, number: int) -> HttpR
     return render(request, "arena/market_list.html", context)
 
 
-@page({"range": RANGE, "page": params.integer(1, MAX_PAGE, 1, arg="number")}, depends=("data",))
+@page(
+    {
+        "range": RANGE,
+        "page": params.integer(1, MAX_PAGE, 1, arg="number"),
+        "trades": params.integer(1, MAX_PAGE, 1, arg="trades_number"),
+    },
+    depends=("data",),
+)
 @require_safe
 def market_detail(
-    request: HttpRequest, market_id: int, range_key: str, number: int
+    request: HttpRequest, market_id: int, range_key: str, number: int, trades_number: int
 ) -> HttpResponse:
     market = get_object_or_404(Market, pk=market_id)
     forecasts = visitor_reads.market_forecasts_page(market, number)
+    trades = visitor_reads.market_trades_page(market, trades_number)
     prices = chart_reads.market_price_chart(market, range_key)
     holders = selectors.market_holders(market, limit=visitor_reads.HOLDERS_SHOWN + 1)
     context = {
@@ -444,6 +455,7 @@ def market_detail(
         "holders": holders[: visitor_reads.HOLDERS_SHOWN],
         "more_holders": len(holders) > visitor_reads.HOLDERS_SHOWN,
         "forecasts": forecasts,
+        "trades": trades,
         "trail": selectors.market_resolution_trail(market),
         "final": market.status in (Market.Status.RESOLVED, Market.Status.VOID),
         "last_prices": (
@@ -468,7 +480,11 @@ def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
         "calls": attempts.call_views(decision, list(decision.llm_calls.all())),
         "model_called": model_called,
         "seal": seal_reads.decision_seal(decision),
-        "release": lineage.release_view(decision.release) if decision.release else None,
+        "release": lineage.release_view(decision.release, decision.entry.competitor)
+        if decision.release
+        else None,
+        "questions": decision_outcomes.question_views(decision),
+        "trade_views": decision_outcomes.trade_views(decision),
     }
     return render(request, "arena/decision_detail.html", context)
 

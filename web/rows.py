@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from cohorts.models import Decision
+from web.decision_words import action_label, decision_link_text
 from web.standings import row_methodology
 from web.templatetags.arena import (
     ci,
@@ -147,6 +148,7 @@ class DecisionRow(Cells):
     simulated: SafeString
     href: str
     status: str
+    link_text: str
     action: str
     n_trades: int
     reasoning: str
@@ -161,9 +163,19 @@ def decision_rows(decisions: Iterable[dict]) -> list[DecisionRow]:
             simulated=simulated_mark(d["entry__competitor__simulated"]),
             href=decision_url(d["pk"]),
             status=str(_DECISION_STATUS.get(d["status"], d["status"])),
-            action=d["action"] or "—",
+            link_text=decision_link_text(
+                d["week"],
+                d["action"],
+                d["hold_reason"],
+                str(_DECISION_STATUS.get(d["status"], d["status"])),
+            ),
+            action=action_label(d["action"], d["hold_reason"]),
             n_trades=d["n_trades"],
-            reasoning=snippet(str(d["reasoning"]), REASONING_CHARS),
+            # A forced HOLD has no reasoning of its own: the reason it was forced stands in.
+            reasoning=snippet(
+                str(d["reasoning"] or (f"Forced: {d['hold_reason']}" if d["hold_reason"] else "")),
+                REASONING_CHARS,
+            ),
         )
         for d in decisions
     ]

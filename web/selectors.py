@@ -281,6 +281,7 @@ def recent_decisions(cohort: Cohort, limit: int = 20) -> list[dict[str, Any]]:
             "week",
             "status",
             "action",
+            "hold_reason",
             "reasoning",
             "entry__replicate",
             "entry__competitor__display_name",

@@ -134,8 +134,8 @@ def decision_rows_html(rows: Iterable[DecisionRow]) -> SafeString:
     out = [
         f'<tr><td data-label="Week">{esc(d.week)}</td>'
         f'<td data-label="Competitor">{esc(d.competitor)} {esc(d.simulated)}</td>'
-        f'<td data-label="Status"><a href="{esc(d.href)}">{esc(d.status)}</a></td>'
-        f'<td data-label="Action">{esc(d.action)}</td>'
+        f'<td data-label="Status">{esc(d.status)}</td>'
+        f'<td data-label="Decision"><a href="{esc(d.href)}">{esc(d.link_text)}</a></td>'
         f'<td class="num" data-label="Trades">{esc(d.n_trades)}</td>'
         f'<td class="reasoning" data-label="Reasoning">{esc(d.reasoning)}</td></tr>'
         for d in rows

@@ -24,8 +24,9 @@ from django.db.models import (
 )
 from django.http import Http404
 
-from cohorts.models import Entry, Forecast, Position
+from cohorts.models import Entry, Forecast, Position, Trade
 from cohorts.series import write as series
+from core.models import JobRun
 from markets.models import Market, PricePoint, ResolutionChange
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -35,6 +36,7 @@ from web.shapes import per_thread
 from web.standings import table_rows
 
 FORECASTS_PER_PAGE = 20
+TRADES_PER_PAGE = 20
 HOLDERS_SHOWN = 25
 
 
@@ -53,6 +55,20 @@ def market_forecasts_page(market: Market, number: int) -> Page:
     for f in page.object_list:
         f.edge = None if f.market_price is None else f.probability - f.market_price
     return page
+
+
+def market_trades_page(market: Market, number: int) -> Page:
+    """One page of the paper trades made in the market, newest first, each with its entry and
+    decision. Http404 past the last page."""
+    qs = (
+        Trade.objects.filter(position__market=market)
+        .select_related("entry__competitor", "entry__cohort", "position")
+        .order_by("-executed_at", "-id")
+    )
+    paginator = Paginator(qs, TRADES_PER_PAGE)
+    if number > paginator.num_pages:
+        raise Http404(f"there are {paginator.num_pages} pages of trades")
+    return paginator.page(number)
 
 
 def outcome_prices(market: Market) -> list[tuple[str, object]]:
@@ -128,6 +144,35 @@ def last_correction(scope: str) -> ResolutionChange | None:
         .select_related("market")
         .order_by("-changed_at", "-pk")
         .first()
+    )
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """Why no market is synced yet, as /admin/attention/ knows it: the sync's failed runs since
+    its last success (the latest first), or one running now."""
+
+    running: bool
+    failures: int
+    last_error: str
+    last_failed_at: datetime | None
+
+
+SYNC_ERROR_CHARS = 300
+
+
+def sync_state() -> SyncState:
+    """The market sync's runs since it last succeeded (two small queries on the job index)."""
+    runs = JobRun.objects.filter(job="sync")
+    last_ok = runs.filter(status=JobRun.Status.OK).order_by("-started_at").first()
+    since = runs.filter(started_at__gt=last_ok.started_at) if last_ok else runs
+    failed = since.filter(status=JobRun.Status.FAILED).order_by("-started_at")
+    latest = failed.first()
+    return SyncState(
+        running=since.filter(status=JobRun.Status.RUNNING).exists(),
+        failures=failed.count(),
+        last_error=" ".join((latest.error if latest else "").split())[:SYNC_ERROR_CHARS],
+        last_failed_at=(latest.finished_at or latest.started_at) if latest else None,
     )
 
 

@@ -18,6 +18,7 @@ from cohorts.decisions.tasks import enqueue_decisions
 from cohorts.models import Decision, Forecast, LLMCall
 from cohorts.scope import on_live_path
 from cohorts.services import mark_decisions_retryable
+from core.money import format_money
 from markets.admin import IMPACT
 from markets.correction_views import PREVIEW
 
@@ -51,11 +52,15 @@ class LLMCallInline(ReadOnlyInline):
         "served_model",
         "prompt_tokens",
         "completion_tokens",
-        "cost_usd",
+        "cost",
         "latency_ms",
         "finish_reason",
     )
     readonly_fields = fields
+
+    @admin.display(description="cost (USD)")
+    def cost(self, obj: LLMCall) -> str:
+        return cost(obj)
 
 
 class ForecastInline(ReadOnlyInline):
@@ -77,6 +82,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.display(description="cost (USD)", ordering="cost_usd")
+def cost(obj: Decision | LLMCall) -> str:
+    """The cost as the public pages print it ("$0.00", "$0.0012"), not the column's ten
+    decimals."""
+    return format_money(obj.cost_usd) if obj.cost_usd is not None else "—"
+
+
 @admin.register(Decision)
 class DecisionAdmin(ReadOnlyAdmin):
     list_display = (
@@ -88,7 +100,7 @@ class DecisionAdmin(ReadOnlyAdmin):
         "action",
         "tokens_in",
         "tokens_out",
-        "cost_usd",
+        cost,
         "latency_ms",
         "claimed_at",
     )
@@ -226,7 +238,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
         "http_status",
         "error_kind",
         "served_model",
-        "cost_usd",
+        cost,
         "latency_ms",
         "started_at",
     )

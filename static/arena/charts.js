@@ -52,6 +52,10 @@
       height: plotPx + legendPx + 40,
       margin: { l: small ? 48 : 64, r: small ? 8 : 20, t: 24, b: 30 + legendPx },
       hovermode: "x unified",
+      // The hover box lists every line at that time, highest value first, each with its full
+      // name (Plotly cuts names at 15 characters by default) and its unit (hoverFormat).
+      hoversort: "value descending",
+      hoverlabel: { namelength: -1 },
       showlegend: nLegend > 1,
       legend: { orientation: "h", x: 0, xanchor: "left", y: -(30 / plotPx), yanchor: "top",
                 font: { size: small ? 11 : 12 } },
@@ -63,6 +67,14 @@
       annotations: []
     };
   }
+
+  // One number format per unit, fixed places, so a hover box never mixes "10.14049k" with
+  // "8,935.98".
+  var HOVER = {
+    usd: "%{fullData.name}: $%{y:,.2f}<extra></extra>",
+    pct: "%{fullData.name}: %{y:,.1f} %<extra></extra>",
+    price: "%{fullData.name}: %{y:.3f}<extra></extra>"
+  };
 
   function line(s, x, y, extra) {
     var t = { type: "scatter", mode: "lines", name: esc(s.label), x: x, y: y, connectgaps: false,
@@ -113,7 +125,9 @@
   var BUILDERS = {
     // Cohort / entry value series: {x: [...], entries: [{label, color, dash, y: [...]}], annotations}
     series: function (data, el) {
-      var traces = (data.entries || []).map(function (e) { return line(e, data.x, e.y); });
+      var traces = (data.entries || []).map(function (e) {
+        return line(e, data.x, e.y, { hovertemplate: HOVER.usd });
+      });
       var layout = baseLayout(el, "Value (USD)", traces.length);
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
@@ -121,7 +135,9 @@
     // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
     // return in percent (web/charts.py scope_return_series)
     overview: function (data, el) {
-      var traces = (data.series || []).map(function (s) { return line(s, data.x, s.y); });
+      var traces = (data.series || []).map(function (s) {
+        return line(s, data.x, s.y, { hovertemplate: HOVER.pct });
+      });
       var layout = baseLayout(el, "Chain-linked return (%)", traces.length);
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
@@ -130,7 +146,8 @@
     lines: function (data, el) {
       var traces = (data.lines || []).map(function (l) {
         var few = (l.x || []).length <= 40;
-        return line(l, l.x, l.y, { mode: few ? "lines+markers" : "lines", line: { shape: "hv", width: 2 } });
+        return line(l, l.x, l.y, { mode: few ? "lines+markers" : "lines", line: { shape: "hv", width: 2 },
+                                   hovertemplate: HOVER.price });
       });
       // Always a legend here, even for one line: it names the outcome the line prices.
       var layout = baseLayout(el, el.dataset.yTitle || "", Math.max(traces.length, 2));

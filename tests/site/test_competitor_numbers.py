@@ -49,7 +49,8 @@ def test_competitor_page_numbers_labels_and_pairs(client, world):
     text = _text(body)
     # No run of more than 15 digits anywhere on the page (separators and decimals included).
     assert not re.search(r"\d(?:[\d,.]*\d){15,}", text.replace("\u2060", ""))
-    assert "1.43 × 10⁸¹" in text
+    # The take spans hundreds of powers of ten: it reads on a log scale, never as 1.43 × 10⁸¹.
+    assert "Take, log scale 186.87" in text and "× 10" not in text
     # P/L parts are rows of their own, not figures in the interval column.
     assert re.search(r"P/L realized \(settled and sold\) \$70\.00", text)
     assert re.search(r"P/L unrealized \(open positions at their last price\) \$20\.00", text)

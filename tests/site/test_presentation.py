@@ -27,10 +27,12 @@ def test_one_money_rule_for_portfolio_money_and_model_cost():
     assert money(0) == "$0.00" and money(None) == "—"
 
 
-def test_intervals_and_signed_figures_keep_their_sign():
-    # Favorite's skill interval [-0.0003, 0.0011] at 3 places must still show it crosses zero.
-    assert ci(-0.0003, 0.0011, 3) == "[\u2212\u20600.000, 0.001]"
-    assert signed(-0.0001, 3) == "\u2212\u20600.000" and signed(0.0004, 3) == "+0.000"
+def test_signed_figures_keep_their_sign_but_a_zero_has_none():
+    # No negative zero, and no sign on a zero: a column reads one zero (an interval that must
+    # show it crosses zero is printed with the places that separate its ends from zero).
+    assert ci(-0.0003, 0.0011, 3) == "[0.000, 0.001]"
+    assert signed(-0.0001, 3) == "0.000" and signed(0.0004, 3) == "0.000"
+    assert signed(-0.0006, 3) == "\u2212\u20600.001" and signed(0.0006, 3) == "+0.001"
     assert version("1") == "v1" and version("v1") == "v1"
 
 

@@ -154,25 +154,28 @@ def test_every_competitor_gets_its_own_style_even_with_gaps_in_the_ids(db):
     assert "#F0E442" not in colours.PALETTE and len(colours.PALETTE) == 7
 
 
-def test_styles_rank_within_the_scope_and_swatches_match_the_lines(client, arena_world):
+def test_a_competitor_has_one_style_on_every_page_and_swatches_match_the_lines(client, arena_world):
     import re
 
     from agents.models import Competitor
     from web import colours
 
-    # Many competitors elsewhere (earlier ids than the live ones would not matter either):
-    # the live page's competitors still take the first pairs, solid lines in distinct colours.
+    # Many competitors elsewhere: the live competitors keep the style they have on the
+    # competitor list (all competitors), distinct from each other.
     for i in range(12):
         Competitor.objects.create(slug=f"other-{i}", display_name=f"Other {i}", kind="baseline")
     data = client.get("/api/overview?scope=live").json()
     styles = [(s["color"], s["dash"]) for s in data["series"]]
     assert len(styles) == len(set(styles)) == 3
-    assert all(dash == "solid" for _, dash in styles)
+    everywhere = {tuple(colours.style_for(c, scope="").values()) for c in arena_world.competitors}
+    assert set(styles) <= everywhere
     page = client.get("/?scope=live").content.decode()
     table = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     swatches = re.findall(r'<svg class="swatch".*?stroke="(#[0-9A-Fa-f]{6})"', table)
     assert sorted(swatches) == sorted(c for c, _ in styles)
-    assert colours.rank(arena_world.competitors[0], "live") < len(colours.PALETTE)
+    assert colours.rank(arena_world.competitors[0], "live") == colours.rank(
+        arena_world.competitors[0], "demo"
+    )
 
 
 # --- the home chart -------------------------------------------------------------------------

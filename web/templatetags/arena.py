@@ -8,23 +8,20 @@ for that reads "<$0.0001". So $10,000.00, -$12.50, $0.0123 and $0.00, never $0.0
 
 import functools
 import json
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from core.money import MINUS, format_money
 from core.text import reveal_bidi as _reveal_bidi
 from web import colours, glossary
+from web.decision_words import action_label
 
 register = template.Library()
 DASH = "—"
-# A real minus sign (the width of +, never mistaken for a hyphen) glued to what follows by a word
-# joiner: browsers may otherwise wrap a narrow column between "−" and "$3,143.17".
-MINUS = "\u2212\u2060"
-CENT = Decimal("0.01")
-SMALLEST = Decimal("0.0001")
 
 
 def _num(value):
@@ -35,17 +32,6 @@ def _num(value):
     except (InvalidOperation, ValueError):
         return None
     return d if d.is_finite() else None
-
-
-def format_money(d: Decimal) -> str:
-    sign = MINUS if d < 0 else ""
-    a = abs(d)
-    if a == a.quantize(CENT) or a >= 1:
-        return f"{sign}${a.quantize(CENT, rounding=ROUND_HALF_EVEN):,.2f}"
-    if a < SMALLEST:
-        return f"{sign}<$0.0001"
-    text = f"{a.quantize(SMALLEST, rounding=ROUND_HALF_EVEN):.4f}".rstrip("0")
-    return f"{sign}${text if len(text.split('.')[1]) >= 2 else f'{a:.2f}'}"
 
 
 @register.filter
@@ -81,13 +67,29 @@ def signed(value, places: int = 2) -> str:
     if d is None:
         return DASH
     text = _fixed(d, int(places))
-    return text if text.startswith(MINUS) else f"+{text}"
+    if text.startswith(MINUS) or _is_zero(text):
+        return text
+    return f"+{text}"
+
+
+def _is_zero(text: str) -> bool:
+    return not any(ch in "123456789" for ch in text)
+
+
+@register.filter
+def log_e(value, places: int = 2) -> str:
+    """The natural logarithm of a positive figure, for one that spans hundreds of powers of
+    ten (a tournament take: coverage x e^score); a dash for zero or less."""
+    d = _num(value)
+    if d is None or d <= 0:
+        return DASH
+    return _fixed(d.ln(), int(places))
 
 
 @register.simple_tag
 def ci(lo, hi, places: int = 3) -> str:
-    """'[lo, hi]' or '' when either end is missing. An end keeps its sign even when it rounds
-    to zero (-0.0003 at 3 places reads -0.000), so an interval crossing zero still shows it."""
+    """'[lo, hi]' or '' when either end is missing; an end that rounds to zero reads 0 with
+    no sign, like every figure."""
     a, b = _num(lo), _num(hi)
     if a is None or b is None:
         return ""
@@ -99,15 +101,16 @@ _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
 
 def _fixed(d: Decimal, places: int) -> str:
-    """Fixed places with thousands separators and a real minus sign; the sign of a negative
-    number is kept even when it rounds to zero, because the sign is often the finding. A number
-    of 10^15 or more reads as 1.43 × 10⁸¹: a row of 80 digits says nothing a reader can use."""
+    """Fixed places with thousands separators and a real minus sign, never on a number that
+    rounds to zero ("0.000", not "−0.000": a column reads one zero). A number of 10^15 or more
+    reads as 1.43 × 10⁸¹ (a row of 80 digits says nothing a reader can use); a figure that can
+    reach such sizes is shown on a log scale instead (`log_e`)."""
     if abs(d) >= WIDEST:
         mantissa, exponent = f"{abs(d):.2e}".split("e")
         text = f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
     else:
         text = f"{abs(d):,.{places}f}"
-    return f"{MINUS}{text}" if d < 0 else text
+    return f"{MINUS}{text}" if d < 0 and not _is_zero(text) else text
 
 
 P_FLOOR = Decimal("0.0001")
@@ -219,6 +222,15 @@ _OUTSIDE_BADGE = (
     '<span class="badge badge-outside" title="Outside agent: an outside team\'s own agent, '
     'entered through the agent API; the arena never calls it">outside agent</span>'
 )
+
+
+@register.simple_tag
+def decision_did(decision) -> str:
+    """What a decision did ("BUY", "chosen HOLD", "forced HOLD"), or its status when it has
+    no action yet."""
+    if decision.action:
+        return action_label(decision.action, decision.hold_reason)
+    return decision.get_status_display()
 
 
 @register.simple_tag
