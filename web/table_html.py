@@ -75,8 +75,10 @@ def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) 
             f'<span class="ci">{esc(r.ret_ci)}</span></td>'
             f'<td class="num" data-label="P/L">{esc(r.pnl)}</td>'
             f'<td class="num" data-label="Win rate">{esc(r.win_rate)}</td>'
-            f'<td class="num" data-label="Resolved">{esc(r.n_resolved)}'
-            f'<span class="muted"> / {esc(r.n_forecasts)}</span></td>'
+            f'<td class="num" data-label="Scored">{esc(r.n_resolved)}'
+            f'<span class="muted"> of {esc(r.n_forecasts)}</span></td>'
+            f'<td class="num" data-label="Coverage" title="{esc(r.coverage_title)}">'
+            f"{esc(r.coverage)}</td>"
             f'<td class="num" data-label="Cost">{cost}</td></tr>'
         )
     return mark_safe("\n".join(out))  # noqa: S308  every value above is escaped
@@ -97,8 +99,10 @@ def standing_rows_html(rows: Iterable[LeaderRow], headline: str) -> SafeString:
             f'<span class="ci">{esc(r.skill_ci)}</span></td>'
             f'<td class="num{return_head}" data-label="Return">{esc(r.ret)} '
             f'<span class="ci">{esc(r.ret_ci)}</span></td>'
-            f'<td class="num" data-label="Resolved">{esc(r.n_resolved)}'
-            f'<span class="muted"> / {esc(r.n_forecasts)}</span></td></tr>'
+            f'<td class="num" data-label="Scored">{esc(r.n_resolved)}'
+            f'<span class="muted"> of {esc(r.n_forecasts)}</span></td>'
+            f'<td class="num" data-label="Coverage" title="{esc(r.coverage_title)}">'
+            f"{esc(r.coverage)}</td></tr>"
         )
     return mark_safe("\n".join(out))  # noqa: S308  every value above is escaped
 

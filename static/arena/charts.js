@@ -90,6 +90,60 @@
     }, 0);
   }
 
+  // Percent ticks of the home chart's log axis; Plotly shows those inside the range drawn.
+  var GROWTH_TICKS = [-95, -90, -75, -50, -25, 0, 25, 50, 100, 200, 400, 900, 1900, 4900, 9900,
+                      19900, 49900, 99900];
+
+  // Under the home chart: which lines the reader has hidden (legend clicks), in words.
+  function noteHidden(el) {
+    var note = document.querySelector('[data-chart-hidden="' + el.id + '"]');
+    if (!note || !el.data) { return; }
+    var hidden = el.data.filter(function (t) { return t.visible === "legendonly"; })
+      .map(function (t) { return t.name; });
+    note.textContent = hidden.length
+      ? hidden.length + " of " + el.data.length + " lines hidden: " + hidden.join(", ") +
+        " (click a name in the legend to show it again; the axis follows the lines shown)."
+      : "";
+    el.dataset.hidden = String(hidden.length);
+  }
+
+  // Beside the home chart: each line's value at the end of the range, highest first.
+  function fillEnds(el, data) {
+    var table = document.querySelector('[data-chart-ends="' + el.id + '"]');
+    if (!table || !data.series) { return; }
+    var body = table.querySelector("tbody");
+    var ends = data.series.map(function (s) {
+      var ys = (s.y || []).filter(function (v) { return v !== null && v !== undefined; });
+      return { label: s.label, color: s.color, value: ys.length ? ys[ys.length - 1] : null };
+    }).filter(function (e) { return e.value !== null; });
+    ends.sort(function (a, b) { return b.value - a.value; });
+    body.textContent = "";
+    ends.forEach(function (e) {
+      var tr = document.createElement("tr");
+      var th = document.createElement("th");
+      th.scope = "row";
+      var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      svg.setAttribute("class", "swatch");
+      svg.setAttribute("width", "16");
+      svg.setAttribute("height", "8");
+      svg.setAttribute("viewBox", "0 0 16 8");
+      svg.setAttribute("aria-hidden", "true");
+      var stroke = document.createElementNS("http://www.w3.org/2000/svg", "line");
+      [["x1", "0"], ["y1", "4"], ["x2", "16"], ["y2", "4"], ["stroke-width", "3"],
+       ["stroke", e.color || "#888"]].forEach(function (a) { stroke.setAttribute(a[0], a[1]); });
+      svg.appendChild(stroke);
+      th.appendChild(svg);
+      th.appendChild(document.createTextNode(e.label));
+      var td = document.createElement("td");
+      td.className = "num";
+      td.dataset.label = "Chain-linked growth";
+      td.textContent = (e.value > 0 ? "+" : e.value < 0 ? "\u2212" : "") + Math.abs(e.value).toFixed(1) + "%";
+      tr.appendChild(th);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+  }
+
   var BUILDERS = {
     // Cohort / entry value series: {x: [...], entries: [{label, color, dash, y: [...]}], annotations}
     series: function (data, el) {
@@ -99,10 +153,23 @@
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
     // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
-    // return in percent (web/charts.py scope_return_series)
+    // growth in percent (web/charts.py scope_return_series). Drawn as the growth factor
+    // 1 + y/100 on a log axis, ticks labelled in percent: one competitor running away leaves
+    // the others readable, and the axis autoranges over the lines shown.
     overview: function (data, el) {
-      var traces = (data.series || []).map(function (s) { return line(s, data.x, s.y); });
-      var layout = baseLayout(el, "Chain-linked return (%)", traces.length);
+      var traces = (data.series || []).map(function (s) {
+        var factor = (s.y || []).map(function (v) {
+          return v === null || v === undefined || v <= -100 ? null : 1 + v / 100;
+        });
+        return line(s, data.x, factor, {
+          customdata: s.y,
+          hovertemplate: esc(s.label) + ": %{customdata:+.1f}%<extra></extra>"
+        });
+      });
+      var layout = baseLayout(el, "Chain-linked growth (%, log scale)", traces.length);
+      layout.yaxis.type = "log";
+      layout.yaxis.tickvals = GROWTH_TICKS.map(function (p) { return 1 + p / 100; });
+      layout.yaxis.ticktext = GROWTH_TICKS.map(function (p) { return (p > 0 ? "+" : "") + p + "%"; });
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
@@ -171,6 +238,14 @@
     }
     if (empty) { empty.remove(); }
     return window.Plotly.react(el, fig.traces, fig.layout, CONFIG).then(function () {
+      if (el.dataset.chartKind === "overview") {
+        fillEnds(el, data);
+        noteHidden(el);
+        if (!el.dataset.hiddenWatch) {
+          el.dataset.hiddenWatch = "1";
+          el.on("plotly_restyle", function () { noteHidden(el); });
+        }
+      }
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);
     });
   }

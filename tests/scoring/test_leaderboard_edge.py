@@ -130,7 +130,8 @@ def test_clv_uses_the_line_a_horizon_before_close_complement_and_devig():
     assert clv["dana"]["mean_logodds"] == pytest.approx(logit(0.7) - logit(0.5))
     assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
     assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
-    assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
+    # Too few trades to test: its own state, never "no edge" (methodology v4).
+    assert clv["dana"]["label"] == "NOT_TESTED" and clv["dana"]["flag"] == "too_few"
     assert clv["gil"] == {"n": 0, "label": None, "flag": "no_closing_line"}
     # Each BUY's CLV is kept on record in both forms, with the closing price used.
     from scoring.models import TradeCLV

@@ -15,6 +15,7 @@ SEALED = {
     "1": "ab09ba3a8b59bb8cffe5644c81ff52299b864b920e91e053ae2cf736ec098167",
     "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
     "3": "f5870eb90b5abf92ecb6c3d8b19e2cae97ec55d45b72c70db010ca63e3d2f2f5",
+    "4": "32771ab359854fd0b5b09d504e9380799adb9e15eb67128dd0acd76b62fe3c80",
 }
 
 
@@ -39,10 +40,20 @@ def test_v1_is_the_file_sealed_before_the_in_place_edit():
 
 def test_history_lists_every_version_with_its_changes():
     history = methodology.history()
-    assert [h["version"] for h in history] == ["3", "2", "1"]
-    v3, v2 = history[0], history[1]
-    assert v3["current"] and v3["sha256"] == methodology.METHODOLOGY_HASH
+    assert [h["version"] for h in history] == ["4", "3", "2", "1"]
+    v4, v3, v2 = history[0], history[1], history[2]
+    assert v4["current"] and v4["sha256"] == methodology.METHODOLOGY_HASH
+    assert not v3["current"] and v3["sha256"] == SEALED["3"]
     assert not v2["current"] and v2["sha256"] == SEALED["2"]
+    changed4 = {name: (old, new) for name, old, new in v4["changed"]}
+    assert changed4["edge_labels"][1][-1] == "NOT_TESTED"
+    assert changed4["question_coverage"] == (None, "forecast_sample_resolved")
+    assert changed4["common_set_imputation"] == (None, "universe_shown_price")
+    assert changed4["ranking_view"] == (None, "own_questions")
+    # v3's seed claim is corrected in the meanings, its values unchanged.
+    v4doc = methodology.sealed("4")
+    assert "does not depend on the seed" not in v4doc.meanings["sb_resamples"]
+    assert "does not depend on the seed" in methodology.sealed("3").meanings["sb_resamples"]
     changed3 = {name: (old, new) for name, old, new in v3["changed"]}
     assert changed3["sb_resamples"] == (2000, 20000)
     assert changed3["edge_multiple_comparison"] == (None, "holm")
@@ -72,7 +83,7 @@ def test_constants_are_read_only_and_typed():
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.log_eps = 0.5
     assert isinstance(c.sb_levels, tuple) and isinstance(c.edge_labels, tuple)
-    assert c.edge_labels == ("GENUINE_EDGE", "WEAK_EDGE", "NO_EDGE")
+    assert c.edge_labels == ("GENUINE_EDGE", "WEAK_EDGE", "NO_EDGE", "NOT_TESTED")
 
 
 def test_describe_lists_every_constant_with_a_meaning():
