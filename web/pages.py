@@ -184,8 +184,7 @@ LEADERBOARD_COLUMNS = [
     ("return", "Pooled return", "return", "key"),
     ("pnl", "P/L", "pnl", ""),
     ("win_rate", "Win rate", "win_rate", ""),
-    ("n_resolved", "Scored", "resolved", ""),
-    ("coverage", "Coverage", "coverage", ""),
+    ("n_resolved", "Scored", "coverage", ""),
     ("cost", "Cost", "cost", ""),
 ]
 
@@ -514,14 +513,16 @@ def scoring_spec() -> str:
     return SPEC_PATH.read_text(encoding="utf-8")
 
 
+@page({"download": params.choice(("1",), "")}, depends=("data",))
 @require_safe
-def methodology_spec(request: HttpRequest) -> HttpResponse:
-    """`/methodology/spec.md`: the scoring specification, to read or download with exports."""
+def methodology_spec(request: HttpRequest, download: str) -> HttpResponse:
+    """`/methodology/spec.md[?download=1]`: the scoring specification, to read, or to save
+    beside the exports."""
     from core import methodology as m
 
     response = HttpResponse(scoring_spec(), content_type="text/markdown; charset=utf-8")
     name = f"arena-scoring-spec-v{m.METHODOLOGY_VERSION}.md"
-    if request.GET.get("download"):
+    if download:
         response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 

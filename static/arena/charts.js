@@ -90,9 +90,35 @@
     }, 0);
   }
 
-  // Percent ticks of the home chart's log axis; Plotly shows those inside the range drawn.
-  var GROWTH_TICKS = [-95, -90, -75, -50, -25, 0, 25, 50, 100, 200, 400, 900, 1900, 4900, 9900,
-                      19900, 49900, 99900];
+  // Percent ticks of the home chart's log axis: from these, the ones inside the values of the
+  // lines shown, at least an eighth of that span apart (in log terms), always with 0%.
+  var GROWTH_TICKS = [-95, -90, -80, -70, -60, -50, -40, -30, -20, -10, -5, -2, -1, 0, 1, 2, 5,
+                      10, 20, 30, 50, 75, 100, 150, 200, 300, 400, 600, 900, 1400, 1900, 2900,
+                      4900, 9900, 19900, 49900, 99900];
+
+  function growthTicks(traces) {
+    var lo = Infinity, hi = -Infinity;
+    traces.forEach(function (t) {
+      if (t.visible === "legendonly" || t.visible === false) { return; }
+      (t.y || []).forEach(function (v) {
+        if (v !== null && v !== undefined && v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+      });
+    });
+    if (!isFinite(lo)) { lo = 1; hi = 1; }
+    var span = Math.max(Math.log(hi) - Math.log(lo), Math.log(1.02));
+    var kept = [];
+    GROWTH_TICKS.forEach(function (p) {
+      var f = Math.log(1 + p / 100);
+      if (f < Math.log(lo) - span / 8 || f > Math.log(hi) + span / 8) { return; }
+      if (p !== 0 && kept.length && f - Math.log(1 + kept[kept.length - 1] / 100) < span / 8) { return; }
+      kept.push(p);
+    });
+    if (kept.indexOf(0) === -1) { kept.push(0); kept.sort(function (a, b) { return a - b; }); }
+    return {
+      "yaxis.tickvals": kept.map(function (p) { return 1 + p / 100; }),
+      "yaxis.ticktext": kept.map(function (p) { return (p > 0 ? "+" : "") + p + "%"; })
+    };
+  }
 
   // Under the home chart: which lines the reader has hidden (legend clicks), in words.
   function noteHidden(el) {
@@ -168,8 +194,9 @@
       });
       var layout = baseLayout(el, "Chain-linked growth (%, log scale)", traces.length);
       layout.yaxis.type = "log";
-      layout.yaxis.tickvals = GROWTH_TICKS.map(function (p) { return 1 + p / 100; });
-      layout.yaxis.ticktext = GROWTH_TICKS.map(function (p) { return (p > 0 ? "+" : "") + p + "%"; });
+      var ticks = growthTicks(traces);
+      layout.yaxis.tickvals = ticks["yaxis.tickvals"];
+      layout.yaxis.ticktext = ticks["yaxis.ticktext"];
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
@@ -243,7 +270,11 @@
         noteHidden(el);
         if (!el.dataset.hiddenWatch) {
           el.dataset.hiddenWatch = "1";
-          el.on("plotly_restyle", function () { noteHidden(el); });
+          // The axis autoranges over the lines shown; its ticks follow them.
+          el.on("plotly_restyle", function () {
+            noteHidden(el);
+            window.Plotly.relayout(el, growthTicks(el.data));
+          });
         }
       }
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);

@@ -221,15 +221,30 @@ def _return_interval(d: Demo, how: str) -> dict[str, tuple[float, float]]:
 
 # formula -> (recompute, published column, the words it needs, words that state another rule)
 FORMULAS = {
-    "brier:question_half_sum": (_brier_half_sum, "brier", ("half the sum", "once per question"),
-                                ("one-vs-rest",)),  # fmt: skip
-    "bss_half:uniform_1_over_k": (_bss_uniform, "bss_vs_uniform", ("1/K", "(1 - 1/K) / 2"),
-                                  ("/ 0.25:", "Brier/0.25")),  # fmt: skip
-    "win_rate:bets": (_win_rate_bets, "win_rate", ("Bets that won", "counts once"),
-                      ("Settled positions that won",)),  # fmt: skip
-    "ci:market_union": (lambda d: _return_interval(d, "market_union"), ("return_lo", "return_hi"),
-                        ("any competitor of the group traded", "never entries"),
-                        ("resample entries",)),  # fmt: skip
+    "brier:question_half_sum": (
+        _brier_half_sum,
+        "brier",
+        ("half the sum", "once per question"),
+        ("one-vs-rest",),
+    ),  # fmt: skip
+    "bss_half:uniform_1_over_k": (
+        _bss_uniform,
+        "bss_vs_uniform",
+        ("1/K", "(1 - 1/K) / 2"),
+        ("/ 0.25:", "Brier/0.25"),
+    ),  # fmt: skip
+    "win_rate:bets": (
+        _win_rate_bets,
+        "win_rate",
+        ("Bets that won", "counts once"),
+        ("Settled positions that won",),
+    ),  # fmt: skip
+    "ci:market_union": (
+        lambda d: _return_interval(d, "market_union"),
+        ("return_lo", "return_hi"),
+        ("any competitor of the group traded", "never entries"),
+        ("resample entries",),
+    ),  # fmt: skip
 }
 WRONG = {  # the readings the glossary once printed, recomputed: none may match the figures
     "brier:one_vs_rest": (_brier_one_vs_rest, "brier"),
@@ -242,7 +257,9 @@ WRONG = {  # the readings the glossary once printed, recomputed: none may match 
 
 def _published(d: Demo, column) -> dict:
     if isinstance(column, tuple):
-        return {s: (r[column[0]], r[column[1]]) for s, r in d.all.items() if r[column[0]] is not None}
+        return {
+            s: (r[column[0]], r[column[1]]) for s, r in d.all.items() if r[column[0]] is not None
+        }
     return {s: r[column] for s, r in d.all.items() if r[column] is not None}
 
 
