@@ -734,6 +734,10 @@ def ranks_and_letters(rows, figures, different):
             continue
         ranked.append(r["competitor"])
     rank = {s: i + 1 for i, s in enumerate(ranked)}
+    # §6.3: letters only under the skill headline, once two competitors have scored questions.
+    tested = sum(1 for r in rows if figures[r["competitor"]]["n_resolved"] > 0) >= 2
+    if head != "skill_vs_market" or not tested:
+        return rank, {}
     found = letters(ranked, [(a, b) for a, b in different if a in rank and b in rank])
     return rank, found
 
