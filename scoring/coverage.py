@@ -47,11 +47,8 @@ class Coverage:
 
 def coverage(data: ScopeData, q: Questions, cohort_ids: set[int], n_comp: int) -> Coverage:
     entry_row = {e: i for i, e in enumerate(data.entries["id"].tolist())}
-    scored_pairs = {
-        (d, m)
-        for d, m, ok in zip(q.decision.tolist(), q.market.tolist(), q.scored.tolist(), strict=True)
-        if ok
-    }
+    mine = np.flatnonzero(q.scored & np.isin(q.cohort, list(cohort_ids)))
+    scored_pairs = set(zip(q.decision[mine].tolist(), q.market[mine].tolist(), strict=True))
     asked = np.zeros(n_comp, dtype=np.int64)
     scored = np.zeros(n_comp, dtype=np.int64)
     resolved: dict[int, bool] = {}
@@ -118,7 +115,7 @@ def common_set(
     col = {ci: j for j, ci in enumerate(present)}
     total = np.zeros((n_q, n_p))
     count = np.zeros((n_q, n_p))
-    s = np.flatnonzero(q.scored)
+    s = np.flatnonzero(q.scored & np.isin(q.cohort, list(cohort_ids)))
     for i in s.tolist():
         j = index.get((int(q.cohort[i]), int(q.week[i]), int(q.market[i])))
         c = col.get(int(q.comp[i]))
