@@ -22,8 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-METHODOLOGY_VERSION = "4"
-VERSIONS = ("1", "2", "3", "4")  # every published file, oldest first
+METHODOLOGY_VERSION = "5"
+VERSIONS = ("1", "2", "3", "4", "5")  # every published file, oldest first
 
 _DIR = Path(__file__).resolve().parent
 
@@ -101,6 +101,9 @@ class Constants:
     win_rate_unit: str
     payout_rounding: str
     bss_base_rate_reference: str
+    question_coverage: str
+    common_set_imputation: str
+    ranking_view: str
 
 
 @dataclasses.dataclass(frozen=True)

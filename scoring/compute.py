@@ -32,11 +32,12 @@ from core.methodology import CONSTANTS as C
 from core.methodology import seed as methodology_seed
 from markets.models import Market
 from scoring import metrics
+from scoring.coverage import CommonSet, Coverage, common_set, coverage
 from scoring.edge import EntryComp, TradeClv, clv_summary, information_tests
 from scoring.load import ScopeData
 from scoring.paper import PaperEntry
 from scoring.questions import BoolArray, FloatArray, IntArray, Questions
-from scoring.stored import CalibrationBin, Clv, Interval, Murphy, Rps
+from scoring.stored import CalibrationBin, Clv, CommonView, Interval, Murphy, Rps
 
 _CHUNK_CELLS = 4_000_000  # bound memory: resample blocks of at most this many cells
 
@@ -243,6 +244,33 @@ def rps_by_comp(q: Questions, sel: BoolArray) -> dict[int, Rps]:
     return out
 
 
+def common_scores(cs: CommonSet, n_comp: int) -> dict[int, CommonView]:
+    """Per competitor present: the common-question view (frozen common_set_imputation): its
+    mean Brier and skill over the group's common questions, the questions it forecast itself,
+    and the skill's market-bootstrap interval (a fresh generator from the seed)."""
+    if cs.n_questions == 0:
+        return {}
+    skill_l = cs.m_brier - cs.brier
+    ones = np.ones(cs.comp.size)
+    ((lo, hi),) = cluster_bootstrap_ratio_ci(cs.comp, cs.market, [(skill_l, ones)], n_comp)
+    n = np.bincount(cs.comp, minlength=n_comp).astype(float)
+    own = np.bincount(cs.comp, weights=cs.own, minlength=n_comp)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        brier = np.bincount(cs.comp, weights=cs.brier, minlength=n_comp) / n
+        skill = np.bincount(cs.comp, weights=skill_l, minlength=n_comp) / n
+    return {
+        ci: CommonView(
+            questions=cs.n_questions,
+            own=int(own[ci]),
+            brier=float(brier[ci]),
+            skill=float(skill[ci]),
+            skill_lo=float(lo[ci]),
+            skill_hi=float(hi[ci]),
+        )
+        for ci in np.unique(cs.comp).tolist()
+    }
+
+
 @dataclass
 class GroupMoney:
     """Money of one group, one element per competitor index (replicates summed)."""
@@ -424,6 +452,9 @@ class CompetitorStats:
     information_test: dict[str, dict] | None
     clv: Clv
     paper: PaperTake
+    asked: int = 0  # questions asked that resolved (coverage.coverage)
+    covered: int = 0  # of them, scored
+    common: CommonView | None = None
 
 
 @dataclass
@@ -443,6 +474,8 @@ class GroupInputs:
     clv: list[TradeClv]
     paper: dict[int, PaperEntry] = field(default_factory=dict)
     return_ci: dict[int, tuple[float, float]] = field(default_factory=dict)
+    coverage: Coverage | None = None
+    common: dict[int, CommonView] = field(default_factory=dict)
 
 
 def group_inputs(
@@ -458,6 +491,7 @@ def group_inputs(
     f_sel = np.isin(q.cohort, list(cohort_ids))
     e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
     money = money_by_comp(data, e_sel, n_comp)
+    present = sorted(set(data.entries["comp"][e_sel].tolist()))
     return GroupInputs(
         group=group,
         cohort_ids=cohort_ids,
@@ -474,6 +508,8 @@ def group_inputs(
         clv=[r for r in clv if r.cohort in cohort_ids],
         paper=paper,
         return_ci=market_return_ci(money),
+        coverage=coverage(data, q, cohort_ids, n_comp),
+        common=common_scores(common_set(data, q, cohort_ids, present), n_comp),
     )
 
 
@@ -536,4 +572,7 @@ def competitor_stats(data: ScopeData, g: GroupInputs, ci: int) -> CompetitorStat
             bets=sum(paper[e].n_bets for e in comp_entries if e in paper),
             clv_mean=float(np.mean([c[1] for c in paper_clv])) if paper_clv else None,
         ),
+        asked=int(g.coverage.asked[ci]) if g.coverage else 0,
+        covered=int(g.coverage.scored[ci]) if g.coverage else 0,
+        common=g.common.get(ci),
     )

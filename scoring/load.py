@@ -98,6 +98,9 @@ class ScopeData:
     # outcomes only (what the outcomes a decision did not state were priced at).
     shown: dict[tuple[int, int], dict[int, dict[str, float]]] = field(default_factory=dict)
     closes: dict[tuple[int, str], tuple[float, float]] = field(default_factory=dict)  # cache
+    # (cohort, week) -> market id -> outcome -> price shown, for the week's forecast sample in
+    # universe order: the questions the week asked every entry (coverage, the common set).
+    samples: dict[tuple[int, int], dict[int, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def as_of_t(self) -> float:
@@ -353,8 +356,12 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         "comp": np.asarray([comp_index[e[2]] for e in entries], dtype=np.int64),
         "initial": np.asarray([float(e[3]) for e in entries], dtype=float),
     }
-    market_q = Q(pk__in=Forecast.objects.filter(entry_q).values("market_id")) | Q(
-        pk__in=Position.objects.filter(entry_q).values("market_id")
+    samples = _load_samples(cohort_qs, as_of)
+    sampled = sorted({m for week in samples.values() for m in week})
+    market_q = (
+        Q(pk__in=Forecast.objects.filter(entry_q).values("market_id"))
+        | Q(pk__in=Position.objects.filter(entry_q).values("market_id"))
+        | Q(pk__in=sampled)
     )
     markets = _load_markets(market_q, as_of)
     decision_q = entry_q & (
@@ -409,7 +416,29 @@ def load_scope(scope: str, as_of: datetime) -> ScopeData:
         usage=_load_usage(decision_q),
         prices=_load_prices(market_q, as_of),
         shown=_load_shown_prices(cohort_qs, forecasts, markets),
+        samples=samples,
     )
+
+
+def _load_samples(cohort_qs, as_of: datetime) -> dict[tuple[int, int], dict[int, dict[str, float]]]:
+    """Each week's forecast sample (universes frozen by as_of), in universe order, with the
+    prices the universe showed for every outcome of each sampled market. One query."""
+    out: dict[tuple[int, int], dict[int, dict[str, float]]] = {}
+    rows = (
+        Universe.objects.filter(cohort__in=cohort_qs.values("pk"), frozen_at__lte=as_of)
+        .order_by("cohort_id", "week")
+        .values_list("cohort_id", "week", "markets", "forecast_sample")
+    )
+    for cohort_id, week, items, sample in rows:
+        prices = {
+            item.get("market_id"): item.get("prices")
+            for item in items or []
+            if isinstance(item, dict)
+        }
+        out[(cohort_id, week)] = {
+            int(m): shown_price_map(prices.get(int(m))) for m in sample or [] if str(m).isdigit()
+        }
+    return out
 
 
 def _load_shown_prices(cohort_qs, forecasts: dict, markets: dict) -> dict:

@@ -26,7 +26,7 @@ from scoring import metrics
 from scoring.compute import CompetitorStats
 from scoring.load import CENT
 from scoring.models import LeaderboardRow
-from scoring.stored import Champions, Methodology, Multiclass, RowDetails
+from scoring.stored import Champions, Coverage, Methodology, Multiclass, RowDetails
 
 ALL = "all"  # group key of the rows across every cohort of the scope
 HEADLINE_RULE = (
@@ -45,8 +45,8 @@ def notes() -> list[str]:
     """The rules behind a run's numbers, stored with it (run.details["notes"]); the frozen
     amounts in them are read from the current methodology, which every run is scored with."""
     return [
-        "Replicates of a competitor are pooled into one row; return_ci bootstraps over its "
-        "entries.",
+        "Replicates of a competitor are pooled into one row: its forecasts together, its P/L "
+        "summed over the summed starting cash (pooled return).",
         "A question is one decision's forecast of one market: the stated outcomes completed to a "
         "full vector (the rest shared like the shown prices), scored once; n_forecasts and "
         "n_resolved count questions.",
@@ -58,8 +58,14 @@ def notes() -> list[str]:
         "Edge labels: one-sided bootstrap p of the CLV Sharpe ratio, Holm-adjusted across the "
         "group's competitors; within Monte Carlo error of a level the weaker label is published "
         "as borderline.",
-        "Return intervals resample the markets traded (all of a competitor's entries together), "
-        "the same draws for every competitor.",
+        "Return intervals resample the markets any competitor of the group traded (the union, "
+        "sorted by id), the same draws for every competitor; a market it never traded adds 0.",
+        "Coverage: of the questions the forecast samples asked the competitor that resolved, the "
+        "number it scored. The common-question view scores every competitor on the group's "
+        "resolved sample questions, a missing forecast imputed by the price shown; the "
+        "own-question view ranks.",
+        "Edge labels are about closing-line value only; a series with fewer than "
+        f"{C.sb_min_n} trades or no variance is NOT_TESTED, never NO_EDGE.",
         "CLV: BUY trades on closed, non-void markets; the closing line is the last price a sealed "
         "horizon before the close or resolution, and only when it is later than the trade (else "
         "n/a).",
@@ -145,6 +151,8 @@ def make_row(stats: CompetitorStats) -> LeaderboardRow:
             real_pnl=money.pnl,
             real_clv_mean=clv.mean_prob,
         ),
+        coverage=Coverage(asked=stats.asked, scored=stats.covered),
+        common=stats.common,
     )
     return LeaderboardRow(
         cohort_id=None if stats.group == ALL else stats.group,

@@ -38,6 +38,7 @@ from core import clock
 from core.methodology import METHODOLOGY_HASH, METHODOLOGY_VERSION
 from core.reaper import owner_token, reap
 from core.versions import scores_changed
+from markets.models import Market
 from scoring.compute import competitor_stats, group_inputs
 from scoring.edge import EntryComp, TradeClv, dm_tables, holm_labels, trade_clv
 from scoring.load import ScopeData, load_scope
@@ -46,7 +47,14 @@ from scoring.paper import PaperEntry, paper_candidates, paper_portfolios
 from scoring.present import ALL, HEADLINE_RULE, json_safe, make_row, notes, rank_rows
 from scoring.questions import Questions, build_items, build_questions, yes_view
 from scoring.services_seal import inputs_digest, seal_run
-from scoring.stored import CohortRef, DmTables, Methodology, RunDetails, TournamentTable
+from scoring.stored import (
+    CohortRef,
+    DmTables,
+    GroupCounts,
+    Methodology,
+    RunDetails,
+    TournamentTable,
+)
 from scoring.tournament import TournamentPairs, tournament_pairs, tournament_table
 
 ENGINE_VERSION = "2.0"
@@ -229,6 +237,7 @@ def _score(scope: str, as_of: datetime) -> _Scored:
         details.headline_by_cohort[str(group)] = headline
         details.dm[str(group)] = dm
         details.tournament[str(group)] = tournament
+        details.counts[str(group)] = group_counts(data, questions, group, group_rows)
     buys = [t.pk for t in data.trades if t.side == Trade.Side.BUY]
     return _Scored(
         rows,
@@ -262,6 +271,38 @@ def _group_rows(
         mine = take.get(row.details["slug"])
         row.details["tournament"] = json_safe(asdict(mine)) if mine else None
     return rows, headline, dm, tournament
+
+
+def group_counts(
+    data: ScopeData, q: Questions, group: int | str, rows: list[LeaderboardRow]
+) -> GroupCounts:
+    """What a group's header says in words: cohorts, markets (shown in a forecast sample,
+    forecast or traded) and how many resolved by as_of, competitors, forecasts (questions) and
+    how many are on resolved markets, and its common questions."""
+    cohort_ids = set(data.cohorts) if group == ALL else {int(group)}
+    f_sel = np.isin(q.cohort, list(cohort_ids))
+    e_sel = np.isin(data.entries["cohort"], list(cohort_ids))
+    markets = set(q.market[f_sel].tolist())
+    for entry_id in data.entries["id"][e_sel].tolist():
+        markets.update(data.market_pnl.get(entry_id, {}))
+    for (cohort, _week), sample in data.samples.items():
+        if cohort in cohort_ids:
+            markets.update(sample)
+    resolved = sum(
+        1 for m in markets if m in data.markets and data.markets[m].status == Market.Status.RESOLVED
+    )
+    common = next(
+        (c.get("questions") for r in rows if isinstance(c := r.details.get("common"), dict)), 0
+    )
+    return GroupCounts(
+        cohorts=len(cohort_ids),
+        markets=len(markets),
+        markets_resolved=resolved,
+        competitors=len(set(data.entries["comp"][e_sel].tolist())),
+        forecasts=int(f_sel.sum()),
+        forecasts_resolved=int((f_sel & q.scored).sum()),
+        common_questions=int(common or 0),
+    )
 
 
 def prune_runs(keep: int = 48, at: datetime | None = None) -> int:

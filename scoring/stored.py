@@ -180,6 +180,36 @@ class Champions:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """Questions the scope asked a competitor that resolved, and how many of them it scored
+    (frozen question_coverage)."""
+
+    asked: int | None
+    scored: int | None
+
+    @classmethod
+    def from_json(cls, data: object) -> Coverage | None:
+        return _flat(cls, data)
+
+
+@dataclass(frozen=True)
+class CommonView:
+    """A competitor on the group's common questions, missing forecasts imputed by the price
+    shown (frozen common_set_imputation): it never ranks (ranking_view)."""
+
+    questions: int | None
+    own: int | None  # of them, questions it forecast itself
+    brier: float | None
+    skill: float | None
+    skill_lo: float | None
+    skill_hi: float | None
+
+    @classmethod
+    def from_json(cls, data: object) -> CommonView | None:
+        return _flat(cls, data)
+
+
+@dataclass(frozen=True)
 class TournamentTake:
     """One competitor's line of a group's tournament table."""
 
@@ -222,6 +252,8 @@ class RowDetails:
     edge_label: str | None = None
     champions_clothes: Champions | None = None
     tournament: TournamentTake | None = None
+    coverage: Coverage | None = None
+    common: CommonView | None = None
 
     @classmethod
     def from_json(cls, data: object) -> RowDetails:
@@ -244,6 +276,8 @@ class RowDetails:
             clv=Clv.from_json(obj.get("clv")),
             champions_clothes=_flat(Champions, obj.get("champions_clothes")),
             tournament=_flat(TournamentTake, obj.get("tournament")),
+            coverage=_flat(Coverage, obj.get("coverage")),
+            common=_flat(CommonView, obj.get("common")),
         )
 
     def to_json(self) -> Json:
@@ -275,6 +309,8 @@ _NESTED = {
     "clv",
     "champions_clothes",
     "tournament",
+    "coverage",
+    "common",
 }
 
 
@@ -345,6 +381,22 @@ class CohortRef:
     methodology_version: str | None
 
 
+@dataclass(frozen=True)
+class GroupCounts:
+    """A group's size in plain words: its cohorts, the markets its weeks showed, forecast or
+    traded (and how many resolved by the score time), its competitors, its forecasts (a
+    forecast is one decision's probabilities for one market: the scored question) and the
+    common questions (resolved questions of the forecast samples)."""
+
+    cohorts: int | None
+    markets: int | None
+    markets_resolved: int | None
+    competitors: int | None
+    forecasts: int | None
+    forecasts_resolved: int | None
+    common_questions: int | None
+
+
 @dataclass
 class RunDetails:
     """Run-wide results (ScoreRun.details), keyed by group: a cohort id as text, or "all"."""
@@ -356,6 +408,8 @@ class RunDetails:
     tournament: dict[str, TournamentTable] = field(default_factory=dict)
     cohorts: list[CohortRef] = field(default_factory=list)
     methodology: Methodology | None = None
+    # Per group: what the scope's header counts in words (scoring/services.py group_counts).
+    counts: dict[str, GroupCounts] = field(default_factory=dict)
 
     def headline(self, group: object) -> str | None:
         return self.headline_by_cohort.get(str(group))
@@ -373,6 +427,7 @@ class RunDetails:
             if group in self.headline_by_cohort
             else {},
             dm={group: DmTables(dm.brier, [], dm.n_keys)} if dm is not None else {},
+            counts={group: self.counts[group]} if group in self.counts else {},
         )
 
     def groups(self) -> list[str]:
@@ -395,6 +450,11 @@ class RunDetails:
             },
             cohorts=[c for c in cohorts if c is not None],
             methodology=Methodology.from_json(obj.get("methodology")),
+            counts={
+                k: c
+                for k, v in (_obj(obj.get("counts")) or {}).items()
+                if (c := _flat(GroupCounts, v)) is not None
+            },
         )
 
     def to_json(self) -> Json:
@@ -408,4 +468,5 @@ class RunDetails:
             "methodology": {"version": methodology.version, "hash": methodology.hash}
             if methodology
             else None,
+            "counts": {k: _flat_json(v) for k, v in self.counts.items()},
         }

@@ -145,6 +145,9 @@ class ChartJSON:
     text: str
     x: bool  # has points (the templates' "no snapshots yet" test)
     step_seconds: int
+    # The home chart's lines at the end of its range, highest first: (name, colour, percent).
+    # The table beside the chart prints them, so the chart and its table show one measure.
+    ends: tuple[tuple[str, str, float], ...] = ()
 
     @classmethod
     def of(cls, payload: dict) -> ChartJSON:
@@ -157,7 +160,18 @@ class ChartJSON:
             text.translate(JSON_SCRIPT_ESCAPES),
             bool(payload.get("x")),
             int(payload.get("step_seconds") or 0),
+            line_ends(payload.get("series") or []),
         )
+
+
+def line_ends(series: list[dict]) -> tuple[tuple[str, str, float], ...]:
+    """Each line's last value (None-free), highest first; lines without one are left out."""
+    ends = []
+    for s in series:
+        last = next((v for v in reversed(s.get("y") or []) if v is not None), None)
+        if last is not None and last == last:  # NaN is no value
+            ends.append((str(s.get("label") or ""), str(s.get("color") or ""), float(last)))
+    return tuple(sorted(ends, key=lambda e: -e[2]))
 
 
 CHART_JSON_OPTIONS = (

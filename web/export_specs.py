@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from cohorts.models import Decision, Forecast, Snapshot, Trade
+from cohorts.models import Decision, Forecast, Position, Snapshot, Trade, Universe
 from cohorts.seals.models import DecisionDigest, WeekSeal
 from scoring.models import LeaderboardRow, ScoreRun
 
@@ -43,6 +43,11 @@ class Spec:
     # Queried columns added after the export was published: emitted after every other column,
     # computed ones included, so each existing column keeps its place in CSV and JSON.
     appended: tuple[tuple[str, str], ...] = ()
+    # Leaderboard rows also carry the page's group letters, after the appended columns.
+    page_letters: bool = False
+    # Universe rows also carry their forecast sample's markets (outcomes, shown prices and
+    # resolution): the questions a week asked (coverage, the common-question view).
+    sample_markets: bool = False
 
     @property
     def header(self) -> list[str]:
@@ -53,6 +58,8 @@ class Spec:
             + (["shown_prices"] if self.shown_prices else [])
             + (["unranked_reason"] if self.page_ranks else [])
             + [c for c, _ in self.appended]
+            + (["group_letters"] if self.page_letters else [])
+            + (["sample"] if self.sample_markets else [])
         )
 
     @property
@@ -123,6 +130,9 @@ SPECS: dict[str, Spec] = {
             ("release_endpoint", "release__base_url"),
         ),
         chunk=16,  # each row holds both prompts (up to ~1 MB): 16 rows is ~16 MB at worst
+        # When a decision that never finished was claimed: a score run reads a decision made
+        # (or, unfinished, claimed) by its as_of, and counts its forecast sample as asked.
+        appended=(("claimed_at", "claimed_at"),),
     ),
     "trades": Spec(
         title="Trades",
@@ -150,7 +160,12 @@ SPECS: dict[str, Spec] = {
             ("resolved_outcome", "position__market__resolved_outcome"),
             ("resolved_at", "position__market__resolved_at"),
         ),
-        appended=(("resolution_recorded_at", "position__market__resolution_recorded_at"),),
+        appended=(
+            ("resolution_recorded_at", "position__market__resolution_recorded_at"),
+            # The closing line the latest score run used for a BUY (null: none later than the
+            # trade), from which its closing-line value is close_price - price.
+            ("close_price", "clv__close_price"),
+        ),
     ),
     "snapshots": Spec(
         title="Snapshots",
@@ -240,6 +255,69 @@ SPECS: dict[str, Spec] = {
         ),
         cohort_root=True,
         page_ranks=True,
+        appended=(
+            ("methodology_version", "run__methodology_version"),
+            ("bss_vs_uniform", "bss_vs_half"),
+            ("questions_asked", "details__coverage__asked"),
+            ("questions_scored", "details__coverage__scored"),
+            ("common_questions", "details__common__questions"),
+            ("common_own", "details__common__own"),
+            ("common_brier", "details__common__brier"),
+            ("common_skill", "details__common__skill"),
+            ("common_skill_lo", "details__common__skill_lo"),
+            ("common_skill_hi", "details__common__skill_hi"),
+            ("clv_trades", "details__clv__n"),
+            ("edge_label", "details__edge_label"),
+            ("edge_p_holm", "details__clv__p_holm"),
+            ("edge_borderline", "details__clv__borderline"),
+        ),
+        page_letters=True,
+    ),
+    "positions": Spec(
+        title="Positions",
+        description="every position with its cost, realized P/L and its market's last price",
+        base=lambda: Position.objects.all(),
+        date_field="opened_at",
+        cohort_field="entry__cohort_id",
+        kind_field="entry__cohort__kind",
+        columns=(
+            ("position_id", "id"),
+            *_entry_cols("entry__"),
+            ("market_id", "market_id"),
+            ("outcome", "outcome"),
+            ("shares", "shares"),
+            ("cost_basis", "cost_basis"),
+            ("realized_pnl", "realized_pnl"),
+            ("status", "status"),
+            ("opened_at", "opened_at"),
+            ("closed_at", "closed_at"),
+            ("market_status", "market__status"),
+            ("resolved_outcome", "market__resolved_outcome"),
+            ("resolved_at", "market__resolved_at"),
+            ("resolution_recorded_at", "market__resolution_recorded_at"),
+            ("market_outcomes", "market__outcomes"),
+            # The price an open position is marked at (the market's latest, as a score run reads
+            # it now): positions export and latest run agree while no price has moved since.
+            ("last_prices", "market__last_prices"),
+        ),
+    ),
+    "universes": Spec(
+        title="Universes",
+        description="each cohort-week's frozen market list: its forecast sample with the prices shown",
+        base=lambda: Universe.objects.all(),
+        date_field="frozen_at",
+        cohort_field="cohort_id",
+        kind_field="cohort__kind",
+        columns=(
+            ("cohort_id", "cohort_id"),
+            ("cohort_kind", "cohort__kind"),
+            ("week", "week"),
+            ("frozen_at", "frozen_at"),
+            ("content_hash", "content_hash"),
+            ("forecast_sample", "forecast_sample"),
+        ),
+        sample_markets=True,
+        chunk=50,
     ),
 }
 # The sealed records themselves (JSON only): what `arena verify --export` checks.

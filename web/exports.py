@@ -44,6 +44,7 @@ from cohorts.models import Cohort, Universe
 from cohorts.seals import sealing as seals
 from cohorts.seals import verify as seal_verify
 from core import clock
+from markets.models import Market
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import board_details
 from scoring.stored import RunDetails
@@ -194,7 +195,7 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
     )
     roots: dict[int | None, str | None] = {None: None}
     shown: dict[tuple[int, int], dict] = {}
-    ranks: dict[int, dict[tuple[int | None, str], tuple[int | None, str | None]]] = {}
+    ranks: dict[int, dict[tuple[int | None, str], tuple[int | None, str | None, str | None]]] = {}
     for values in qs.iterator(chunk_size=spec.chunk):
         row = {name: _plain(v) for name, v in zip(names, values)}
         late = {name: row.pop(name) for name, _ in spec.appended}
@@ -209,26 +210,73 @@ def rows(what: str, b: Bounds) -> Iterator[dict[str, Any]]:
             if row["run_id"] not in ranks:
                 ranks[row["run_id"]] = _page_ranks(row["run_id"])
             key = (row.get("cohort_id"), row["competitor"])
-            row["rank"], row["unranked_reason"] = ranks[row["run_id"]].get(key, (None, None))
+            rank, reason, letters = ranks[row["run_id"]].get(key, (None, None, None))
+            row["rank"], row["unranked_reason"] = rank, reason
+            if spec.page_letters:
+                late["group_letters"] = letters
+        if spec.sample_markets:
+            late["sample"] = _sample_markets(row)
         yield row | late
 
 
-def _page_ranks(run_id: int) -> dict[tuple[int | None, str], tuple[int | None, str | None]]:
-    """(cohort id or None, competitor slug) -> (the rank the pages show, why it has none) for
-    every row of one run, each group ranked as its leaderboard page ranks it. One query per run."""
+def _page_ranks(
+    run_id: int,
+) -> dict[tuple[int | None, str], tuple[int | None, str | None, str | None]]:
+    """(cohort id or None, competitor slug) -> (the rank the pages show, why it has none, its
+    group letters) for every row of one run, each group ranked and lettered as its leaderboard
+    page does it. One query per run."""
     run = ScoreRun.objects.defer("details").get(pk=run_id)
     slices = board_details([run_id])  # each group's, not the run's every table
     groups: dict[int | None, list[LeaderboardRow]] = {}
     for r in LeaderboardRow.objects.filter(run_id=run_id).select_related("competitor"):
         groups.setdefault(r.cohort_id, []).append(r)
-    out: dict[tuple[int | None, str], tuple[int | None, str | None]] = {}
+    out: dict[tuple[int | None, str], tuple[int | None, str | None, str | None]] = {}
     for cohort_id, rows_ in groups.items():
         group = "all" if cohort_id is None else str(cohort_id)
         details = slices.get((run_id, cohort_id), RunDetails())
         board = standings.build(run, rows_, group=group, details=details)
         for st in board.scored + board.unscored:
-            out[(cohort_id, st.row.competitor.slug)] = (st.rank, st.reason or None)
+            out[(cohort_id, st.row.competitor.slug)] = (
+                st.rank,
+                st.reason or None,
+                st.letters or None,
+            )
     return out
+
+
+def _sample_markets(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A universe's forecast sample as the questions it asked: per market, in sample order, its
+    outcomes, the prices the universe showed and its resolution (two queries per universe)."""
+    ids = [m for m in row.get("forecast_sample") or [] if isinstance(m, int)]
+    items = (
+        Universe.objects.filter(cohort_id=row["cohort_id"], week=row["week"])
+        .values_list("markets", flat=True)
+        .first()
+    )
+    shown = {
+        item.get("market_id"): item.get("prices") for item in items or [] if isinstance(item, dict)
+    }
+    markets = {
+        pk: (outcomes, status, resolved, resolved_at, recorded_at)
+        for pk, outcomes, status, resolved, resolved_at, recorded_at in Market.objects.filter(
+            pk__in=ids
+        ).values_list(
+            "pk", "outcomes", "status", "resolved_outcome", "resolved_at", "resolution_recorded_at"
+        )
+    }
+    return [
+        {
+            "market_id": m,
+            "market_outcomes": markets[m][0],
+            "shown_prices": shown.get(m),
+            "market_status": markets[m][1],
+            "resolved_outcome": markets[m][2],
+            "resolved_at": _plain(markets[m][3]),
+            "resolution_recorded_at": _plain(markets[m][4]),
+        }
+        for m in ids
+        if m in markets
+    ]
 
 
 def _shown_prices(row: dict[str, Any], cache: dict[tuple[int, int], dict]) -> Any:

@@ -15,6 +15,11 @@ class Term:
     key: str
     title: str
     text: str
+    # The rule the text states, by name, where it is a formula a reader can recompute:
+    # tests/scoring/test_glossary_recomputed.py recomputes each named formula on the demo's
+    # exports as the text writes it and compares it with the published figure, so a text and
+    # the code cannot say two things. None: a definition with no figure of its own.
+    formula: str | None = None
 
 
 TERMS: tuple[Term, ...] = (
@@ -22,7 +27,9 @@ TERMS: tuple[Term, ...] = (
         "rank",
         "Rank",
         "Position by the headline metric: skill vs market when the group has resolved forecasts "
-        "with a market price, otherwise return. Only scored competitors get a rank.",
+        "with a market price, otherwise pooled return. Each competitor is ranked on the "
+        "questions it forecast itself (its coverage stands beside it); the common-question view "
+        "is published beside the ranking and does not rank. Only scored competitors get a rank.",
     ),
     Term(
         "group",
@@ -37,9 +44,13 @@ TERMS: tuple[Term, ...] = (
     Term(
         "brier",
         "Brier score",
-        "Mean squared error of the stated probabilities against what happened (1 for the "
-        "outcome that occurred, 0 otherwise), 0 is perfect, 0.25 is always saying 50%. Lower "
-        "is better. Each stated outcome of a multi-outcome market is scored one-vs-rest.",
+        "Mean over the competitor's scored questions of each question's Brier: half the sum, "
+        "over the market's K outcomes, of (p_k - o_k)^2, with o_k 1 for the outcome that "
+        "occurred and 0 otherwise, from the probability vector the decision stated (outcomes "
+        "it left out share the rest like the prices it was shown). A multi-outcome market is "
+        "scored once per question, not once per outcome; for a yes/no market this is "
+        "(p - o)^2. 0 is perfect, 0.25 is always saying 50% on yes/no. Lower is better.",
+        formula="brier:question_half_sum",
     ),
     Term(
         "brier_points",
@@ -50,9 +61,12 @@ TERMS: tuple[Term, ...] = (
     Term(
         "skill",
         "Skill vs market",
-        "Brier score of the market price the competitor saw at decision time minus the "
-        "competitor's own Brier score, on the same forecasts. Positive: its probabilities beat "
-        "the market's; negative: the market was better. Zero is what copying the price scores.",
+        "Mean over the competitor's scored questions that have a market price of (the market's "
+        "question Brier - the competitor's question Brier), the market being the prices the "
+        "competitor was shown at the decision, completed like a forecast. Positive: its "
+        "probabilities beat the market's; negative: the market was better. Zero is what "
+        "copying the price scores.",
+        formula="skill:mean_difference",
     ),
     Term(
         "bss_ratio",
@@ -63,8 +77,12 @@ TERMS: tuple[Term, ...] = (
     ),
     Term(
         "bss_half",
-        "Brier skill vs always 0.5",
-        "1 - Brier(competitor) / 0.25: skill against someone who always says 50%.",
+        "Brier skill vs the uniform forecast (1/K)",
+        "1 - (sum of the competitor's question Briers) / (sum of the uniform forecast's), over "
+        "the same scored questions. The uniform forecast gives each of a market's K outcomes "
+        "1/K, so its question Brier is (1 - 1/K) / 2: 0.25 on a yes/no market (always 50%), "
+        "1/3 on a three-outcome one.",
+        formula="bss_half:uniform_1_over_k",
     ),
     Term(
         "log_score",
@@ -76,15 +94,33 @@ TERMS: tuple[Term, ...] = (
     Term(
         "ci",
         "95% interval",
-        "Percentile bootstrap interval: markets are resampled with the same draws for every "
-        "competitor (return intervals resample entries). An interval that contains zero means "
-        "the sign itself is uncertain, and the ends keep their sign on the page for that reason.",
+        "Percentile bootstrap interval (2.5th and 97.5th percentiles of 2,000 resamples, "
+        "numpy's linear rule) that resamples markets, never entries or forecasts: one resample "
+        "draws, with replacement, as many markets as the set holds, the same draws for every "
+        "competitor. Brier and skill intervals draw from the markets of the group's scored "
+        "questions, every question of a drawn market counting as often as it is drawn; return "
+        "intervals draw from the markets any competitor of the group traded (not only the "
+        "competitor's own), a drawn market adding the competitor's P/L on it. An interval that "
+        "contains zero means the sign itself is uncertain, and the ends keep their sign on the "
+        "page for that reason.",
+        formula="ci:market_union",
     ),
     Term(
         "return",
-        "Return",
-        "Portfolio value over the starting balance, minus 1, in percent: marked to market at "
-        "the latest snapshot.",
+        "Pooled return",
+        "The competitor's P/L summed over all its entries in the group, over their summed "
+        "starting cash, in percent: every entry's value marked to market at its latest snapshot "
+        "at or before the score time. The leaderboard's and the competitor page's return; not "
+        "the chain-linked growth the home chart draws.",
+        formula="return:pooled",
+    ),
+    Term(
+        "growth",
+        "Chain-linked growth",
+        "What the home chart draws: from one point to the next each competitor's line moves by "
+        "the average growth of its entries running over that step, so a new entry opening at "
+        "0% does not pull the line down; the return of holding all its entries in equal parts. "
+        "It differs from the pooled return when entries of different ages did differently.",
     ),
     Term(
         "pnl",
@@ -95,14 +131,38 @@ TERMS: tuple[Term, ...] = (
     Term(
         "win_rate",
         "Win rate",
-        "Settled positions that won, over settled positions that won or lost (void and sold "
-        "positions are not counted).",
+        "Bets that won over bets on resolved markets: every BUY trade on a market resolved by "
+        "the score time counts once (void markets left out), whether or not it averaged into a "
+        "position with other bets. Settled positions are counted apart on the competitor page.",
+        formula="win_rate:bets",
     ),
     Term(
         "resolved",
-        "Resolved",
-        "Questions whose market has resolved (and so can be scored), over all questions the "
-        "competitor forecast.",
+        "Scored",
+        "Forecasts the competitor made whose market resolved to a listed outcome by the score "
+        "time (and so were scored), of all its forecasts. A forecast is one decision's "
+        "probabilities for one market (a question): a multi-outcome market counts once, however "
+        "many of its outcomes were stated.",
+        formula="resolved:questions",
+    ),
+    Term(
+        "coverage",
+        "Coverage",
+        "Of the questions the scope asked the competitor (each week's forecast sample, once per "
+        "decision of its entries, whatever became of the decision) whose market resolved, how "
+        "many it gave a scored forecast: 'scored / asked'. Forecasts outside the sample (markets "
+        "it chose to bet on) are scored but do not count here.",
+        formula="coverage:asked_sample",
+    ),
+    Term(
+        "common_set",
+        "Common questions",
+        "Every competitor of a group scored on the same questions: the resolved markets of the "
+        "weeks' forecast samples, once per cohort and week. A missing forecast (skipped, failed, "
+        "no entry that week) is imputed as the price the week's market list showed, which "
+        "scores exactly 0 skill; the market reference is that price for everyone. Replicates "
+        "are averaged. Published beside the ranking; it does not rank.",
+        formula="common:shown_price",
     ),
     Term(
         "cost",
@@ -166,22 +226,30 @@ TERMS: tuple[Term, ...] = (
     Term(
         "edge_label",
         "Edge label",
-        "GENUINE_EDGE, WEAK_EDGE or NO_EDGE from a bootstrap of the closing-line-value Sharpe "
-        "ratio: a one-sided p-value, Holm-adjusted across the competitors of the leaderboard, "
-        "genuine at the stricter level, weak at the looser one. A label within Monte Carlo "
-        "error of a level is the weaker one, marked borderline.",
+        "A statement about closing-line value only, not about skill or return. GENUINE_EDGE, "
+        "WEAK_EDGE or NO_EDGE from a stationary bootstrap (20,000 resamples) of the CLV Sharpe "
+        "ratio: a one-sided p-value, Holm-adjusted across the competitors of the group with a "
+        "tested series, genuine at adjusted p <= 0.025, weak at <= 0.05; the p shown beside a "
+        "label is that adjusted one. NOT_TESTED when there are fewer than 10 trades with a "
+        "closing line or no variance: too few to judge, which is not 'no edge'. n/a without a "
+        "single closing line. Another random seed moves a p-value by about its Monte Carlo "
+        "error, sqrt(p(1 - p)/20,000), 0.0011 near 0.025: the label is taken at p plus 3 such "
+        "errors and marked borderline when p minus 3 would give another, so two seeds can give "
+        "two different firm labels only if a p-value moves by more than 6 errors.",
+        formula="edge_label:holm_clv",
     ),
     Term(
         "tournament",
         "Tournament take",
         "A Metaculus-style tournament against the market: each question scores the log of the "
         "competitor's probability over the market's, averaged over the question's life; take = "
-        "mean coverage x e^(sum of question scores).",
+        "time coverage x e^(sum of question scores).",
     ),
     Term(
-        "coverage",
-        "Coverage",
-        "The share of a question's life during which the competitor had a forecast standing.",
+        "time_coverage",
+        "Time coverage",
+        "In the tournament: the mean over its questions of the share of each question's "
+        "scheduled life during which the competitor had a forecast standing.",
     ),
     Term(
         "prize_share",

@@ -2,7 +2,8 @@
 
 Shape: {"as_of", "methodology_hash", "scope", "cohort", "headline",
 "rows": [{"competitor", "n_forecasts", "n_resolved", "brier", "brier_ci": [lo, hi], "log_score",
-"brier_skill_vs_market", "return_pct", "return_ci", "pnl", "win_rate", "provisional", ...}],
+"brier_skill_vs_market", "return_pct" (pooled), "return_ci", "pnl", "win_rate", "provisional",
+"coverage": {"asked", "scored"}, "common": {...}, "edge_label", "edge_p_holm", ...}],
 "edge": {"dm", "tournament"}}.
 
 Every number is a JSON number, money included: pnl, realized_pnl, unrealized_pnl and cost_usd
@@ -73,8 +74,17 @@ def row_payload(row: LeaderboardRow) -> dict[str, Any]:
         "cost_per_resolved": row.cost_per_resolved,
         "provisional": row.provisional,
         "required_n": row.required_n,
+        # About closing-line value only: NOT_TESTED (too few trades or no variance) is its own
+        # state, never NO_EDGE; edge_p_holm is the adjusted p the label used.
         "edge_label": details.get("edge_label"),
         "edge_borderline": (details.get("clv") or {}).get("borderline"),
+        "edge_p_holm": (details.get("clv") or {}).get("p_holm"),
+        "edge_trades": (details.get("clv") or {}).get("n"),
+        "edge_untested_reason": (details.get("clv") or {}).get("flag")
+        if details.get("edge_label") == "NOT_TESTED"
+        else None,
+        "coverage": details.get("coverage"),
+        "common": details.get("common"),
         "methodology_version": method.get("version"),
         "cohort_methodology_versions": method.get("cohort_versions"),
         "details": details,

@@ -7,7 +7,9 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -138,6 +140,13 @@ def home(
         )
         if is_partial(request):
             return render(request, "arena/home.html#leaderboard-table", context)
+        context["counts_text"] = standings.counts_text(facts.details.counts.get("all"))
+        context["common"] = standings.common_lines(board)
+        context["common_places"] = standings.places_to_separate(
+            [c.view.skill for c in context["common"]],
+            [e for c in context["common"] for e in (c.view.skill_lo, c.view.skill_hi)],
+            3,
+        )
         context["rescoring"] = visitor_reads.rescoring_since(scope, run, facts.corrected_since_run)
         # Read only when the scope's chart found any staff correction at all (one cheap test).
         context["last_correction"] = (
@@ -179,10 +188,10 @@ LEADERBOARD_COLUMNS = [
     ("skill", "Skill vs market", "skill", "key"),
     ("brier", "Brier", "brier", ""),
     ("log_score", "Log score", "log_score", ""),
-    ("return", "Return", "return", "key"),
+    ("return", "Pooled return", "return", "key"),
     ("pnl", "P/L", "pnl", ""),
     ("win_rate", "Win rate", "win_rate", ""),
-    ("n_resolved", "Resolved", "resolved", ""),
+    ("n_resolved", "Scored", "coverage", ""),
     ("cost", "Cost", "cost", ""),
 ]
 
@@ -198,6 +207,7 @@ def _leaderboard_columns(scope: str, sort: str, descending: bool, headline: str)
         out.append(
             {
                 "key": key,
+                "sortable": key in selectors.SORTABLE,
                 "label": label,
                 "term": term,
                 "css": css,
@@ -387,6 +397,7 @@ def _competitor_context(slug: str, asked: str | None) -> dict | None:
         "murphy": details.murphy,
         "clv": clv,
         "edge_label": details.edge_label or (clv.label if clv else None),
+        "edge_min_n": _constant("sb_min_n"),
         "method": details.methodology,
         "multiclass": details.brier_multiclass,
         "tournament": details.tournament,
@@ -505,8 +516,40 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "stray_hashes": sorted(m.UNSEALED_HASHES.items()),
         "glossary": glossary.TERMS,
         "signing_key": seal_sign.public_key_info(),
+        "spec": scoring_spec(),
+        "sb_resamples": m.CONSTANTS.sb_resamples,
+        "p_error_strict": _mc_error(m.CONSTANTS.edge_label_alphas[0], m.CONSTANTS.sb_resamples),
+        "p_error_loose": _mc_error(m.CONSTANTS.edge_label_alphas[1], m.CONSTANTS.sb_resamples),
     }
     return render(request, "arena/methodology.html", context)
+
+
+def _mc_error(p: float, resamples: int) -> str:
+    """The Monte Carlo standard error of a bootstrap p-value p, as the page prints it."""
+    return f"{(p * (1 - p) / resamples) ** 0.5:.4f}"
+
+
+SPEC_PATH = Path(settings.BASE_DIR) / "docs" / "scoring-spec.md"
+
+
+def scoring_spec() -> str:
+    """The scoring specification as published (docs/scoring-spec.md): read per request, a
+    few kB, so the page and the download never disagree with the file."""
+    return SPEC_PATH.read_text(encoding="utf-8")
+
+
+@page({"download": params.choice(("1",), "")}, depends=("data",))
+@require_safe
+def methodology_spec(request: HttpRequest, download: str) -> HttpResponse:
+    """`/methodology/spec.md[?download=1]`: the scoring specification, to read, or to save
+    beside the exports."""
+    from core import methodology as m
+
+    response = HttpResponse(scoring_spec(), content_type="text/markdown; charset=utf-8")
+    name = f"arena-scoring-spec-v{m.METHODOLOGY_VERSION}.md"
+    if download:
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 @require_safe
@@ -537,6 +580,7 @@ def exports_page(request: HttpRequest) -> HttpResponse:
         )
     context = {
         "items": items,
+        "spec_url": reverse("methodology-spec") + "?download=1",
         "scopes": exports.SCOPES,
         "default_days": exports.DEFAULT_DAYS,
         "default_limit": exports.DEFAULT_LIMIT,

@@ -22,7 +22,7 @@ from django.utils.text import Truncator
 
 from cohorts.models import Decision
 from web.decision_words import action_label, decision_link_text
-from web.standings import row_methodology
+from web.standings import coverage_text, row_coverage, row_methodology
 from web.templatetags.arena import (
     ci,
     frozen,
@@ -249,6 +249,8 @@ class LeaderRow(Cells):
     n_resolved: object
     n_forecasts: object
     cost: str
+    coverage: str = ""  # "scored / asked" (standings.coverage_text)
+    coverage_title: str = ""
 
 
 def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
@@ -282,6 +284,7 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
                 str(v) for v in method.cohort_versions
             )
         baseline = c.kind == "baseline"
+        coverage, coverage_title = coverage_text(row_coverage(row))
         out.append(
             LeaderRow(
                 css=css,
@@ -309,6 +312,8 @@ def leader_rows(board, scope: str, sort: str) -> list[LeaderRow]:
                 n_resolved=row.n_resolved,
                 n_forecasts=row.n_forecasts,
                 cost="" if baseline else money(row.cost_usd),
+                coverage=coverage,
+                coverage_title=coverage_title,
             )
         )
     return out

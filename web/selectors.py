@@ -409,16 +409,21 @@ def competitors_overview() -> QuerySet[Competitor]:
 
 
 def competitor_costs(competitor: Competitor) -> dict[str, Any]:
-    """Spend on model calls: total, per decision, per resolved forecast (one query)."""
+    """Spend on model calls: total, per decision, per scored forecast. A forecast is one
+    decision's probabilities for one market (the question the leaderboard scores), so the
+    outcomes stated for one market count once."""
     agg = Decision.objects.filter(entry__competitor=competitor).aggregate(
         n=Count("id"),
         cost=Coalesce(Sum("cost_usd"), Value(Decimal("0"))),
         tokens_in=Coalesce(Sum("tokens_in"), 0),
         tokens_out=Coalesce(Sum("tokens_out"), 0),
     )
-    resolved = Forecast.objects.filter(
-        entry__competitor=competitor, market__status=Market.Status.RESOLVED
-    ).count()
+    resolved = (
+        Forecast.objects.filter(entry__competitor=competitor, market__status=Market.Status.RESOLVED)
+        .values("decision_id", "market_id")
+        .distinct()
+        .count()
+    )
     cost = Decimal(agg["cost"])
     return {
         "decisions": agg["n"],

@@ -28,7 +28,7 @@ from django.db.models.fields.json import KeyTransform
 from core.methodology import CONSTANTS
 from scoring import metrics
 from scoring.models import LeaderboardRow, ScoreRun
-from scoring.stored import DmPair, Methodology, RunDetails
+from scoring.stored import CommonView, Coverage, DmPair, GroupCounts, Methodology, RunDetails
 
 MAX_PLACES = 6
 PROVISIONAL_DELTA = f"{CONSTANTS.provisional_brier_delta:g}"  # the Brier edge it is sized for
@@ -91,7 +91,37 @@ def table_rows(rows: QuerySet[LeaderboardRow]) -> QuerySet[LeaderboardRow]:
     """Leaderboard rows as a standings table reads them: of `details` (calibration bins, tests,
     portfolios: kilobytes a row, parsed whole on access) only the methodology it shows, as
     `shown_methodology` (row_methodology reads it)."""
-    return rows.defer("details").annotate(shown_methodology=KeyTransform("methodology", "details"))
+    return rows.defer("details").annotate(
+        shown_methodology=KeyTransform("methodology", "details"),
+        shown_coverage=KeyTransform("coverage", "details"),
+        shown_common=KeyTransform("common", "details"),
+    )
+
+
+def row_coverage(row: LeaderboardRow) -> Coverage | None:
+    """The row's coverage (questions scored of those asked), from table_rows' field or the
+    row's details."""
+    if "shown_coverage" in row.__dict__:
+        return Coverage.from_json(row.shown_coverage)
+    return row.stored_details.coverage
+
+
+def row_common(row: LeaderboardRow) -> CommonView | None:
+    if "shown_common" in row.__dict__:
+        return CommonView.from_json(row.shown_common)
+    return row.stored_details.common
+
+
+def coverage_text(c: Coverage | None) -> tuple[str, str]:
+    """("383 / 467", a sentence) of a row's coverage; ("", "") before coverage was stored."""
+    if c is None or c.asked is None or c.scored is None:
+        return "", ""
+    share = f" ({100 * c.scored / c.asked:.0f}%)" if c.asked else ""
+    return (
+        f"{c.scored} / {c.asked}",
+        f"Scored {c.scored} of the {c.asked} resolved questions the forecast samples asked it"
+        f"{share}",
+    )
 
 
 def row_methodology(row: LeaderboardRow) -> Methodology | None:
@@ -197,6 +227,46 @@ def _letter_set(letters: str) -> list[str]:
 
 def share_a_letter(a: Standing, b: Standing) -> bool:
     return bool(set(_letter_set(a.letters)) & set(_letter_set(b.letters)))
+
+
+def counts_text(counts: GroupCounts | None) -> str:
+    """A group's header in plain words: how many markets and forecasts, and what a forecast is.
+    Empty for a run stored before the counts were."""
+    if counts is None or counts.markets is None:
+        return ""
+
+    def n(value: int | None, one: str, many: str) -> str:
+        value = value or 0
+        return f"{value:,} {one if value == 1 else many}"
+
+    return (
+        f"{n(counts.cohorts, 'cohort', 'cohorts')} · {n(counts.markets, 'market', 'markets')} asked, forecast or traded, "
+        f"{counts.markets_resolved or 0:,} resolved · "
+        f"{n(counts.competitors, 'competitor', 'competitors')} · "
+        f"{n(counts.forecasts, 'forecast', 'forecasts')} (one competitor's probabilities for one "
+        f"market at one decision), {counts.forecasts_resolved or 0:,} of them on resolved markets"
+        f" · {n(counts.common_questions, 'common question', 'common questions')}"
+    )
+
+
+@dataclass
+class CommonLine:
+    standing: Standing
+    view: CommonView
+
+
+def common_lines(board: Board) -> list[CommonLine]:
+    """The common-question view of a board's rows (frozen common_set_imputation): every row
+    with one, best skill first. It does not rank (ranking_view): no rank is printed."""
+    lines = [
+        CommonLine(s, view)
+        for s in board.scored + board.unscored
+        if (view := row_common(s.row)) is not None and view.questions
+    ]
+    return sorted(
+        lines,
+        key=lambda c: (c.view.skill is None, -(c.view.skill or 0.0), c.standing.row.competitor_id),
+    )
 
 
 # --- digits ------------------------------------------------------------------------------

@@ -43,6 +43,16 @@ def _provisional(r: LeaderRow) -> str:
     return f'<span class="badge badge-provisional" title="{esc(r.provisional_title)}">provisional</span>'
 
 
+def _coverage(r: LeaderRow) -> str:
+    """The row's coverage under its scored count: questions scored of those asked."""
+    if not r.coverage:
+        return ""
+    return (
+        f'<br><span class="coverage" title="{esc(r.coverage_title)}">'
+        f"coverage {esc(r.coverage)}</span>"
+    )
+
+
 def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) -> SafeString:
     """The home leaderboard's <tr> rows; `run_method` is the run's methodology label (a row
     scored under another gets a badge naming its own)."""
@@ -75,8 +85,8 @@ def leader_rows_html(rows: Iterable[LeaderRow], headline: str, run_method: str) 
             f'<span class="ci">{esc(r.ret_ci)}</span></td>'
             f'<td class="num" data-label="P/L">{esc(r.pnl)}</td>'
             f'<td class="num" data-label="Win rate">{esc(r.win_rate)}</td>'
-            f'<td class="num" data-label="Resolved">{esc(r.n_resolved)}'
-            f'<span class="muted"> / {esc(r.n_forecasts)}</span></td>'
+            f'<td class="num" data-label="Scored, coverage">{esc(r.n_resolved)}'
+            f'<span class="muted"> of {esc(r.n_forecasts)}</span>{_coverage(r)}</td>'
             f'<td class="num" data-label="Cost">{cost}</td></tr>'
         )
     return mark_safe("\n".join(out))  # noqa: S308  every value above is escaped
@@ -97,8 +107,8 @@ def standing_rows_html(rows: Iterable[LeaderRow], headline: str) -> SafeString:
             f'<span class="ci">{esc(r.skill_ci)}</span></td>'
             f'<td class="num{return_head}" data-label="Return">{esc(r.ret)} '
             f'<span class="ci">{esc(r.ret_ci)}</span></td>'
-            f'<td class="num" data-label="Resolved">{esc(r.n_resolved)}'
-            f'<span class="muted"> / {esc(r.n_forecasts)}</span></td></tr>'
+            f'<td class="num" data-label="Scored, coverage">{esc(r.n_resolved)}'
+            f'<span class="muted"> of {esc(r.n_forecasts)}</span>{_coverage(r)}</td></tr>'
         )
     return mark_safe("\n".join(out))  # noqa: S308  every value above is escaped
 

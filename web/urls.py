@@ -19,6 +19,7 @@ urlpatterns = [
     path("markets/<int:market_id>/", pages.market_detail, name="market-detail"),
     path("decisions/<int:decision_id>/", pages.decision_detail, name="decision-detail"),
     path("methodology/", pages.methodology, name="methodology"),
+    path("methodology/spec.md", pages.methodology_spec, name="methodology-spec"),
     path("about/", pages.about, name="about"),
     path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/cohorts/", api.cohorts, name="api-cohorts"),

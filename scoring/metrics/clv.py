@@ -18,6 +18,10 @@ from scoring.metrics._arrays import NAN, FloatArray, IntArray, _logit, _pair, _v
 from scoring.metrics.bootstrap import _CHUNK_CELLS, _percentile_interval
 from scoring.metrics.distributions import normal_sf
 
+# The label of a series too short or without variance to test (frozen edge_labels, v4): never
+# NO_EDGE, which would claim a test found nothing.
+NOT_TESTED = "NOT_TESTED"
+
 
 def clv_prob(entry_price: ArrayLike, close_price: ArrayLike) -> FloatArray:
     """CLV in probability points, close - entry, both prices of the token that was bought.
@@ -198,8 +202,9 @@ def stationary_bootstrap_sharpe(
     p: the one-sided bootstrap p-value of no positive edge, the share of corrected replicates at
     or below 0; p_se its Monte Carlo standard error. Label (edge_label): GENUINE_EDGE if p is at
     most the first frozen edge level, WEAK_EDGE at most the second (the same events as the 95%
-    and 90% corrected lower bounds above 0 for the v2 levels), else NO_EDGE; NO_EDGE with a flag for fewer than sb_min_n values ("too_few") and for
-    a series without real variance ("zero_variance"): sample sd at most sb_min_sd, an absolute
+    and 90% corrected lower bounds above 0 for the v2 levels), else NO_EDGE; NOT_TESTED with a
+    flag for fewer than sb_min_n values ("too_few") and for a series without real variance
+    ("zero_variance"): sample sd at most sb_min_sd, an absolute
     tolerance in the series' own unit. A series of equal prices' differences is exact zeros
     plus float noise of about 1e-16; compared with its mean (itself noise) that looked like
     variance, and zeros plus six 1-ulp values came out GENUINE_EDGE.
@@ -222,13 +227,13 @@ def stationary_bootstrap_sharpe(
         "ci": {level: (NAN, NAN) for level in levels},
         "p": NAN,
         "p_se": NAN,
-        "label": "NO_EDGE",
+        "label": NOT_TESTED,
         "flag": None,
     }
     if n < max(C.sb_min_n, 3):
-        return result | {"flag": "too_few"}
+        return result | {"label": NOT_TESTED, "flag": "too_few"}
     if not sd > C.sb_min_sd:
-        return result | {"flag": "zero_variance"}
+        return result | {"label": NOT_TESTED, "flag": "zero_variance"}
     b_len = optimal_block_length(series) if block_length is None else float(block_length)
     rng = np.random.default_rng(seed)
     mean = float(series.mean())
@@ -261,8 +266,9 @@ def stationary_bootstrap_sharpe(
 
 def edge_label(p: float) -> str:
     """GENUINE_EDGE at p <= the first frozen edge level, WEAK_EDGE at p <= the second, else
-    NO_EDGE (p one-sided; on a leaderboard, the Holm-adjusted p of the group)."""
-    genuine, weak, none = C.edge_labels
+    NO_EDGE (p one-sided; on a leaderboard, the Holm-adjusted p of the group). A series that
+    was never tested has no p and is NOT_TESTED (stationary_bootstrap_sharpe)."""
+    genuine, weak, none = C.edge_labels[:3]
     strict, loose = C.edge_label_alphas
     if p <= strict:
         return genuine

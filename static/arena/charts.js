@@ -73,6 +73,8 @@
   var HOVER = {
     usd: "%{fullData.name}: $%{y:,.2f}<extra></extra>",
     pct: "%{fullData.name}: %{y:,.1f} %<extra></extra>",
+    // The home chart draws growth factors on a log axis; its hover shows the percent it carries.
+    growth: "%{fullData.name}: %{customdata:+,.1f} %<extra></extra>",
     price: "%{fullData.name}: %{y:.3f}<extra></extra>"
   };
 
@@ -122,6 +124,86 @@
     }, 0);
   }
 
+  // Percent ticks of the home chart's log axis: from these, the ones inside the values of the
+  // lines shown, at least an eighth of that span apart (in log terms), always with 0%.
+  var GROWTH_TICKS = [-95, -90, -80, -70, -60, -50, -40, -30, -20, -10, -5, -2, -1, 0, 1, 2, 5,
+                      10, 20, 30, 50, 75, 100, 150, 200, 300, 400, 600, 900, 1400, 1900, 2900,
+                      4900, 9900, 19900, 49900, 99900];
+
+  function growthTicks(traces) {
+    var lo = Infinity, hi = -Infinity;
+    traces.forEach(function (t) {
+      if (t.visible === "legendonly" || t.visible === false) { return; }
+      (t.y || []).forEach(function (v) {
+        if (v !== null && v !== undefined && v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+      });
+    });
+    if (!isFinite(lo)) { lo = 1; hi = 1; }
+    var span = Math.max(Math.log(hi) - Math.log(lo), Math.log(1.02));
+    var kept = [];
+    GROWTH_TICKS.forEach(function (p) {
+      var f = Math.log(1 + p / 100);
+      if (f < Math.log(lo) - span / 8 || f > Math.log(hi) + span / 8) { return; }
+      if (p !== 0 && kept.length && f - Math.log(1 + kept[kept.length - 1] / 100) < span / 8) { return; }
+      kept.push(p);
+    });
+    if (kept.indexOf(0) === -1) { kept.push(0); kept.sort(function (a, b) { return a - b; }); }
+    return {
+      "yaxis.tickvals": kept.map(function (p) { return 1 + p / 100; }),
+      "yaxis.ticktext": kept.map(function (p) { return (p > 0 ? "+" : "") + p + "%"; })
+    };
+  }
+
+  // Under the home chart: which lines the reader has hidden (legend clicks), in words.
+  function noteHidden(el) {
+    var note = document.querySelector('[data-chart-hidden="' + el.id + '"]');
+    if (!note || !el.data) { return; }
+    var hidden = el.data.filter(function (t) { return t.visible === "legendonly"; })
+      .map(function (t) { return t.name; });
+    note.textContent = hidden.length
+      ? hidden.length + " of " + el.data.length + " lines hidden: " + hidden.join(", ") +
+        " (click a name in the legend to show it again; the axis follows the lines shown)."
+      : "";
+    el.dataset.hidden = String(hidden.length);
+  }
+
+  // Beside the home chart: each line's value at the end of the range, highest first.
+  function fillEnds(el, data) {
+    var table = document.querySelector('[data-chart-ends="' + el.id + '"]');
+    if (!table || !data.series) { return; }
+    var body = table.querySelector("tbody");
+    var ends = data.series.map(function (s) {
+      var ys = (s.y || []).filter(function (v) { return v !== null && v !== undefined; });
+      return { label: s.label, color: s.color, value: ys.length ? ys[ys.length - 1] : null };
+    }).filter(function (e) { return e.value !== null; });
+    ends.sort(function (a, b) { return b.value - a.value; });
+    body.textContent = "";
+    ends.forEach(function (e) {
+      var tr = document.createElement("tr");
+      var th = document.createElement("th");
+      th.scope = "row";
+      var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      svg.setAttribute("class", "swatch");
+      svg.setAttribute("width", "16");
+      svg.setAttribute("height", "8");
+      svg.setAttribute("viewBox", "0 0 16 8");
+      svg.setAttribute("aria-hidden", "true");
+      var stroke = document.createElementNS("http://www.w3.org/2000/svg", "line");
+      [["x1", "0"], ["y1", "4"], ["x2", "16"], ["y2", "4"], ["stroke-width", "3"],
+       ["stroke", e.color || "#888"]].forEach(function (a) { stroke.setAttribute(a[0], a[1]); });
+      svg.appendChild(stroke);
+      th.appendChild(svg);
+      th.appendChild(document.createTextNode(e.label));
+      var td = document.createElement("td");
+      td.className = "num";
+      td.dataset.label = "Chain-linked growth";
+      td.textContent = (e.value > 0 ? "+" : e.value < 0 ? "\u2212" : "") + Math.abs(e.value).toFixed(1) + "%";
+      tr.appendChild(th);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+  }
+
   var BUILDERS = {
     // Cohort / entry value series: {x: [...], entries: [{label, color, dash, y: [...]}], annotations}
     series: function (data, el) {
@@ -133,12 +215,24 @@
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
     // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
-    // return in percent (web/charts.py scope_return_series)
+    // growth in percent (web/charts.py scope_return_series). Drawn as the growth factor
+    // 1 + y/100 on a log axis, ticks labelled in percent: one competitor running away leaves
+    // the others readable, and the axis autoranges over the lines shown.
     overview: function (data, el) {
       var traces = (data.series || []).map(function (s) {
-        return line(s, data.x, s.y, { hovertemplate: HOVER.pct });
+        var factor = (s.y || []).map(function (v) {
+          return v === null || v === undefined || v <= -100 ? null : 1 + v / 100;
+        });
+        return line(s, data.x, factor, {
+          customdata: s.y,
+          hovertemplate: HOVER.growth
+        });
       });
-      var layout = baseLayout(el, "Chain-linked return (%)", traces.length);
+      var layout = baseLayout(el, "Chain-linked growth (%, log scale)", traces.length);
+      layout.yaxis.type = "log";
+      var ticks = growthTicks(traces);
+      layout.yaxis.tickvals = ticks["yaxis.tickvals"];
+      layout.yaxis.ticktext = ticks["yaxis.ticktext"];
       addEvents(layout, data.annotations, el);
       return { traces: traces, layout: layout, points: countPoints(traces) };
     },
@@ -208,6 +302,18 @@
     }
     if (empty) { empty.remove(); }
     return window.Plotly.react(el, fig.traces, fig.layout, CONFIG).then(function () {
+      if (el.dataset.chartKind === "overview") {
+        fillEnds(el, data);
+        noteHidden(el);
+        if (!el.dataset.hiddenWatch) {
+          el.dataset.hiddenWatch = "1";
+          // The axis autoranges over the lines shown; its ticks follow them.
+          el.on("plotly_restyle", function () {
+            noteHidden(el);
+            window.Plotly.relayout(el, growthTicks(el.data));
+          });
+        }
+      }
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);
       // When the page's first chart is on screen (bench/browser.py reads it).
       if (window.performance && performance.mark &&

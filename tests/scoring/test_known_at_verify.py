@@ -135,7 +135,10 @@ def test_the_column_is_appended_last_in_csv_and_json(raced):
     b = exports.bounds(scope=Cohort.Kind.DEMO)
     for what, before in BEFORE.items():
         lines = list(csv.reader(io.StringIO("".join(exports.stream(what, "csv", b)))))
-        assert lines[0] == [*before, "resolution_recorded_at"]
-        market = lines[0].index("market_id")
-        assert {r[-1] for r in lines[1:] if r[market] == str(race.pk)} == {RECORDED.isoformat()}
+        # Appended after every earlier column (later columns come after it in turn).
+        assert lines[0][: len(before) + 1] == [*before, "resolution_recorded_at"]
+        market, recorded = lines[0].index("market_id"), len(before)
+        assert {r[recorded] for r in lines[1:] if r[market] == str(race.pk)} == {
+            RECORDED.isoformat()
+        }
         assert all(list(row) == lines[0] for row in _export(what))

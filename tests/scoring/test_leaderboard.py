@@ -145,8 +145,8 @@ def test_scripted_cohort_matches_hand_computation(scripted):
     bin_brier = (0.2**2 + 0.3**2 + 0.3**2 + 0.5**2) / 4
     assert alice_row.details["bss_vs_base_rate"] == pytest.approx(1 - bin_brier / 0.25)
     # Every row says which methodology scored it, and which its cohort started under.
-    assert alice_row.details["methodology"]["version"] == run.methodology_version == "4"
-    assert alice_row.details["methodology"]["cohort_versions"] == ["4"]
+    assert alice_row.details["methodology"]["version"] == run.methodology_version == "5"
+    assert alice_row.details["methodology"]["cohort_versions"] == ["5"]
     assert run.details["headline"]["by_cohort"]["all"] == "brier_skill_vs_market"
 
 

@@ -103,7 +103,7 @@ def test_tournament_and_champions_clothes(scenario):
     assert oracle["champions_clothes"]["paper_clv_mean"] > 0
 
 
-def test_clv_uses_the_line_a_horizon_before_close_complement_and_devig():
+def test_clv_uses_the_line_a_horizon_before_close_complement_and_devig(client):
     dana, eve, finn, gil = (make_competitor(s) for s in ("dana", "eve", "finn", "gil"))
     _, (ed, ee, ef, eg) = make_cohort_with_entries(
         week_start=WEEK_START, competitors=[dana, eve, finn, gil], at=WEEK_START
@@ -130,8 +130,15 @@ def test_clv_uses_the_line_a_horizon_before_close_complement_and_devig():
     assert clv["dana"]["mean_logodds"] == pytest.approx(logit(0.7) - logit(0.5))
     assert clv["eve"]["mean_prob"] == pytest.approx((1 - 0.7) - 0.4)  # NO: complement of YES
     assert clv["finn"]["mean_prob"] == pytest.approx(0.5 / 1.2 - 0.25)  # de-vigged
-    assert clv["dana"]["label"] == "NO_EDGE" and clv["dana"]["flag"] == "too_few"
+    # Too few trades to test: its own state, never "no edge" (methodology v5).
+    assert clv["dana"]["label"] == "NOT_TESTED" and clv["dana"]["flag"] == "too_few"
     assert clv["gil"] == {"n": 0, "label": None, "flag": "no_closing_line"}
+    # The API says so in its own fields: not tested, why, and no adjusted p.
+    api = {r["competitor"]: r for r in client.get("/api/leaderboard?scope=live").json()["rows"]}
+    assert api["dana"]["edge_label"] == "NOT_TESTED"
+    assert api["dana"]["edge_untested_reason"] == "too_few" and api["dana"]["edge_trades"] == 1
+    assert api["dana"]["edge_p_holm"] is None
+    assert api["gil"]["edge_label"] is None and api["gil"]["edge_untested_reason"] is None
     # Each BUY's CLV is kept on record in both forms, with the closing price used.
     from scoring.models import TradeCLV
 

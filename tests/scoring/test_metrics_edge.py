@@ -309,9 +309,9 @@ def test_sharpe_bootstrap_reports_bias_corrected_intervals():
 
 def test_sharpe_bootstrap_degenerate_series():
     few = metrics.stationary_bootstrap_sharpe([0.1, 0.2, 0.3])
-    assert few["label"] == "NO_EDGE" and few["flag"] == "too_few"
+    assert few["label"] == "NOT_TESTED" and few["flag"] == "too_few"
     flat = metrics.stationary_bootstrap_sharpe(np.full(50, 0.02))
-    assert flat["label"] == "NO_EDGE" and flat["flag"] == "zero_variance"
+    assert flat["label"] == "NOT_TESTED" and flat["flag"] == "zero_variance"
     assert metrics.stationary_bootstrap_sharpe([])["n"] == 0
 
 
@@ -326,7 +326,7 @@ def test_clv_of_zeros_plus_one_ulp_noise_is_no_edge():
     sd = x.std(ddof=1)
     assert sd > 1e-12 * abs(x.mean())  # v1's relative guard lets this through
     res = metrics.stationary_bootstrap_sharpe(x)
-    assert (res["label"], res["flag"]) == ("NO_EDGE", "zero_variance")
+    assert (res["label"], res["flag"]) == ("NOT_TESTED", "zero_variance")
     assert math.isnan(res["sharpe"])
     z, p = metrics.clv_mean_ztest(x)
     assert math.isnan(z) and p == 1.0

@@ -16,6 +16,7 @@ SEALED = {
     "2": "3d539c4d40e6a79f37d024b743d4ad13487c5d6e79b2659082f94eec493ba434",
     "3": "f5870eb90b5abf92ecb6c3d8b19e2cae97ec55d45b72c70db010ca63e3d2f2f5",
     "4": "f43ba4fb33ef2c8bc304683fb73e032cbfc6c3f66da8af59ed77c6aaeba69348",
+    "5": "681ba2e849c47b65b27e43cb6a46ea6ac7892b487b09069041b5bca7c88d82b8",
 }
 
 
@@ -40,11 +41,21 @@ def test_v1_is_the_file_sealed_before_the_in_place_edit():
 
 def test_history_lists_every_version_with_its_changes():
     history = methodology.history()
-    assert [h["version"] for h in history] == ["4", "3", "2", "1"]
-    v4, v3, v2 = history[0], history[1], history[2]
-    assert v4["current"] and v4["sha256"] == methodology.METHODOLOGY_HASH
+    assert [h["version"] for h in history] == ["5", "4", "3", "2", "1"]
+    v5, v4, v3, v2 = history[0], history[1], history[2], history[3]
+    assert v5["current"] and v5["sha256"] == methodology.METHODOLOGY_HASH
+    assert not v4["current"] and v4["sha256"] == SEALED["4"]
     assert not v3["current"] and v3["sha256"] == SEALED["3"]
     assert not v2["current"] and v2["sha256"] == SEALED["2"]
+    changed5 = {name: (old, new) for name, old, new in v5["changed"]}
+    assert changed5["edge_labels"][1][-1] == "NOT_TESTED"
+    assert changed5["question_coverage"] == (None, "forecast_sample_resolved")
+    assert changed5["common_set_imputation"] == (None, "universe_shown_price")
+    assert changed5["ranking_view"] == (None, "own_questions")
+    # v3's seed claim is corrected in the meanings, its values unchanged.
+    v5doc = methodology.sealed("5")
+    assert "does not depend on the seed" not in v5doc.meanings["sb_resamples"]
+    assert "does not depend on the seed" in methodology.sealed("4").meanings["sb_resamples"]
     # v4 only adds the outside agents' deadline, equal to the frozen-price window.
     assert v4["changed"] == [("outside_submission_window_minutes", None, 30)]
     changed3 = {name: (old, new) for name, old, new in v3["changed"]}
@@ -76,7 +87,7 @@ def test_constants_are_read_only_and_typed():
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.log_eps = 0.5
     assert isinstance(c.sb_levels, tuple) and isinstance(c.edge_labels, tuple)
-    assert c.edge_labels == ("GENUINE_EDGE", "WEAK_EDGE", "NO_EDGE")
+    assert c.edge_labels == ("GENUINE_EDGE", "WEAK_EDGE", "NO_EDGE", "NOT_TESTED")
 
 
 def test_describe_lists_every_constant_with_a_meaning():

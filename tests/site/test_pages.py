@@ -182,7 +182,7 @@ def test_competitor_pages(client, arena_world):
         "beta-model",
         "better",
         "Prize share",
-        "Per resolved forecast",
+        "Per scored forecast",
     ):
         if needle == "n=":
             continue  # bin counts are drawn by charts.js; the table shows them below
@@ -364,5 +364,6 @@ def test_home_with_a_run_that_has_no_table_names_the_run_and_says_so(client, wor
     run.rows.filter(cohort__isnull=True).delete()
     body = text(get(client, "/"))
     assert "This score run has no leaderboard rows." in body
-    assert f"{run.n_resolved} resolved of {run.n_forecasts} questions" in body
+    # A run stored without its counts in words still says how many forecasts it scored.
+    assert f"{run.n_resolved} forecasts on resolved markets of {run.n_forecasts}" in body
     assert "Markets not synced yet" not in body  # the facts come without the rows too

@@ -39,6 +39,7 @@ URLS: dict[str, dict[str, tuple]] = {
     "/markets/{market}/": RANGE,
     "/decisions/{decision}/": {},
     "/methodology/": {},
+    "/methodology/spec.md": {"download": ("choice", ["1"])},
     "/about/": {},
     "/api/cohorts/": {**API_LIST, "kind": ("choice", SCOPES)},
     "/api/cohorts/{cohort}": {},
