@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from agents import endpoints
+from agents import endpoints, lineup_admin  # noqa: F401 (lineup_admin registers its pages)
 from agents.models import RELEASE_FIELDS, Competitor, Release
 
 NOT_ALLOWED = "not-allowed"

@@ -55,6 +55,7 @@ from decimal import Decimal
 from typing import Any
 
 import requests
+import urllib3
 
 from agents.attempts import (
     CONNECTION,
@@ -88,6 +89,8 @@ APP_TITLE = "Forecasting Arena"
 # Raw responses are stored for the audit; above this a body is kept truncated (and cannot parse).
 MAX_RAW_BYTES = 2_000_000
 RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+# A helper endpoint's body (the models catalog) is read up to this, and refused above it.
+MAX_HELPER_BYTES = 20_000_000
 # An attempt needs at least this much of its phase left to be worth starting.
 MIN_ATTEMPT_SECONDS = 1.0
 
@@ -183,6 +186,15 @@ class LLMClient:
             prices[model["id"]] = (prompt * MILLION, completion * MILLION)
         return prices
 
+    def model_catalog(self, max_bytes: int = MAX_HELPER_BYTES) -> list:
+        """`GET /models`'s `data` list as sent (each entry still unchecked), read within the
+        client's timeout in total and refused above `max_bytes`; LLMError otherwise."""
+        payload = self._get_json("/models", {}, max_bytes=max_bytes) or {}
+        data = payload.get("data")
+        if not isinstance(data, list):
+            raise LLMError("GET /models: no `data` list in the response")
+        return data
+
     def generation(self, generation_id: str) -> dict | None:
         """`GET /generation?id=...` data, or None while OpenRouter has not recorded it (404).
 
@@ -193,25 +205,65 @@ class LLMClient:
         data = payload.get("data") if payload else None
         return data if isinstance(data, dict) else None
 
-    def _get_json(self, path: str, query: dict, missing_ok: bool = False) -> dict | None:
+    def _get_json(
+        self, path: str, query: dict, missing_ok: bool = False, max_bytes: int = MAX_HELPER_BYTES
+    ) -> dict | None:
+        start = time.monotonic()
         try:
             response = self.session.get(
-                f"{self.base_url}{path}", params=query, headers=self.headers, timeout=self.timeout
+                f"{self.base_url}{path}",
+                params=query,
+                headers=self.headers,
+                timeout=self.timeout,
+                stream=True,
             )
+            try:
+                text, truncated = self._read_helper_body(response, start, max_bytes)
+            finally:
+                response.close()
         except requests.RequestException as exc:
             raise LLMError(one_line(f"GET {path} failed: {exc}")) from exc
+        if truncated:
+            raise LLMError(f"GET {path}: response body larger than {max_bytes} bytes")
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code != 200:
-            detail = error_message(response.text) or response.text[:200]
+            detail = error_message(text) or text[:200]
             raise LLMError(one_line(f"GET {path}: HTTP {response.status_code}: {detail}"))
         try:
-            payload = response.json()
-        except ValueError as exc:
+            payload = json.loads(text)
+        except (ValueError, RecursionError) as exc:
             raise LLMError(f"GET {path}: response is not JSON") from exc
         if not isinstance(payload, dict):
             raise LLMError(f"GET {path}: response JSON is not an object")
         return payload
+
+    def _read_helper_body(
+        self, response: requests.Response, start: float, max_bytes: int
+    ) -> tuple[str, bool]:
+        """The body, capped at `max_bytes` before anything parses it, within the timeout counted
+        from the request: each read returns what has arrived (read1), so a peer trickling a byte
+        at a time is cut off at the deadline instead of holding a fixed-size read open."""
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:
+            if time.monotonic() - start > self.timeout:
+                raise requests.Timeout(f"response body not received within {self.timeout:g}s")
+            try:
+                chunk = response.raw.read1(65536, decode_content=True)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:  # urllib3's, not requests'
+                raise requests.ConnectionError(str(exc)) from exc
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+        encoding = declared_charset(response) or "utf-8"
+        try:
+            text = data[:max_bytes].decode(encoding, errors="replace")
+        except LookupError:
+            text = data[:max_bytes].decode("utf-8", errors="replace")
+        return text, size > max_bytes
 
     # --- chat -------------------------------------------------------------------------------
 
