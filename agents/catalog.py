@@ -79,7 +79,7 @@ def configured_catalogs() -> list[Catalog]:
         item = item.strip()
         if not item:
             continue
-        name, _, url = item.rpartition("=") if "=" in item.split("://")[0] else ("", "", item)
+        name, _, url = item.partition("=") if "=" in item.split("://")[0] else ("", "", item)
         name, url = (name.strip() or "openrouter"), url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")) or len(name) > 60:
             raise ImproperlyConfigured(

@@ -9,13 +9,18 @@ services, the beat task, the admin views and the fake servers, on a hand-moved c
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
+from agents.catalog import Catalog, Filters, ListedModel, configured_catalogs
 from agents.models import Competitor, LineupProposal, LineupReview, Release
 from agents.tasks import review_lineup
 from cohorts.decisions.run import run_decision
@@ -24,6 +29,7 @@ from cohorts.services import open_cohort
 from cohorts.universe import freeze_universe
 from core import clock
 from core.models import JobRun
+from simulations.simllm import SimulatedLLMServer, ensure_simulated_competitors
 from tests.agents.helpers import (
     WEEK_START,
     answer,
@@ -265,3 +271,75 @@ def test_catalog_text_is_escaped_and_odd_entries_are_skipped(catalog, client):
 
     auto = CatalogModel.objects.get(model_id="openrouter/auto")
     assert (auto.price_in_per_m, auto.price_out_per_m) == (None, None)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_reviews_at_once_review_the_week_once(catalog):
+    llm_competitor(None, slug="gpt-5-1", model_id="openai/gpt-5.1", context_tokens=400000)
+    barrier = threading.Barrier(2)
+    results: list = []
+
+    def review() -> None:
+        barrier.wait()
+        try:
+            with clock.running_on(clock.SimulatedClock(WEEK1)):
+                results.append(review_lineup())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=review) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 2
+    skipped = [r for r in results if "skipped" in r]
+    assert len(skipped) == 1, results
+    assert LineupReview.objects.count() == 1 and catalog.requests == 1
+    assert LineupProposal.objects.count() == 1
+
+
+def test_the_simulated_endpoint_serves_a_catalog_a_review_reads(settings, client):
+    """The rehearsal's stand-in model provider lists its models like OpenRouter: a review of it
+    sees a repriced model and one taken out of the listing."""
+    competitors = ensure_simulated_competitors()
+    Competitor.objects.filter(pk__in=[c.pk for c in competitors]).update(active=True)
+    repriced, unlisted = competitors[0], competitors[1]
+    with SimulatedLLMServer(latency_scale=0) as server:
+        settings.ARENA_LINEUP_CATALOGS = f"simulated={server.base_url}"
+        settings.ARENA_LINEUP_TIMEOUT = 5
+        server.reprice(repriced.model_id, "0.000001", "0.000002")
+        server.unlist(unlisted.model_id)
+        summary = run_review(WEEK1)
+    assert summary["simulated"]["models"] == len(competitors) - 1
+    change = pending(kind="changed")
+    assert change.competitor == repriced
+    assert change.detail == (
+        "prompt price $0 → $1 per M tokens; completion price $0 → $2 per M tokens"
+    )
+    assert pending(kind="disappeared").competitor == unlisted
+    admin = staff(client, "agents.add_release", "agents.change_competitor")
+    admin.post(f"/admin/agents/lineupproposal/{change.pk}/decide/", {"action": "release"})
+    latest = Release.current(Competitor.objects.get(pk=repriced.pk))
+    assert (latest.number, latest.price_in_per_m) == (2, Decimal("1"))
+
+
+def test_catalogs_and_filters_read_from_settings(settings):
+    settings.ARENA_LINEUP_CATALOGS = (
+        "https://openrouter.ai/api/v1, local=http://127.0.0.1:8080/v1?team=a "
+    )
+    assert configured_catalogs() == [
+        Catalog("openrouter", "https://openrouter.ai/api/v1"),
+        Catalog("local", "http://127.0.0.1:8080/v1?team=a"),
+    ]
+    settings.ARENA_LINEUP_CATALOGS = "openrouter=ftp://example.org"
+    with pytest.raises(ImproperlyConfigured, match="is not name=http"):
+        configured_catalogs()
+    filters = Filters(("openai/",), 100000, Decimal("5"))
+    model = ListedModel("openai/o9", "o9", 200000, Decimal("1"), Decimal("4"), None)
+    assert filters.why_not(model) == ""
+    assert filters.why_not(replace(model, model_id="x-ai/grok")) == "provider not reviewed"
+    assert filters.why_not(replace(model, context_length=None)) == "context under 100000"
+    assert filters.why_not(replace(model, price_out_per_m=Decimal("5.01"))).startswith("price")
+    assert filters.why_not(replace(model, price_in_per_m=None)).startswith("price unknown")
