@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from agents import endpoints, tokens
+from agents import endpoints, lineup_admin, tokens  # noqa: F401 (lineup_admin registers its pages)
 from agents.models import RELEASE_FIELDS, AgentToken, Competitor, Release
 
 NOT_ALLOWED = "not-allowed"

@@ -194,6 +194,15 @@ class LLMClient:
             prices[model["id"]] = (prompt * MILLION, completion * MILLION)
         return prices
 
+    def model_catalog(self, max_bytes: int = MAX_HELPER_BYTES) -> list:
+        """`GET /models`'s `data` list as sent (each entry still unchecked), read within the
+        client's timeout in total and refused above `max_bytes`; LLMError otherwise."""
+        payload = self._get_json("/models", {}, max_bytes=max_bytes) or {}
+        data = payload.get("data")
+        if not isinstance(data, list):
+            raise LLMError("GET /models: no `data` list in the response")
+        return data
+
     def generation(self, generation_id: str) -> dict | None:
         """`GET /generation?id=...` data, or None while OpenRouter has not recorded it (404).
 
@@ -204,7 +213,9 @@ class LLMClient:
         data = payload.get("data") if payload else None
         return data if isinstance(data, dict) else None
 
-    def _get_json(self, path: str, query: dict, missing_ok: bool = False) -> dict | None:
+    def _get_json(
+        self, path: str, query: dict, missing_ok: bool = False, max_bytes: int = MAX_HELPER_BYTES
+    ) -> dict | None:
         try:
             reply = fetch(
                 "GET",
@@ -212,7 +223,7 @@ class LLMClient:
                 params=query,
                 headers=self.headers,
                 timeout=self.timeout,
-                max_bytes=MAX_HELPER_BYTES,
+                max_bytes=max_bytes,
             )
         except HttpError as exc:
             raise LLMError(one_line(f"GET {path} failed: {exc}")) from exc
@@ -229,8 +240,6 @@ class LLMClient:
         if not isinstance(payload, dict):
             raise LLMError(f"GET {path}: response JSON is not an object")
         return payload
-
-    # --- chat -------------------------------------------------------------------------------
 
     def chat(
         self,

@@ -296,3 +296,106 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.competitor_id})"
+
+
+class LineupReview(models.Model):
+    """One weekly review of the configured model catalogs. The row claims its week: a second
+    run of the job (two beats, a retried task) finds it and does nothing."""
+
+    week_start = models.DateField(unique=True, help_text="the Sunday of the week reviewed")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-week_start"]
+
+    def __str__(self) -> str:
+        return f"lineup review of the week of {self.week_start}"
+
+
+class CatalogModel(models.Model):
+    """A model as a provider's catalog last listed it: what the next review compares with, to
+    tell a new model from one already seen and to notice one that left the catalog."""
+
+    catalog = models.CharField(max_length=60, help_text="the configured provider's name")
+    model_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, blank=True)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    price_in_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    price_out_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    created = models.DateTimeField(null=True, blank=True, help_text="the catalog's own date")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    gone_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["catalog", "model_id"], name="catalog_model_uniq")
+        ]
+        ordering = ["catalog", "model_id"]
+
+    def __str__(self) -> str:
+        return f"{self.catalog}: {self.model_id}"
+
+
+class LineupProposal(models.Model):
+    """What a review proposes to staff. Nothing changes until a staff member approves it: a new
+    competitor, or a new release of a competitor for the cohorts opened after it."""
+
+    class Kind(models.TextChoices):
+        NEW_MODEL = "new_model", "New model"
+        CHANGED = "changed", "Price or context changed"
+        DISAPPEARED = "disappeared", "Left the catalog"
+        UNREADABLE = "unreadable", "Catalog could not be read"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        DISMISSED = "dismissed", "Dismissed"
+
+    review = models.ForeignKey(LineupReview, on_delete=models.CASCADE, related_name="proposals")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    catalog = models.CharField(max_length=60)
+    model_id = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    price_in_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    price_out_per_m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    created = models.DateTimeField(null=True, blank=True)
+    competitor = models.ForeignKey(
+        Competitor, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
+    )
+    detail = models.TextField(blank=True, help_text="what changed, or why the catalog failed")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    proposed_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=150, blank=True)
+    outcome = models.CharField(max_length=300, blank=True, help_text="what the approval made")
+
+    class Meta:
+        constraints = [
+            # A proposal still waiting for staff is not made again by the next review (or by a
+            # second review running at once), once per model and, for a change, per competitor.
+            models.UniqueConstraint(
+                fields=["kind", "catalog", "model_id"],
+                condition=models.Q(status="pending", competitor__isnull=True),
+                name="lineup_proposal_pending_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "catalog", "model_id", "competitor"],
+                condition=models.Q(status="pending", competitor__isnull=False),
+                name="lineup_proposal_pending_competitor_uniq",
+            ),
+        ]
+        ordering = ["-proposed_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.model_id or self.catalog}"
+
+    def prices_label(self) -> str:
+        """USD per million tokens, prompt / completion, "?" where the catalog gave none."""
+        return " / ".join(
+            "?" if p is None else f"${p.normalize():f}"
+            for p in (self.price_in_per_m, self.price_out_per_m)
+        )

@@ -22,6 +22,8 @@ _MAX_TOKENS = 16000
 # not sampling noise (replicates measure what noise remains).
 _EFFORT = {"effort": "medium"}
 _BUDGET = {"max_tokens": 8000}
+# A model staff add from the lineup review starts with these (they may tune it in the admin).
+NEW_MODEL_PARAMS = {"temperature": 0, "max_tokens": _MAX_TOKENS}
 
 
 def _llm(

@@ -5,7 +5,12 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 
 from arena import login
-from arena.attention import attention_count, attention_items, retrying_decisions
+from arena.attention import (
+    attention_count,
+    attention_items,
+    lineup_choices,
+    retrying_decisions,
+)
 from core import clock
 from core.models import JobRun
 
@@ -37,6 +42,9 @@ def attention_view(request):
             "the attention page needs view access to markets, decisions and jobs"
         )
     items = attention_items()
+    choices = lineup_choices()
+    for proposal in items["lineup_proposals"]:  # who a new model may become a release of
+        proposal.release_choices = choices.get(proposal.catalog, [])
     context = {
         **admin.site.each_context(request),
         "title": "Needs attention",

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from agents.models import Competitor, LineupProposal
 from cohorts.models import Decision
 from core import clock
 from core.models import JobRun
@@ -36,6 +37,11 @@ def attention_items(now=None, limit: int = 200) -> dict:
         ),
         "ledger_violations": check_invariants()[:limit],
         "refused_weeks": refused_decision_weeks(now)[:limit],
+        "lineup_proposals": list(
+            LineupProposal.objects.filter(status=LineupProposal.Status.PENDING)
+            .select_related("competitor", "review")
+            .order_by("kind", "catalog", "model_id")[:limit]
+        ),
     }
 
 
@@ -65,6 +71,14 @@ def retrying_decisions(limit: int = 200) -> list[Decision]:
     )
 
 
+def lineup_choices() -> dict[str, list[Competitor]]:
+    """The model competitors of each provider: who a new model may become a release of."""
+    choices: dict[str, list[Competitor]] = {}
+    for competitor in Competitor.objects.filter(kind=Competitor.Kind.LLM).order_by("slug"):
+        choices.setdefault(competitor.provider, []).append(competitor)
+    return choices
+
+
 def attention_count(items: dict) -> int:
     return sum(len(v) for v in items.values())
 
@@ -82,5 +96,8 @@ def attention_counts(now=None) -> dict[str, int]:
         "flagged markets": Market.objects.filter(needs_attention=True).count(),
         "failed jobs": JobRun.objects.filter(
             status=JobRun.Status.FAILED, started_at__gte=now - timedelta(days=2)
+        ).count(),
+        "lineup proposals": LineupProposal.objects.filter(
+            status=LineupProposal.Status.PENDING
         ).count(),
     }

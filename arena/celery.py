@@ -80,6 +80,9 @@ BEAT_SCHEDULE = {
         "schedule": crontab(minute=25, hour=4),
     },
     "retention": {"task": "arena.tasks.retention", "schedule": crontab(minute=45, hour=3)},
+    # The week's lineup review runs once a week (the week's row claims it); asked every hour so
+    # a tick lost to an outage, or skipped on a busy rehearsal, is made good by the next one.
+    "review-lineup": {"task": "agents.tasks.review_lineup", "schedule": crontab(minute=40)},
     # Worker liveness for /healthz, on the wall clock (it measures processes, not the arena);
     # expires so a backlog after an outage is not a burst of them.
     "heartbeat": {

@@ -6,6 +6,7 @@ SECRET_KEY and DEBUG=0, and then refuses to start without a real SECRET_KEY.
 """
 
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -28,6 +29,19 @@ def env_bool(name: str, default: bool) -> bool:
     if raw.lower() in {"0", "false", "no", "off"}:
         return False
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0/true/false), got {raw!r}")
+
+
+def env_decimal(name: str) -> Decimal | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+    if not value.is_finite() or value < 0:
+        raise ImproperlyConfigured(f"{name} must be a number of 0 or more, got {raw!r}")
+    return value
 
 
 def env_int(name: str, default: int) -> int:
@@ -301,6 +315,19 @@ ARENA_SEAL_PUBLISH_URL = os.environ.get("ARENA_SEAL_PUBLISH_URL", "")
 ARENA_SEAL_PUBLISH_TOKEN = os.environ.get("ARENA_SEAL_PUBLISH_TOKEN", "")
 ARENA_SEAL_PUBLISH_TIMEOUT = float(os.environ.get("ARENA_SEAL_PUBLISH_TIMEOUT", "10"))
 ARENA_SEAL_PUBLISH_RETRIES = env_int("ARENA_SEAL_PUBLISH_RETRIES", 3)
+
+# The weekly lineup review (docs/lineup-review.md): the catalogs read (`name=URL`, the name being
+# the competitors' provider), and which new models are proposed to staff: model id prefixes
+# (empty: any), a minimum context, a maximum USD price per million tokens (prompt and completion
+# alike; empty: none). A catalog's read is bounded in total time and body size.
+ARENA_LINEUP_CATALOGS = os.environ.get(
+    "ARENA_LINEUP_CATALOGS", "openrouter=https://openrouter.ai/api/v1"
+)
+ARENA_LINEUP_PREFIXES = os.environ.get("ARENA_LINEUP_PREFIXES", "")
+ARENA_LINEUP_MIN_CONTEXT = env_int("ARENA_LINEUP_MIN_CONTEXT", 32000)
+ARENA_LINEUP_MAX_PRICE_PER_M = env_decimal("ARENA_LINEUP_MAX_PRICE_PER_M")
+ARENA_LINEUP_TIMEOUT = float(os.environ.get("ARENA_LINEUP_TIMEOUT", "30"))
+ARENA_LINEUP_MAX_BYTES = env_int("ARENA_LINEUP_MAX_BYTES", 20_000_000)
 
 # One key=value line per record in every process (web, worker, beat, CLI): arena/logfmt.py.
 LOGGING = logging_dict(os.environ.get("LOG_LEVEL", "INFO"))

@@ -10,7 +10,10 @@ answer. Served two ways:
 - by `arena simulated-llm --port N` for an operator testing a lineup: that server has no world
   and no way to receive one over HTTP, so nothing a simulation knows reaches live use.
 
-Routes (under /v1): POST /chat/completions, GET /models. The answer has the OpenAI shape with
+Routes (under /v1): POST /chat/completions, GET /models (a catalog in OpenRouter's shape: ids,
+names, context lengths, prices as strings in USD per token, creation times, so a rehearsal's
+lineup review reads it as it reads OpenRouter's; `reprice()` changes a model's listed price and
+`unlist()` takes one out). The answer has the OpenAI shape with
 `usage` counted from the actual text (prompt_view.count_tokens), reasoning tokens for a thinking
 character, `usage.cost` 0 (nothing is billed; the pages say "simulated"), and a finish_reason of
 "length" when max_tokens cuts the answer. Latency is realistic (seconds to the first token plus
@@ -54,6 +57,11 @@ MAX_BODY_BYTES = 8_000_000
 # seconds, not hours; the latencies recorded are the scaled ones.
 SIMULATION_LATENCY_SCALE = 0.005
 OWNER = "simulated"
+# What the catalog lists for every simulated model: they are free, take any prompt the arena
+# writes, and were all "released" on one fixed day (a catalog that differs between runs would
+# make a rehearsal's review differ too).
+CATALOG_CONTEXT = 131072
+CATALOG_CREATED = 1767225600  # 2026-01-01T00:00:00Z
 FAULT_KINDS = ("status", "stall")
 
 
@@ -106,6 +114,10 @@ class SimulatedLLMServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # The catalog's changes: {model id: (prompt, completion) USD per token as strings}, and
+        # ids no longer listed. The chat route still answers them: a catalog is only a listing.
+        self.listed_prices: dict[str, tuple[str, str]] = {}
+        self.unlisted: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -159,20 +171,37 @@ class SimulatedLLMServer:
 
     # --- answering (handler threads) ---------------------------------------------------------
 
+    def reprice(self, model_id: str, prompt: str, completion: str) -> None:
+        """List `model_id` at these prices (USD per token, as strings) from now on."""
+        with self._lock:
+            self.listed_prices[model_id] = (prompt, completion)
+
+    def unlist(self, model_id: str) -> None:
+        with self._lock:
+            self.unlisted.add(model_id)
+
     def models(self) -> dict:
-        return {
-            "data": [
+        with self._lock:
+            prices, unlisted = dict(self.listed_prices), set(self.unlisted)
+        listed = []
+        for c in CHARACTERS.values():
+            if c.model_id in unlisted:
+                continue
+            prompt, completion = prices.get(c.model_id, ("0", "0"))
+            listed.append(
                 {
                     "id": c.model_id,
                     "object": "model",
                     "owned_by": OWNER,
                     "name": f"{c.name} (simulated)",
+                    "created": CATALOG_CREATED,
                     "description": c.blurb,
-                    "pricing": {"prompt": "0", "completion": "0"},
+                    "context_length": CATALOG_CONTEXT,
+                    "pricing": {"prompt": prompt, "completion": completion},
+                    "top_provider": {"context_length": CATALOG_CONTEXT},
                 }
-                for c in CHARACTERS.values()
-            ]
-        }
+            )
+        return {"data": listed}
 
     def chat(self, body: Any) -> tuple[int, dict]:
         """(status, payload) for a chat-completions request body."""

@@ -66,7 +66,10 @@ def _isolated_cache_and_broker():
     locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     # Page caching is invalidated on commit, and most tests run inside a transaction that never
     # commits; tests/arena/test_page_cache.py turns it on with real commits.
-    with override_settings(CACHES=locmem, ARENA_PAGE_CACHE=False):
+    # No test process, nor a worker a test starts, reads a real provider's model catalog (the
+    # lineup review's tests point it at their fake).
+    os.environ["ARENA_LINEUP_CATALOGS"] = ""
+    with override_settings(CACHES=locmem, ARENA_PAGE_CACHE=False, ARENA_LINEUP_CATALOGS=""):
         yield
     app.conf.broker_url = previous
 

@@ -296,7 +296,7 @@ class Rehearsal:
         env = {k: v for k, v in os.environ.items()
                if k not in ("REDIS_CACHE_URL", "ARENA_SEAL_PUBLISH_URL", "ARENA_SEAL_PUBLISH_DIR",
                             "ARENA_SEAL_SIGNING_KEY", "ARENA_ROLE")}  # fmt: skip
-        assert self.world is not None
+        assert self.world is not None and self.models is not None
         env.update({
             "DJANGO_SETTINGS_MODULE": "arena.settings",
             "DATABASE_URL": _database_url(),
@@ -315,6 +315,9 @@ class Rehearsal:
             "ARENA_LLM_BACKOFF_BASE": "0.2",
             "ARENA_LLM_MAX_BACKOFF": "5",
             "ARENA_LLM_PHASE_SECONDS": "20",
+            # The weekly lineup review reads the stand-in's catalog, never a real provider's.
+            "ARENA_LINEUP_CATALOGS": f"simulated={self.models.base_url}",
+            "ARENA_LINEUP_TIMEOUT": str(HTTP_TIMEOUT),
             # Claims are stamped on the arena's clock: stale after CLAIM_WALL_SECONDS of wall.
             "ARENA_CLAIM_TIMEOUT_SECONDS": str(int(o.rate * CLAIM_WALL_SECONDS)),
             # Beat sends no more periodic work while this much waits for the workers: an
