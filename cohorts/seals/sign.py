@@ -45,6 +45,10 @@ class SigningKeyError(RuntimeError):
     """The configured signing key is unusable."""
 
 
+class KeyUnavailable(OSError):
+    """No signing key is configured and none can be written (the disk is full)."""
+
+
 def _seed_from_text(text: str, where: str) -> bytes:
     try:
         seed = bytes.fromhex(text.strip())
@@ -68,9 +72,16 @@ def _load_or_create_seed() -> bytes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return _seed_from_text(path.read_text(encoding="ascii"), str(path))
+    except OSError as exc:
+        raise KeyUnavailable(f"cannot make the signing key {path}: {exc}") from exc
     seed = os.urandom(32)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(seed.hex() + "\n")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(seed.hex() + "\n")
+    except OSError as exc:
+        # A full disk: an empty key file left behind would refuse every later start.
+        path.unlink(missing_ok=True)
+        raise KeyUnavailable(f"cannot make the signing key {path}: {exc}") from exc
     log.info("made the arena's checkpoint signing key %s (keep it; back it up)", path)
     return seed
 
@@ -92,9 +103,14 @@ def key_id(public_key: bytes) -> str:
     return hashlib.sha256(public_key).hexdigest()
 
 
-def public_key_info() -> dict[str, str]:
-    """What pages, /api/seals and the export show of the key."""
-    raw = public_key_bytes()
+def public_key_info() -> dict[str, str] | None:
+    """What pages, /api/seals and the export show of the key; None while it cannot be made
+    (var/ full), so a page that shows the key still answers, and says so."""
+    try:
+        raw = public_key_bytes()
+    except KeyUnavailable as exc:
+        log.warning("%s", exc)
+        return None
     return {"algorithm": "Ed25519", "public_key": raw.hex(), "key_id": key_id(raw)}
 
 
