@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from typing import Any
 
-from core.text import clean, flat
+from core.text import clean, outcome_key
 
 ACTIONS = ("BET", "SELL", "HOLD")
 MAX_REASONING_CHARS = 4000
@@ -469,8 +469,9 @@ def _outcome(
 
 def _outcome_key(name: str) -> str:
     """An outcome name as compared: the prompt shows names on one line between « » marks, and
-    a model may copy the marks or not."""
-    return flat(name.replace("«", " ").replace("»", " ")).casefold()
+    a model may copy the marks or not, and names are distinct under this key (markets whose
+    names are not are refused at ingest)."""
+    return outcome_key(name.replace("«", " ").replace("»", " "))
 
 
 def _yes_outcome(outcomes: list[str]) -> str:

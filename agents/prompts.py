@@ -10,6 +10,15 @@ line (a question cannot start a fake market line of its own, an outcome name can
 price line) between « and », which the text itself can no longer contain, and the system
 prompt says that fenced text is data, never instructions (v2).
 
+Why look-alike marks are left as written: the fence is the two code points U+00AB and U+00BB,
+named exactly in the system prompt, and a model reads code points, not glyphs. 《 》 (U+300A/B,
+Chinese title marks), ｢ ｣ (U+FF62/3), 「 」, ‹ ›, ≪ ≫ and ⟪ ⟫ are other characters that open
+and close nothing; inside a fence they are text like any other, so a Chinese title keeps its
+marks. What a hostile text could use to leave its fence is gone before it gets here: the real
+marks become plain quotes, every line break becomes a space (the arena's own lines are the only
+lines), and `core.text.clean` has removed the invisible characters, so what the model is given
+between the marks is what a reader of the page sees.
+
 The universe block is the bulk of the prompt (500 markets) and identical for every entry of a
 cohort week, so it is rendered once per universe and reused; only the header (cash, positions)
 is per entry.
@@ -188,8 +197,8 @@ def _market_block(item: dict) -> str:
 
 
 def fenced(text: str) -> str:
-    """Market text as the prompt shows it: on one line, without control or bidi characters,
-    between « and » (see the module docstring)."""
+    """Market text as the prompt shows it: on one line, without control, bidi or invisible
+    characters, between « and » (see the module docstring)."""
     return f"{FENCE_OPEN}{flat(str(text)).translate(_UNFENCE)}{FENCE_CLOSE}"
 
 

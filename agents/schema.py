@@ -15,6 +15,9 @@ from collections.abc import Sequence
 MAX_BETS = 10
 MAX_SELLS = 10
 MAX_REASONING = 600
+# Any outcome name Gamma allows (markets.gamma.OUTCOME_CHARS): a shorter bound left a model
+# under a grammar unable to name a long outcome at all.
+MAX_OUTCOME = 200
 
 
 def decision_schema(
@@ -36,7 +39,7 @@ def decision_schema(
         "type": "object",
         "properties": {
             "market_id": {"type": "string", "enum": [str(m) for m in shown_ids]},
-            "outcome": {"type": "string", "maxLength": 60},
+            "outcome": {"type": "string", "maxLength": MAX_OUTCOME},
             "amount": {"type": "number"},
             "probability": {"type": "number"},
         },

@@ -12,9 +12,14 @@ worker consumes the queue (or beat is down, which stops everything just the same
 install has none yet: until it is WORKER_LATE old (its first migration) that reads "starting",
 not "down", and a job that never ran is not "late" before its own period has passed.
 
-Served before Django's host check and HTTPS redirect (HealthzMiddleware, first in the chain),
-so a local probe (`curl http://127.0.0.1:8000/healthz` on a DEBUG=0 deploy whose ALLOWED_HOSTS
-names only the public host) gets the report rather than a 301 or a 400.
+Who gets what: a local probe (a caller on the loopback, `curl http://127.0.0.1:8000/healthz` on
+a DEBUG=0 deploy whose ALLOWED_HOSTS names only the public host) is answered before Django's host
+check and HTTPS redirect (HealthzMiddleware, first in the chain) with the full report rather than
+a 301 or a 400. Any other caller goes through the whole chain like a page, so a disallowed Host
+is a 400; staff get the full report, the public only the overall status (free disk bytes, job
+times and the broker kind tell an outsider how to hurt the site and when it would be noticed).
+Behind a proxy the caller is the address the proxy reports (ARENA_TRUSTED_PROXIES), so a public
+request relayed by nginx on the same machine is not taken for a local probe.
 
 The broker is checked in a background thread of each web process, and a result is used for at
 most FRESH_SECONDS: a request that finds it older starts a new check and waits for it up to
@@ -26,6 +31,7 @@ no longer fresh reads "unknown" (degraded, 200) until the check finishes. `check
 in every answer (`broker_checked_seconds_ago`).
 """
 
+import ipaddress
 import shutil
 import threading
 import time
@@ -38,6 +44,7 @@ from django.http import JsonResponse
 
 from arena.security import CSP
 from core import clock
+from core.clients import client_ip
 from core.models import JobRun
 from core.reaper import owner_token
 
@@ -239,24 +246,46 @@ class CachedCheck:
 broker_check = CachedCheck(lambda: _broker_ok())
 
 
-def healthz(request):
+def is_local(request) -> bool:
+    """A caller on this machine, as the proxy (if any) reports it."""
+    ip = client_ip(request)
+    if ip is None:
+        return False
+    address = ipaddress.ip_address(ip)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def healthz(request, full: bool | None = None):
+    """The report: whole for a local probe and staff, the overall status for anyone else."""
     report = health_report(broker=broker_check.get())
+    if full is None:
+        user = getattr(request, "user", None)
+        full = is_local(request) or bool(user is not None and user.is_staff)
+    status = report["status"]
+    if not full:
+        report = {"status": status}
     # "unknown" (a fresh process whose first broker check is still running) is not a failure.
-    response = JsonResponse(report, status=503 if report["status"] == "error" else 200)
+    response = JsonResponse(report, status=503 if status == "error" else 200)
     response["Cache-Control"] = "no-store"
     response["Content-Security-Policy"] = CSP
     return response
 
 
 class HealthzMiddleware:
-    """Answers GET /healthz ahead of every other middleware: no host check, no HTTPS redirect
-    (a probe on the machine speaks plain HTTP to 127.0.0.1), no session or cache. The report
-    holds no secret and builds no URL from the Host header, so neither check protects it."""
+    """Answers a local probe's GET /healthz ahead of every other middleware: no host check, no
+    HTTPS redirect (a probe on the machine speaks plain HTTP to 127.0.0.1), no session or
+    cache. Anyone else's goes down the chain to the same view, which asks who is calling."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path_info == "/healthz" and request.method in ("GET", "HEAD"):
-            return healthz(request)
+        if (
+            request.path_info == "/healthz"
+            and request.method in ("GET", "HEAD")
+            and is_local(request)
+        ):
+            return healthz(request, full=True)
         return self.get_response(request)

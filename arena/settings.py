@@ -259,6 +259,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- Arena ------------------------------------------------------------------------------
 ARENA_GAMMA_URL = os.environ.get("ARENA_GAMMA_URL", "https://gamma-api.polymarket.com").rstrip("/")
 ARENA_CLOB_URL = os.environ.get("ARENA_CLOB_URL", "https://clob.polymarket.com").rstrip("/")
+# The largest Gamma answer read (markets/gamma.py); a page of 100 markets is a few megabytes.
+ARENA_HTTP_MAX_BYTES = env_int("ARENA_HTTP_MAX_BYTES", 32_000_000)
 ARENA_LLM_BASE_URL = os.environ.get("ARENA_LLM_BASE_URL", "https://openrouter.ai/api/v1").rstrip(
     "/"
 )

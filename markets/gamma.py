@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from core.http import HttpConnectionError, HttpError, HttpTimeout, fetch, parse_retry_after
-from core.text import clean_json, flat
+from core.text import clean_json, flat, outcome_key
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ MONEY_PLACES = Decimal("0.01")
 # Real questions are a line or two and rules a few paragraphs; a megabyte of either is an attack
 # on every page and prompt that shows it, so they are cut here.
 QUESTION_CHARS = 1000
+OUTCOME_CHARS = 200  # Gamma's own limit; the model's answer schema allows the same
 DESCRIPTION_CHARS = 20_000
 # A page of 100 markets with long rules is a few megabytes; far more is a broken upstream.
 DEFAULT_MAX_BYTES = 32_000_000
@@ -154,10 +155,19 @@ def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
     outcomes = [flat(o) for o in _json_string_list(raw, "outcomes", required=True)]
     if len(outcomes) < 2:
         raise MarketParseError(f"needs at least 2 outcomes, got {_short(outcomes)}")
-    if len(set(outcomes)) != len(outcomes) or any(not o.strip() or len(o) > 200 for o in outcomes):
-        raise MarketParseError(
-            f"outcome names must be distinct, non-empty, short: {_short(outcomes)}"
-        )
+    if any(not o.strip() or len(o) > OUTCOME_CHARS for o in outcomes):
+        raise MarketParseError(f"outcome names must be non-empty and short: {_short(outcomes)}")
+    # Names a reader cannot tell apart ("Yes" and "YES", or "Yes" and a fullwidth "Ｙｅｓ") would
+    # be two sides of a market shown as one; no choice between them is ours to make.
+    seen: dict[str, str] = {}
+    for name in outcomes:
+        key = outcome_key(name)
+        if key in seen:
+            raise MarketParseError(
+                f"outcome names {_short(seen[key])} and {_short(name)} read the same: "
+                f"{_short(outcomes)}"
+            )
+        seen[key] = name
     token_ids = _json_string_list(raw, "clobTokenIds", required=False)
     if token_ids and len(token_ids) != len(outcomes):
         raise MarketParseError("clobTokenIds and outcomes differ in length")

@@ -311,6 +311,9 @@ class PublicPageCacheMiddleware:
         spec = _spec(request)
         if spec is None:
             return self.get_response(request)
+        # The host check CommonMiddleware makes further in: a cached page is no exception, so
+        # a disallowed Host is the same 400 (DisallowedHost) whether the page is cached or not.
+        request.get_host()
         try:
             values = spec.read(request)
         except BadParameter as exc:

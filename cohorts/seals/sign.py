@@ -48,6 +48,10 @@ class SigningKeyError(RuntimeError):
     """The configured signing key is unusable."""
 
 
+class KeyUnavailable(OSError):
+    """No signing key is configured and none can be written (the disk is full)."""
+
+
 def _seed_from_text(text: str, where: str) -> bytes:
     try:
         seed = bytes.fromhex(text.strip())
@@ -72,15 +76,16 @@ def write_seed(path: Path, seed: bytes) -> bool:
     and linked into place, so a process starting at the same moment reads a whole key or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(seed.hex() + "\n")
     try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(seed.hex() + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
     finally:
-        tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return True
 
 
@@ -90,7 +95,12 @@ def _load_or_create_seed() -> bytes:
     path = key_path()
     if not path.exists():
         seed = os.urandom(32)
-        if write_seed(path, seed):
+        try:
+            made = write_seed(path, seed)
+        except OSError as exc:
+            # A full disk: nothing is left at `path` (the key is linked into place whole).
+            raise KeyUnavailable(f"cannot make the signing key {path}: {exc}") from exc
+        if made:
             log.info("made the arena's checkpoint signing key %s (keep it; back it up)", path)
             return seed
     return _seed_from_text(path.read_text(encoding="ascii"), str(path))
@@ -122,9 +132,14 @@ def key_id(public_key: bytes) -> str:
     return hashlib.sha256(public_key).hexdigest()
 
 
-def public_key_info() -> dict[str, str]:
-    """What pages, /api/seals and the export show of the key."""
-    raw = public_key_bytes()
+def public_key_info() -> dict[str, str] | None:
+    """What pages, /api/seals and the export show of the key; None while it cannot be made
+    (var/ full), so a page that shows the key still answers, and says so."""
+    try:
+        raw = public_key_bytes()
+    except KeyUnavailable as exc:
+        log.warning("%s", exc)
+        return None
     return {"algorithm": "Ed25519", "public_key": raw.hex(), "key_id": key_id(raw)}
 
 

@@ -129,3 +129,71 @@ def test_an_unreadable_cache_file_is_a_miss(settings, tmp_path):
     key = uuid.uuid4().hex
     assert cache.add(key, 1) is True and cache.get(key) == 1
     assert os.listdir(tmp_path / "cache")
+
+
+def _every_public_route(world: World, cohort) -> dict[str, list[str]]:
+    """One or more paths for each named route of web/urls.py, filled from the world."""
+    from web.exports import FORMATS, SEALS, WHATS
+
+    entry, market, decision = world.entries[0], world.markets[0], world.decisions[0]
+    return {
+        "home": ["/", "/?range=1W"],
+        "cohort-list": ["/cohorts/"],
+        "cohort-detail": [f"/cohorts/{cohort.pk}/"],
+        "entry-detail": [f"/cohorts/{cohort.pk}/entries/{entry.competitor.slug}/"],
+        "competitor-list": ["/competitors/"],
+        "competitor-detail": [f"/competitors/{entry.competitor.slug}/"],
+        "market-list": ["/markets/", "/markets/?q=event"],
+        "market-detail": [f"/markets/{market.pk}/"],
+        "decision-detail": [f"/decisions/{decision.pk}/"],
+        "methodology": ["/methodology/"],
+        "about": ["/about/"],
+        "api-cohorts": ["/api/cohorts/"],
+        "api-cohort": [f"/api/cohorts/{cohort.pk}"],
+        "api-cohort-series": [f"/api/cohorts/{cohort.pk}/series"],
+        "api-decision": [f"/api/decisions/{decision.pk}"],
+        "api-leaderboard": ["/api/leaderboard"],
+        "api-overview": ["/api/overview"],
+        "api-markets": ["/api/markets"],
+        "api-market": [f"/api/markets/{market.pk}"],
+        "api-market-prices": [f"/api/markets/{market.pk}/prices"],
+        "exports": ["/exports/"],
+        "api-seals": ["/api/seals"],
+        "export": [  # seals are JSON only (a CSV of them is a 400 by design)
+            f"/exports/{what}.{fmt}"
+            for what in WHATS
+            for fmt in FORMATS
+            if (what, fmt) != (SEALS, "csv")
+        ],
+    }
+
+
+def _get(client, path: str):
+    """A GET read to its end and closed, as a browser does (an export holds its slot until then)."""
+    response = client.get(path)
+    if response.streaming:
+        b"".join(response.streaming_content)
+    response.close()
+    return response
+
+
+def test_every_public_route_answers_with_the_cache_disk_full(client, settings, tiny_disk):
+    from cohorts.seals import sign
+    from web import urls
+
+    # As deployed: the file cache lives in var/, with the signing key and the rest of var/.
+    settings.VAR_DIR = tiny_disk
+    sign._private_key.cache_clear()  # a key made by an earlier test lives elsewhere
+    world = World()
+    cohort = build_arena(world, n_competitors=2)
+    routes = _every_public_route(world, cohort)
+    # A route added to web/urls.py without a path here fails, rather than going unwalked.
+    assert set(routes) == {p.name for p in urls.urlpatterns}
+    paths = [path for group in routes.values() for path in group]
+    _use_file_cache(settings, tiny_disk / "cache")
+    cache.clear()
+    _fill(tiny_disk)
+    data_changed()
+    for _ in range(2):
+        for path in paths:
+            assert _get(client, path).status_code == 200, path
