@@ -12,7 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
-FENCE = re.compile(r"^```\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```(?:sh)?\n(.*?)^```", re.S | re.M)
+SH = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 
 
 def _section(text: str, title: str) -> str:
@@ -68,9 +69,12 @@ def test_an_endpoint_list_with_a_key_variable_survives_the_loader(tmp_path):
 def test_every_shell_block_of_the_single_host_path_and_the_rehearsal_is_valid_shell():
     blocks = FENCE.findall(_section(DEPLOY, "Single host"))
     rehearsal = (ROOT / "docs" / "rehearsal.md").read_text()
-    indented = re.findall(r"(?:^    \S.*\n)+", rehearsal, re.M)
-    blocks += [re.sub(r"^    ", "", b, flags=re.M) for b in indented]
-    assert len(blocks) >= 4
+    blocks += FENCE.findall(rehearsal)
+    assert len(blocks) >= 7
+    # The ones tests/arena/test_deploy_docs_run.py runs are marked sh: every one.
+    assert SH.findall(_section(DEPLOY, "Single host")) == FENCE.findall(
+        _section(DEPLOY, "Single host"))
+    assert SH.findall(rehearsal) == FENCE.findall(rehearsal)
     for block in blocks:
         script = block.replace("<repo>", "https://example.org/arena.git")
         done = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True,
