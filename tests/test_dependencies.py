@@ -21,6 +21,8 @@ USED_AS = {
     "celery": [r"^\s*(from|import) celery\b"],
     "redis": [r"^\s*(from|import) redis\b"],
     "kombu": [r"\"filesystem://\""],  # the embedded broker's transport (arena/settings.py)
+    # kombu's Redis transport imports it without declaring it: the broker of CELERY_BROKER_URL.
+    "packaging": [r"CELERY_BROKER_URL"],
     "psycopg": [r"vendor == \"postgresql\""],  # the driver of Django's PostgreSQL backend
     "django-htmx": [r"\"django_htmx\""],
     "django-template-partials": [r"\"template_partials\""],

@@ -32,6 +32,7 @@ from django.db import IntegrityError, transaction
 from cohorts.seals.canonical import canonical, ts
 from cohorts.seals.models import Checkpoint, EventLogEntry, SigningKey, StateRecord
 from cohorts.seals.sign import (
+    KeyUnavailable,
     checkpoint_dict,
     key_from_env,
     key_id,
@@ -89,7 +90,10 @@ def _foreign_checkpoint(mine: str) -> str | None:
 def key_problem() -> str:
     """ "" when this process may sign and serve checkpoints: its key is the history's latest
     (or the history is empty and no checkpoint was signed by another key); else why not."""
-    mine = current_id()
+    try:
+        mine = current_id()
+    except KeyUnavailable as exc:  # no key yet and no room to make one (a full disk)
+        return f"this process has no signing key: {exc}"
     last = SigningKey.objects.order_by("-id").values_list("key_id", flat=True).first()
     if last is None:
         other = _foreign_checkpoint(mine)

@@ -268,7 +268,7 @@ def test_methodology_page_shows_hash_constants_and_rules(client):
 
     for version in history():
         assert version["sha256"] in body
-    assert "Version 1" in body and "Version 3" in body and "Version 4 (current)" in body
+    assert "Version 1" in body and "Version 3" in body and "Version 4" in body and "Version 5 (current)" in body
     # What v3 states: the paired tests' loss order, group letters, Holm-adjusted edge labels.
     assert "first decision time" in body and "group letters" in body
     assert "Holm-adjusted" in body and "borderline" in body
