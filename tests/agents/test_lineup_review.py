@@ -232,8 +232,8 @@ def test_a_catalog_that_cannot_be_read_is_an_attention_item(catalog, settings, c
     assert reasons["status"] == "GET /models: HTTP 503: Service temporarily unavailable [code 503]"
     assert reasons["garbage"] == "GET /models: response is not JSON"
     assert reasons["not_a_catalog"] == "GET /models: no `data` list in the response"
-    assert reasons["huge"] == "GET /models: response body larger than 200000 bytes"
-    assert reasons["trickle"] == "GET /models failed: response body not received within 1s"
+    assert reasons["huge"] == "GET /models failed: response body larger than 200000 bytes"
+    assert reasons["trickle"] == "GET /models failed: no complete answer within 1s"
     assert not JobRun.objects.filter(job="review_lineup").exclude(status="ok").exists()
     assert not LineupProposal.objects.exclude(kind="unreadable").exists()
 
