@@ -9,6 +9,9 @@ from django.db import connection
 # start empty, as their builders expect. Tests of the seeding set it back for their own migrate.
 os.environ["ARENA_LINEUP_ON_MIGRATE"] = "0"
 
+# The fakes of outside services and a demo database, for every test that needs them.
+pytest_plugins = ("tests.fixtures",)
+
 
 def pytest_collection_modifyitems(config, items):
     # Tests that need PostgreSQL or Redis run when those are configured (.ci/run sets both);

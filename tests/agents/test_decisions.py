@@ -21,7 +21,6 @@ from tests.agents.helpers import (
     AT,
     answer,
     baseline_competitor,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
@@ -43,16 +42,10 @@ INITIAL = Decimal("10000.00")
 
 
 @pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(settings, monkeypatch) as fake:
-        yield fake
-
-
-@pytest.fixture
-def setup(server):
+def setup(model_server):
     """Six markets, one LLM entry; returns (entry, universe, markets)."""
     markets = make_markets(6)
-    cohort = make_cohort([llm_competitor(server)])
+    cohort = make_cohort([llm_competitor(model_server)])
     universe = freeze_universe(cohort, 1, AT)
     return cohort.entries.get(), universe, markets
 
@@ -66,13 +59,13 @@ def bet(market, amount=100, probability=0.7, outcome="Yes"):
     }
 
 
-def repair_message(server, index=1) -> str:
-    return server.chat_requests[index].json["messages"][-1]["content"]
+def repair_message(model_server, index=1) -> str:
+    return model_server.chat_requests[index].json["messages"][-1]["content"]
 
 
-def test_success_with_usage_cost_stores_everything(server, setup):
+def test_success_with_usage_cost_stores_everything(model_server, setup):
     entry, universe, markets = setup
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 250)]), cost=0.0123))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 250)]), cost=0.0123))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -95,7 +88,7 @@ def test_success_with_usage_cost_stores_everything(server, setup):
     assert call.request["model"] == "openai/gpt-test"
     assert call.request["messages"][1]["content"] == decision.user_prompt
     # The request really carried the key from the competitor's env var.
-    assert server.chat_requests[0].headers["Authorization"] == "Bearer sk-or-v1-test"
+    assert model_server.chat_requests[0].headers["Authorization"] == "Bearer sk-or-v1-test"
 
     trade = Trade.objects.get(decision=decision)
     assert (trade.side, trade.amount, trade.price) == (
@@ -118,9 +111,9 @@ def test_success_with_usage_cost_stores_everything(server, setup):
 
 
 @pytest.mark.parametrize("wrap", [fenced_json, prose_around_json])
-def test_fenced_or_prose_wrapped_json_is_accepted(server, setup, wrap):
+def test_fenced_or_prose_wrapped_json_is_accepted(model_server, setup, wrap):
     entry, universe, markets = setup
-    server.enqueue(wrap(json.loads(answer(universe, bets=[bet(markets[1], 60)]))))
+    model_server.enqueue(wrap(json.loads(answer(universe, bets=[bet(markets[1], 60)]))))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -129,9 +122,9 @@ def test_fenced_or_prose_wrapped_json_is_accepted(server, setup, wrap):
     assert Trade.objects.filter(decision=decision).count() == 1
 
 
-def test_invalid_json_then_valid_uses_one_repair_quoting_the_error(server, setup):
+def test_invalid_json_then_valid_uses_one_repair_quoting_the_error(model_server, setup):
     entry, universe, markets = setup
-    server.enqueue(
+    model_server.enqueue(
         success('{"action": "BET", "bets": [ oops'),
         success(answer(universe, bets=[bet(markets[0], 100)])),
     )
@@ -143,18 +136,18 @@ def test_invalid_json_then_valid_uses_one_repair_quoting_the_error(server, setup
     assert [(c.attempt, c.phase) for c in calls] == [(1, "initial"), (2, "repair")]
     problem = decision.validation_errors[0]["problems"][0]
     assert "never closed" in problem or "not valid JSON" in problem
-    assert problem in repair_message(server)
+    assert problem in repair_message(model_server)
     # The repair conversation carries the model's own bad answer back to it.
-    assert server.chat_requests[1].json["messages"][-2] == {
+    assert model_server.chat_requests[1].json["messages"][-2] == {
         "role": "assistant",
         "content": '{"action": "BET", "bets": [ oops',
     }
     assert decision.tokens_in == 104  # both calls counted
 
 
-def test_invalid_twice_holds_with_the_reason_and_keeps_both_calls(server, setup):
+def test_invalid_twice_holds_with_the_reason_and_keeps_both_calls(model_server, setup):
     entry, universe, _ = setup
-    server.enqueue(success("I would rather not say."), success("still no JSON"))
+    model_server.enqueue(success("I would rather not say."), success("still no JSON"))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -178,9 +171,9 @@ def test_invalid_twice_holds_with_the_reason_and_keeps_both_calls(server, setup)
         ({"amount": "lots"}, "must be a number"),
     ],
 )
-def test_rule_violations_get_one_repair(server, setup, bad_bet, expected):
+def test_rule_violations_get_one_repair(model_server, setup, bad_bet, expected):
     entry, universe, markets = setup
-    server.enqueue(
+    model_server.enqueue(
         success(answer(universe, bets=[{**bet(markets[0]), **bad_bet}])),
         success(answer(universe, bets=[bet(markets[0], 100)])),
     )
@@ -188,16 +181,16 @@ def test_rule_violations_get_one_repair(server, setup, bad_bet, expected):
     decision = run_decision(entry.pk, 1, AT)
 
     assert (decision.status, decision.action) == ("done", "BET")
-    assert expected in repair_message(server)
+    assert expected in repair_message(model_server)
     assert any(expected in p for p in decision.validation_errors[0]["problems"])
     assert Trade.objects.get(decision=decision).amount == Decimal("100.00")
 
 
-def test_nan_amount_is_refused(server, setup):
+def test_nan_amount_is_refused(model_server, setup):
     entry, universe, markets = setup
     text = answer(universe, bets=[bet(markets[0])]).replace('"amount": 100', '"amount": NaN')
     assert "NaN" in text
-    server.enqueue(success(text), success(text))
+    model_server.enqueue(success(text), success(text))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -207,9 +200,9 @@ def test_nan_amount_is_refused(server, setup):
 
 
 @pytest.mark.parametrize("response", [unauthorized, payment_required], ids=["401", "402"])
-def test_auth_and_credit_errors_fail_after_one_call(server, setup, response):
+def test_auth_and_credit_errors_fail_after_one_call(model_server, setup, response):
     entry, _, _ = setup
-    server.enqueue(response())
+    model_server.enqueue(response())
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -219,7 +212,7 @@ def test_auth_and_credit_errors_fail_after_one_call(server, setup, response):
     assert call.http_status == response().status
     assert call.error_kind == "http"
     assert str(call.http_status) in decision.error
-    assert len(server.chat_requests) == 1
+    assert len(model_server.chat_requests) == 1
     assert not Forecast.objects.filter(decision=decision).exists()
     entry.refresh_from_db()
     assert entry.cash == INITIAL
@@ -230,9 +223,9 @@ def test_auth_and_credit_errors_fail_after_one_call(server, setup, response):
     [lambda: rate_limited(retry_after="0"), bad_gateway, in_band_error, empty_content],
     ids=["429-retry-after", "502", "in-band-error", "empty"],
 )
-def test_transient_failure_then_success(server, setup, first):
+def test_transient_failure_then_success(model_server, setup, first):
     entry, universe, markets = setup
-    server.enqueue(first(), success(answer(universe, bets=[bet(markets[2], 75)])))
+    model_server.enqueue(first(), success(answer(universe, bets=[bet(markets[2], 75)])))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -243,25 +236,25 @@ def test_transient_failure_then_success(server, setup, first):
     assert Trade.objects.get(decision=decision).amount == Decimal("75.00")
 
 
-def test_in_band_errors_every_time_fail_the_decision(server, setup):
+def test_in_band_errors_every_time_fail_the_decision(model_server, setup):
     entry, _, _ = setup
-    server.enqueue(*[in_band_error() for _ in range(6)])
+    model_server.enqueue(*[in_band_error() for _ in range(6)])
 
     decision = run_decision(entry.pk, 1, AT)
 
     assert decision.status == Decision.Status.FAILED
     assert "in-band" in decision.error
-    assert decision.llm_calls.count() == len(server.chat_requests) >= 2
+    assert decision.llm_calls.count() == len(model_server.chat_requests) >= 2
     assert set(decision.llm_calls.values_list("error_kind", flat=True)) == {"in_band"}
 
 
-def test_slow_response_past_the_timeout_fails(server, setup, settings):
+def test_slow_response_past_the_timeout_fails(model_server, setup, settings):
     settings.ARENA_LLM_TIMEOUT = 0.3
     settings.ARENA_LLM_MAX_RETRIES = 1
     settings.ARENA_DECISION_MAX_ROUNDS = 1  # a timeout is an outage: one round, then failed
     entry, universe, _ = setup
     late = success(answer(universe), delay=3)
-    server.enqueue(late, late)
+    model_server.enqueue(late, late)
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -271,9 +264,9 @@ def test_slow_response_past_the_timeout_fails(server, setup, settings):
     assert decision.llm_calls.first().http_status is None
 
 
-def test_repair_call_failing_holds_and_keeps_the_decision_done(server, setup):
+def test_repair_call_failing_holds_and_keeps_the_decision_done(model_server, setup):
     entry, universe, markets = setup
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 5000)])), unauthorized())
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 5000)])), unauthorized())
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -282,14 +275,14 @@ def test_repair_call_failing_holds_and_keeps_the_decision_done(server, setup):
     assert list(decision.llm_calls.values_list("phase", flat=True)) == ["initial", "repair"]
 
 
-def test_sell_in_a_later_week_sees_the_position(server, setup):
+def test_sell_in_a_later_week_sees_the_position(model_server, setup):
     entry, universe, markets = setup
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 200, outcome="No")])))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 200, outcome="No")])))
     run_decision(entry.pk, 1, AT)
     position = Position.objects.get(entry=entry)
     week2 = AT + timedelta(days=7)
     universe2 = freeze_universe(entry.cohort, 2, week2)
-    server.enqueue(
+    model_server.enqueue(
         success(answer(universe2, sells=[{"position_id": str(position.pk), "percentage": 100}]))
     )
 
@@ -307,21 +300,21 @@ def test_sell_in_a_later_week_sees_the_position(server, setup):
     assert entry.cash == INITIAL - Decimal("200") + sold.amount
 
 
-def test_a_fresh_claim_is_left_alone(server, setup):
+def test_a_fresh_claim_is_left_alone(model_server, setup):
     entry, _, _ = setup
     Decision.objects.create(entry=entry, week=1, claim_token="other", claimed_at=timezone.now())
 
     decision = run_decision(entry.pk, 1, AT)
 
     assert (decision.status, decision.claim_token) == ("claimed", "other")
-    assert server.chat_requests == []
+    assert model_server.chat_requests == []
 
 
-def test_a_stale_claim_is_reclaimed(server, setup, settings):
+def test_a_stale_claim_is_reclaimed(model_server, setup, settings):
     entry, universe, markets = setup
     old = timezone.now() - timedelta(seconds=settings.ARENA_CLAIM_TIMEOUT_SECONDS + 60)
     stale = Decision.objects.create(entry=entry, week=1, claim_token="dead", claimed_at=old)
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 100)])))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 100)])))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -331,7 +324,7 @@ def test_a_stale_claim_is_reclaimed(server, setup, settings):
     assert Trade.objects.filter(entry=entry).count() == 1
 
 
-def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(server, setup, settings):
+def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(model_server, setup, settings):
     """The worker that claimed first got an answer, billed, then died: its call is kept, and
     the decision's tokens and cost count it with the reclaiming run's, as the audit page lists
     both (the provider billed both)."""
@@ -349,7 +342,7 @@ def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(serve
         latency_ms=4000,
         started_at=old,
     )
-    server.enqueue(
+    model_server.enqueue(
         success(answer(universe, bets=[bet(markets[0], 100)]), prompt_tokens=52, cost=0.00384)
     )
 
@@ -364,15 +357,15 @@ def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(serve
     assert decision.latency_ms == 4000 + calls[1].latency_ms
 
 
-def test_done_decision_is_not_run_again(server, setup):
+def test_done_decision_is_not_run_again(model_server, setup):
     entry, universe, markets = setup
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 100)])))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 100)])))
     first = run_decision(entry.pk, 1, AT)
 
     again = run_decision(entry.pk, 1, AT)
 
     assert again.pk == first.pk
-    assert len(server.chat_requests) == 1
+    assert len(model_server.chat_requests) == 1
     assert Trade.objects.filter(entry=entry).count() == 1
 
 
@@ -397,11 +390,11 @@ def test_without_api_key_llm_entries_are_skipped_and_baselines_decide(settings):
     assert Forecast.objects.filter(decision=by_slug["baseline-market"]).count() == 20
 
 
-def test_skipped_llm_entry_runs_once_a_key_is_set(server, settings):
+def test_skipped_llm_entry_runs_once_a_key_is_set(model_server, settings):
     settings.ARENA_LLM_API_KEY = ""
-    settings.ARENA_LLM_ENDPOINTS = f"{server.base_url}|ARENA_MISSING_KEY"
+    settings.ARENA_LLM_ENDPOINTS = f"{model_server.base_url}|ARENA_MISSING_KEY"
     make_markets(4)
-    cohort = make_cohort([llm_competitor(server, api_key_env="ARENA_MISSING_KEY")])
+    cohort = make_cohort([llm_competitor(model_server, api_key_env="ARENA_MISSING_KEY")])
     entry = cohort.entries.get()
     assert run_decision(entry.pk, 1, AT).status == Decision.Status.SKIPPED
 
@@ -411,7 +404,7 @@ def test_skipped_llm_entry_runs_once_a_key_is_set(server, settings):
     os.environ["ARENA_MISSING_KEY"] = "sk-now-set"
     try:
         universe = entry.cohort.universes.get(week=1)
-        server.enqueue(success(answer(universe)))
+        model_server.enqueue(success(answer(universe)))
         decision = run_decision(entry.pk, 1, AT)
     finally:
         del os.environ["ARENA_MISSING_KEY"]
@@ -419,12 +412,12 @@ def test_skipped_llm_entry_runs_once_a_key_is_set(server, settings):
     assert (decision.status, decision.action) == ("done", "HOLD")
 
 
-def test_decide_freezes_one_universe_shared_by_all_entries(server):
+def test_decide_freezes_one_universe_shared_by_all_entries(model_server):
     make_markets(8)
-    llm = llm_competitor(server, replicates=2)
+    llm = llm_competitor(model_server, replicates=2)
     cohort = make_cohort([llm, baseline_competitor("cash")])
     text = answer(freeze_universe(cohort, 1, AT))  # decide() must reuse this universe
-    server.default_responder = lambda request: success(text)
+    model_server.default_responder = lambda request: success(text)
 
     assert decide(cohort=cohort, at=AT, sync=True) == 3
 
@@ -438,7 +431,7 @@ def test_decide_freezes_one_universe_shared_by_all_entries(server):
     assert Entry.objects.filter(cohort=cohort, cash=INITIAL).count() == 3
 
 
-def test_decide_enqueues_after_commit(server, django_capture_on_commit_callbacks):
+def test_decide_enqueues_after_commit(model_server, django_capture_on_commit_callbacks):
     make_markets(3)
     cohort = make_cohort([baseline_competitor("cash")])
 
@@ -451,7 +444,7 @@ def test_decide_enqueues_after_commit(server, django_capture_on_commit_callbacks
     assert not Decision.objects.exists()  # nothing ran inline
 
 
-def test_decision_market_closed_is_not_in_universe(server):
+def test_decision_market_closed_is_not_in_universe(model_server):
     make_markets(3)
     closed = Market.objects.first()
     Market.objects.filter(pk=closed.pk).update(status=Market.Status.CLOSED)
@@ -479,25 +472,25 @@ def test_run_decision_task_runs_the_service():
     assert Trade.objects.filter(decision=decision).exists()
 
 
-def test_an_endpoint_off_the_allow_list_is_never_called_and_says_why(server, settings, monkeypatch):
+def test_an_endpoint_off_the_allow_list_is_never_called_and_says_why(model_server, settings, monkeypatch):
     # Staff once could type base_url=<their listener> and api_key_env=SECRET_KEY: the app sent
     # the SECRET_KEY there as a Bearer token. Such a row (stored before the allow-list) fails
     # closed: skipped with the reason, no request made.
     monkeypatch.setenv("SECRET_KEY", "the-django-secret")
     make_markets(4)
-    cohort = make_cohort([llm_competitor(server, api_key_env="SECRET_KEY")])
+    cohort = make_cohort([llm_competitor(model_server, api_key_env="SECRET_KEY")])
     decision = run_decision(cohort.entries.get().pk, 1, AT)
     assert decision.status == Decision.Status.SKIPPED
     assert "not in the operator's allow-list (ARENA_LLM_ENDPOINTS)" in decision.error
-    assert not server.chat_requests
+    assert not model_server.chat_requests
     assert "the-django-secret" not in decision.error
 
 
-def test_the_operator_cannot_allow_the_arenas_own_secrets_as_keys(server, settings):
-    settings.ARENA_LLM_ENDPOINTS = f"{server.base_url}|DATABASE_URL"
+def test_the_operator_cannot_allow_the_arenas_own_secrets_as_keys(model_server, settings):
+    settings.ARENA_LLM_ENDPOINTS = f"{model_server.base_url}|DATABASE_URL"
     make_markets(4)
-    cohort = make_cohort([llm_competitor(server, api_key_env="DATABASE_URL")])
+    cohort = make_cohort([llm_competitor(model_server, api_key_env="DATABASE_URL")])
     decision = run_decision(cohort.entries.get().pk, 1, AT)
     assert decision.status == Decision.Status.SKIPPED
     assert "'DATABASE_URL' cannot hold a model key" in decision.error
-    assert not server.chat_requests
+    assert not model_server.chat_requests

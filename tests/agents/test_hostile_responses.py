@@ -16,7 +16,6 @@ from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
     answer,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
@@ -27,15 +26,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(settings, monkeypatch) as fake:
-        yield fake
-
-
-@pytest.fixture
-def setup(server):
+def setup(model_server):
     make_markets(4)
-    cohort = make_cohort([llm_competitor(server)])
+    cohort = make_cohort([llm_competitor(model_server)])
     return cohort.entries.get(), freeze_universe(cohort, 1, AT)
 
 
@@ -43,26 +36,26 @@ def _calls(decision: Decision) -> list[LLMCall]:
     return list(LLMCall.objects.filter(decision=decision).order_by("attempt"))
 
 
-def test_a_body_nested_200k_deep_is_a_malformed_attempt_and_every_attempt_is_kept(server, setup):
+def test_a_body_nested_200k_deep_is_a_malformed_attempt_and_every_attempt_is_kept(model_server, setup):
     entry, _ = setup
     deep = "[" * 200_000 + "]" * 200_000
-    server.enqueue(*[FakeResponse(200, deep) for _ in range(3)])
+    model_server.enqueue(*[FakeResponse(200, deep) for _ in range(3)])
 
     decision = run_decision(entry.pk, 1, AT)
 
     calls = _calls(decision)
-    assert len(calls) == len(server.chat_requests) == 3  # the first try and two content retries
+    assert len(calls) == len(model_server.chat_requests) == 3  # the first try and two content retries
     assert decision.status == Decision.Status.FAILED
     assert "nested too deeply" in decision.error
     assert all(c.error_kind == "malformed" and len(c.raw_response) == len(deep) for c in calls)
 
 
-def test_raw_nul_bytes_and_surrogates_are_stored_visibly_and_the_decision_is_made(server, setup):
+def test_raw_nul_bytes_and_surrogates_are_stored_visibly_and_the_decision_is_made(model_server, setup):
     entry, universe = setup
     text = answer(universe, reasoning="fine\x00 then \ud800 and \u202eseY")
     body = json.dumps(success_body(text, model="evil\x00model"))
     # A NUL byte as received on the wire too (invalid JSON there, so it is the bytes that count).
-    server.enqueue(FakeResponse(200, body.encode()))
+    model_server.enqueue(FakeResponse(200, body.encode()))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -74,23 +67,23 @@ def test_raw_nul_bytes_and_surrogates_are_stored_visibly_and_the_decision_is_mad
     assert call.raw_response == body  # JSON escapes: the text is as received
 
 
-def test_a_nul_byte_on_the_wire_is_replaced_in_the_stored_raw_response(server, setup):
+def test_a_nul_byte_on_the_wire_is_replaced_in_the_stored_raw_response(model_server, setup):
     entry, universe = setup
     raw = b'{"choices": [{"message": {"content": "\x00"}}]}'
-    server.enqueue(*[FakeResponse(200, raw) for _ in range(3)])
+    model_server.enqueue(*[FakeResponse(200, raw) for _ in range(3)])
 
     decision = run_decision(entry.pk, 1, AT)
 
     calls = _calls(decision)
-    assert len(calls) == len(server.chat_requests) == 3
+    assert len(calls) == len(model_server.chat_requests) == 3
     assert calls[0].raw_response == raw.decode().replace("\x00", "\ufffd")
     assert "stored as U+FFFD" in calls[0].error and calls[0].error_kind == "malformed"
 
 
-def test_invalid_utf8_is_kept_with_replacement_characters(server, setup):
+def test_invalid_utf8_is_kept_with_replacement_characters(model_server, setup):
     entry, universe = setup
     body = json.dumps(success_body(answer(universe))).encode()
-    server.enqueue(FakeResponse(200, body[:-1] + b"\xff\xfe}"))
+    model_server.enqueue(FakeResponse(200, body[:-1] + b"\xff\xfe}"))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -108,12 +101,12 @@ def test_invalid_utf8_is_kept_with_replacement_characters(server, setup):
     ],
 )
 def test_token_counts_beyond_any_real_call_are_clamped_and_said(
-    server, setup, usage, expected, note
+    model_server, setup, usage, expected, note
 ):
     entry, universe = setup
     body = success_body(answer(universe))
     body["usage"] = usage
-    server.enqueue(FakeResponse(200, body))
+    model_server.enqueue(FakeResponse(200, body))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -129,11 +122,11 @@ def test_token_counts_beyond_any_real_call_are_clamped_and_said(
     ("cost", "stored"),
     [("12345678", Decimal(10_000)), (1e300, Decimal(10_000)), (-3, None), ("1e-30", Decimal(0))],
 )
-def test_costs_out_of_range_are_clamped_and_the_row_is_kept(server, setup, cost, stored):
+def test_costs_out_of_range_are_clamped_and_the_row_is_kept(model_server, setup, cost, stored):
     entry, universe = setup
     body = success_body(answer(universe))
     body["usage"]["cost"] = cost
-    server.enqueue(FakeResponse(200, body))
+    model_server.enqueue(FakeResponse(200, body))
 
     decision = run_decision(entry.pk, 1, AT)
 
@@ -145,11 +138,11 @@ def test_costs_out_of_range_are_clamped_and_the_row_is_kept(server, setup, cost,
         assert "clamped" in call.error and decision.cost_usd == stored
 
 
-def test_retried_clamped_costs_still_fit_the_decision_total(server, setup, settings):
+def test_retried_clamped_costs_still_fit_the_decision_total(model_server, setup, settings):
     entry, universe = setup
     failing = success_body("   ", cost=None)
     failing["usage"]["cost"] = "99999999"
-    server.enqueue(
+    model_server.enqueue(
         FakeResponse(200, failing), FakeResponse(200, failing), success(answer(universe))
     )
 
@@ -160,11 +153,11 @@ def test_retried_clamped_costs_still_fit_the_decision_total(server, setup, setti
     assert decision.cost_usd == Decimal(20_000) + Decimal("0.00384")
 
 
-def test_the_audit_page_shows_bidi_controls_instead_of_obeying_them(server, setup, client):
+def test_the_audit_page_shows_bidi_controls_instead_of_obeying_them(model_server, setup, client):
     entry, universe = setup
     text = answer(universe, reasoning="\u202eseY")
     body = json.dumps(success_body(text), ensure_ascii=False).replace("seY", "\u202eseY")
-    server.enqueue(FakeResponse(200, body.encode()))
+    model_server.enqueue(FakeResponse(200, body.encode()))
     decision = run_decision(entry.pk, 1, AT)
 
     response = client.get(f"/decisions/{decision.pk}/")

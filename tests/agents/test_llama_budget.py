@@ -316,6 +316,7 @@ def test_every_phase_together_stays_under_the_claim_timeout(
         assert worst + endpoints.probe_seconds() < claim
 
 
+@pytest.mark.exclusive  # measures wall time: runs alone (tests/xdist_worker.py)
 def test_a_phase_stops_retrying_at_its_total():
     late = FakeResponse(200, {}, {}, delay=30)
     with FakeOpenAIServer() as server:

@@ -17,7 +17,6 @@ from django.conf import settings
 from agents.llm import MAX_RAW_BYTES, LLMClient, LLMError, parse_retry_after
 from agents.parsing import extract_json
 from tests.fakes.openai_server import (
-    FakeOpenAIServer,
     FakeResponse,
     bad_gateway,
     bad_request,
@@ -45,12 +44,6 @@ MESSAGES = [{"role": "system", "content": "You trade."}, {"role": "user", "conte
 DECISION = {"action": "HOLD", "bets": [], "sells": [], "reasoning": "prices look fair {really}"}
 
 
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
 def make_client(server, api_key=API_KEY, **kwargs):
     options = {"timeout": 5.0, "max_retries": 3, "backoff_base": 1.0, "max_backoff": 30.0}
     options.update(kwargs)
@@ -64,7 +57,7 @@ def make_client(server, api_key=API_KEY, **kwargs):
 # --- success and cost ------------------------------------------------------------------------
 
 
-def test_success_records_cost_tokens_model_and_the_exact_raw_response(server):
+def test_success_records_cost_tokens_model_and_the_exact_raw_response(openai_server):
     body = success_body(
         json.dumps(DECISION),
         model="stepfun/step-3.7-flash-20260528",
@@ -73,8 +66,8 @@ def test_success_records_cost_tokens_model_and_the_exact_raw_response(server):
         completion_tokens=340,
         reasoning_tokens=120,
     )
-    server.enqueue(FakeResponse(200, body))
-    client, sleeps = make_client(server)
+    openai_server.enqueue(FakeResponse(200, body))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("stepfun/step-3.7-flash", MESSAGES, {"temperature": 0.2})
 
@@ -92,15 +85,15 @@ def test_success_records_cost_tokens_model_and_the_exact_raw_response(server):
     assert attempt.served_model == "stepfun/step-3.7-flash-20260528"
     assert attempt.generation_id == body["id"]
     assert attempt.finish_reason == "stop"
-    assert attempt.url == server.base_url + "/chat/completions"
+    assert attempt.url == openai_server.base_url + "/chat/completions"
     assert attempt.started_at.tzinfo is not None and attempt.latency_ms >= 0
     assert result.cost_usd == Decimal("0.00384")
     assert sleeps == []
 
 
-def test_request_carries_params_and_attribution_headers(server):
-    server.enqueue(success("ok"))
-    client, _ = make_client(server)
+def test_request_carries_params_and_attribution_headers(openai_server):
+    openai_server.enqueue(success("ok"))
+    client, _ = make_client(openai_server)
     params = {
         "temperature": 0.3,
         "max_tokens": 2000,
@@ -112,7 +105,7 @@ def test_request_carries_params_and_attribution_headers(server):
 
     result = client.chat("openai/gpt-4o-mini", MESSAGES, params)
 
-    [received] = server.chat_requests
+    [received] = openai_server.chat_requests
     assert received.json["model"] == "openai/gpt-4o-mini"
     assert received.json["messages"] == MESSAGES
     for key in ("temperature", "max_tokens", "reasoning", "response_format", "provider"):
@@ -125,19 +118,19 @@ def test_request_carries_params_and_attribution_headers(server):
     assert headers["x-title"] and headers["x-openrouter-title"] and headers["http-referer"]
 
 
-def test_no_authorization_header_without_a_key(server):
-    server.enqueue(success("ok"))
-    client, _ = make_client(server, api_key=None)
+def test_no_authorization_header_without_a_key(openai_server):
+    openai_server.enqueue(success("ok"))
+    client, _ = make_client(openai_server, api_key=None)
 
     assert client.chat("local/llama", MESSAGES).ok
 
-    headers = {k.lower() for k in server.chat_requests[0].headers}
+    headers = {k.lower() for k in openai_server.chat_requests[0].headers}
     assert "authorization" not in headers
 
 
-def test_cost_falls_back_to_price_table_when_usage_has_no_cost(server):
-    server.enqueue(success("ok", cost=None, prompt_tokens=1000, completion_tokens=250))
-    client, _ = make_client(server)
+def test_cost_falls_back_to_price_table_when_usage_has_no_cost(openai_server):
+    openai_server.enqueue(success("ok", cost=None, prompt_tokens=1000, completion_tokens=250))
+    client, _ = make_client(openai_server)
 
     result = client.chat(
         "m", MESSAGES, price_in_per_m=Decimal("0.15"), price_out_per_m=Decimal("0.6")
@@ -148,22 +141,22 @@ def test_cost_falls_back_to_price_table_when_usage_has_no_cost(server):
     assert attempt.cost_usd == (1000 * Decimal("0.15") + 250 * Decimal("0.6")) / Decimal(10**6)
 
 
-def test_cost_unknown_without_usage_cost_or_prices(server):
-    server.enqueue(success("ok", cost=None))
-    client, _ = make_client(server)
+def test_cost_unknown_without_usage_cost_or_prices(openai_server):
+    openai_server.enqueue(success("ok", cost=None))
+    client, _ = make_client(openai_server)
 
     attempt = client.chat("m", MESSAGES).attempts[0]
 
     assert attempt.cost_usd is None and attempt.cost_source is None
 
 
-def test_generation_id_from_header_when_body_has_none(server):
+def test_generation_id_from_header_when_body_has_none(openai_server):
     body = success_body("ok")
     del body["id"]
-    server.enqueue(
+    openai_server.enqueue(
         FakeResponse(200, body, {"X-Generation-Id": "gen-1772553497-headerheaderheader"})
     )
-    client, _ = make_client(server)
+    client, _ = make_client(openai_server)
 
     attempt = client.chat("m", MESSAGES).attempts[0]
 
@@ -171,9 +164,9 @@ def test_generation_id_from_header_when_body_has_none(server):
 
 
 @pytest.mark.parametrize("builder", [fenced_json, prose_around_json])
-def test_fenced_or_prose_wrapped_json_reaches_the_parser_intact(server, builder):
-    server.enqueue(builder(DECISION))
-    client, _ = make_client(server)
+def test_fenced_or_prose_wrapped_json_reaches_the_parser_intact(openai_server, builder):
+    openai_server.enqueue(builder(DECISION))
+    client, _ = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -195,9 +188,9 @@ def test_fenced_or_prose_wrapped_json_reaches_the_parser_intact(server, builder)
         (not_found, 404),
     ],
 )
-def test_client_errors_are_not_retried(server, builder, status):
-    server.enqueue(builder(), success("never fetched"))
-    client, sleeps = make_client(server)
+def test_client_errors_are_not_retried(openai_server, builder, status):
+    openai_server.enqueue(builder(), success("never fetched"))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -206,21 +199,21 @@ def test_client_errors_are_not_retried(server, builder, status):
     assert attempt.http_status == status and attempt.error_kind == "http"
     assert not attempt.retryable
     assert f"HTTP {status}" in result.error and "\n" not in result.error
-    assert len(server.chat_requests) == 1 and sleeps == []
+    assert len(openai_server.chat_requests) == 1 and sleeps == []
 
 
-def test_402_message_is_kept_for_the_operator(server):
-    server.enqueue(payment_required())
-    client, _ = make_client(server)
+def test_402_message_is_kept_for_the_operator(openai_server):
+    openai_server.enqueue(payment_required())
+    client, _ = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
     assert "requires more credits" in result.error
 
 
-def test_length_truncation_is_reported_not_retried(server):
-    server.enqueue(truncated('{"action": "BET", "bets": [{"market_id": "12'), success("x"))
-    client, sleeps = make_client(server)
+def test_length_truncation_is_reported_not_retried(openai_server):
+    openai_server.enqueue(truncated('{"action": "BET", "bets": [{"market_id": "12'), success("x"))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -235,9 +228,9 @@ def test_length_truncation_is_reported_not_retried(server):
 # --- retried errors ----------------------------------------------------------------------------
 
 
-def test_429_waits_exactly_the_retry_after_seconds(server):
-    server.enqueue(rate_limited(retry_after="2"), success("ok"))
-    client, sleeps = make_client(server)
+def test_429_waits_exactly_the_retry_after_seconds(openai_server):
+    openai_server.enqueue(rate_limited(retry_after="2"), success("ok"))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -248,10 +241,10 @@ def test_429_waits_exactly_the_retry_after_seconds(server):
     assert sleeps == [2.0]
 
 
-def test_retry_after_as_http_date(server):
+def test_retry_after_as_http_date(openai_server):
     when = datetime.now(UTC) + timedelta(seconds=20)
-    server.enqueue(rate_limited(retry_after=format_datetime(when, usegmt=True)), success("ok"))
-    client, sleeps = make_client(server)
+    openai_server.enqueue(rate_limited(retry_after=format_datetime(when, usegmt=True)), success("ok"))
+    client, sleeps = make_client(openai_server)
 
     assert client.chat("m", MESSAGES).ok
 
@@ -259,18 +252,18 @@ def test_retry_after_as_http_date(server):
     assert 15 < slept <= 20
 
 
-def test_retry_after_is_capped_at_max_backoff(server):
-    server.enqueue(unavailable(retry_after="120"), success("ok"))
-    client, sleeps = make_client(server, max_backoff=5.0)
+def test_retry_after_is_capped_at_max_backoff(openai_server):
+    openai_server.enqueue(unavailable(retry_after="120"), success("ok"))
+    client, sleeps = make_client(openai_server, max_backoff=5.0)
 
     assert client.chat("m", MESSAGES).ok
 
     assert sleeps == [5.0]
 
 
-def test_502_then_success(server):
-    server.enqueue(bad_gateway(), success("ok"))
-    client, sleeps = make_client(server, backoff_base=1.0)
+def test_502_then_success(openai_server):
+    openai_server.enqueue(bad_gateway(), success("ok"))
+    client, sleeps = make_client(openai_server, backoff_base=1.0)
 
     result = client.chat("m", MESSAGES)
 
@@ -283,22 +276,22 @@ def test_502_then_success(server):
     assert 0.5 <= slept <= 1.0  # equal jitter around the first backoff step
 
 
-def test_408_is_retried(server):
-    server.enqueue(request_timeout(), success("ok"))
-    client, _ = make_client(server)
+def test_408_is_retried(openai_server):
+    openai_server.enqueue(request_timeout(), success("ok"))
+    client, _ = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
     assert result.ok and [a.http_status for a in result.attempts] == [408, 200]
 
 
-def test_backoff_grows_and_gives_up_after_max_retries(server):
-    server.enqueue(*[unavailable() for _ in range(5)])
-    client, sleeps = make_client(server, max_retries=3, backoff_base=1.0, max_backoff=3.0)
+def test_backoff_grows_and_gives_up_after_max_retries(openai_server):
+    openai_server.enqueue(*[unavailable() for _ in range(5)])
+    client, sleeps = make_client(openai_server, max_retries=3, backoff_base=1.0, max_backoff=3.0)
 
     result = client.chat("m", MESSAGES)
 
-    assert not result.ok and len(result.attempts) == 4 and len(server.chat_requests) == 4
+    assert not result.ok and len(result.attempts) == 4 and len(openai_server.chat_requests) == 4
     assert "HTTP 503" in result.error
     ceilings = [1.0, 2.0, 3.0]  # 1, 2, then 4 capped at max_backoff
     assert len(sleeps) == 3
@@ -306,9 +299,9 @@ def test_backoff_grows_and_gives_up_after_max_retries(server):
         assert ceiling / 2 <= slept <= ceiling
 
 
-def test_in_band_error_then_success(server):
-    server.enqueue(in_band_error("Provider returned error"), success("ok", cost=0.002))
-    client, sleeps = make_client(server)
+def test_in_band_error_then_success(openai_server):
+    openai_server.enqueue(in_band_error("Provider returned error"), success("ok", cost=0.002))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -321,9 +314,9 @@ def test_in_band_error_then_success(server):
     assert result.cost_usd == first.cost_usd + second.cost_usd == Decimal("0.0021")
 
 
-def test_empty_content_is_retried_only_a_couple_of_times(server):
-    server.enqueue(*[empty_content() for _ in range(6)])
-    client, sleeps = make_client(server, max_retries=5)
+def test_empty_content_is_retried_only_a_couple_of_times(openai_server):
+    openai_server.enqueue(*[empty_content() for _ in range(6)])
+    client, sleeps = make_client(openai_server, max_retries=5)
 
     result = client.chat("m", MESSAGES)
 
@@ -333,10 +326,10 @@ def test_empty_content_is_retried_only_a_couple_of_times(server):
     assert len(sleeps) == client.max_content_retries
 
 
-def test_malformed_body_is_recorded_raw_and_retried(server):
+def test_malformed_body_is_recorded_raw_and_retried(openai_server):
     broken = '{"id": "gen-1", "choices": [{"message": '
-    server.enqueue(malformed(broken), FakeResponse(200, {"id": "gen-2"}), success("ok"))
-    client, _ = make_client(server)
+    openai_server.enqueue(malformed(broken), FakeResponse(200, {"id": "gen-2"}), success("ok"))
+    client, _ = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -347,19 +340,19 @@ def test_malformed_body_is_recorded_raw_and_retried(server):
     assert third.ok
 
 
-def test_non_json_error_page_is_described(server):
-    server.enqueue(FakeResponse(502, "<html><body>Bad gateway</body></html>"), success("ok"))
-    client, _ = make_client(server)
+def test_non_json_error_page_is_described(openai_server):
+    openai_server.enqueue(FakeResponse(502, "<html><body>Bad gateway</body></html>"), success("ok"))
+    client, _ = make_client(openai_server)
 
     first = client.chat("m", MESSAGES).attempts[0]
 
     assert first.error_kind == "http" and "Bad gateway" in first.error
 
 
-def test_oversized_body_is_truncated_and_not_retried(server):
+def test_oversized_body_is_truncated_and_not_retried(openai_server):
     huge = '{"pad": "' + "x" * (MAX_RAW_BYTES + 500_000) + '"}'
-    server.enqueue(FakeResponse(200, huge), success("never fetched"))
-    client, sleeps = make_client(server)
+    openai_server.enqueue(FakeResponse(200, huge), success("never fetched"))
+    client, sleeps = make_client(openai_server)
 
     result = client.chat("m", MESSAGES)
 
@@ -369,9 +362,9 @@ def test_oversized_body_is_truncated_and_not_retried(server):
     assert huge.startswith(attempt.raw_response)
 
 
-def test_slow_response_past_the_timeout_is_a_timeout_attempt(server):
-    server.enqueue(success("too late", delay=3.0), success("ok"))
-    client, sleeps = make_client(server, timeout=0.3, max_retries=1)
+def test_slow_response_past_the_timeout_is_a_timeout_attempt(openai_server):
+    openai_server.enqueue(success("too late", delay=3.0), success("ok"))
+    client, sleeps = make_client(openai_server, timeout=0.3, max_retries=1)
 
     result = client.chat("m", MESSAGES)
 
@@ -382,9 +375,9 @@ def test_slow_response_past_the_timeout_is_a_timeout_attempt(server):
     assert second.ok and len(sleeps) == 1
 
 
-def test_timeout_on_every_attempt_fails_with_one_line_error(server):
-    server.enqueue(success("late", delay=3.0), success("late", delay=3.0))
-    client, _ = make_client(server, timeout=0.3, max_retries=1)
+def test_timeout_on_every_attempt_fails_with_one_line_error(openai_server):
+    openai_server.enqueue(success("late", delay=3.0), success("late", delay=3.0))
+    client, _ = make_client(openai_server, timeout=0.3, max_retries=1)
 
     result = client.chat("m", MESSAGES)
 
@@ -407,9 +400,9 @@ def test_connection_refused_is_retried_then_reported():
     assert len(sleeps) == 2
 
 
-def test_api_key_is_never_stored(server):
-    server.enqueue(rate_limited(retry_after="0"), in_band_error(), success("ok"))
-    client, _ = make_client(server)
+def test_api_key_is_never_stored(openai_server):
+    openai_server.enqueue(rate_limited(retry_after="0"), in_band_error(), success("ok"))
+    client, _ = make_client(openai_server)
 
     result = client.chat("m", MESSAGES, {"temperature": 0})
 
@@ -418,12 +411,12 @@ def test_api_key_is_never_stored(server):
         stored = json.dumps(attempt.request_body) + attempt.error + attempt.raw_response
         assert API_KEY not in stored
     # ...while it was really sent, in the header only.
-    assert all(API_KEY in r.headers["Authorization"] for r in server.chat_requests)
+    assert all(API_KEY in r.headers["Authorization"] for r in openai_server.chat_requests)
 
 
-def test_default_responder_answers_when_nothing_is_scripted(server):
-    server.default_responder = hold_decision_responder()
-    client, _ = make_client(server)
+def test_default_responder_answers_when_nothing_is_scripted(openai_server):
+    openai_server.default_responder = hold_decision_responder()
+    client, _ = make_client(openai_server)
 
     result = client.chat("anthropic/claude-sonnet-4.5", MESSAGES)
 
@@ -434,8 +427,8 @@ def test_default_responder_answers_when_nothing_is_scripted(server):
 # --- helper endpoints --------------------------------------------------------------------------
 
 
-def test_model_prices_are_per_million_decimals(server):
-    client, _ = make_client(server)
+def test_model_prices_are_per_million_decimals(openai_server):
+    client, _ = make_client(openai_server)
 
     prices = client.model_prices()
 
@@ -443,9 +436,9 @@ def test_model_prices_are_per_million_decimals(server):
     assert prices["meta-llama/llama-3.3-70b-instruct:free"] == (Decimal(0), Decimal(0))
 
 
-def test_generation_lookup_is_404_then_data(server):
-    server.enqueue(success("ok", cost=0.0015))
-    client, _ = make_client(server)
+def test_generation_lookup_is_404_then_data(openai_server):
+    openai_server.enqueue(success("ok", cost=0.0015))
+    client, _ = make_client(openai_server)
     gen_id = client.chat("m", MESSAGES).attempts[0].generation_id
 
     assert client.generation(gen_id) is None  # not recorded yet
@@ -454,9 +447,9 @@ def test_generation_lookup_is_404_then_data(server):
     assert data["id"] == gen_id and data["total_cost"] == 0.0015
 
 
-def test_helper_endpoint_http_error_raises_one_line(server):
-    server.models = []
-    client, _ = make_client(server)
+def test_helper_endpoint_http_error_raises_one_line(openai_server):
+    openai_server.models = []
+    client, _ = make_client(openai_server)
     client.base_url += "/nope"  # unknown route: the fake answers 404 with an error body
 
     with pytest.raises(LLMError, match="HTTP 404"):
@@ -481,36 +474,36 @@ def test_parse_retry_after_forms():
     assert parse_retry_after(None, now) is None
 
 
-def test_a_daily_quota_429_is_not_retried_and_says_when_it_refills(server):
+def test_a_daily_quota_429_is_not_retried_and_says_when_it_refills(openai_server):
     # OpenRouter's free-models-per-day 429 was retried three times (each doomed) before.
     import time as _time
 
     refill_ms = int((_time.time() + 6 * 3600) * 1000)
-    server.enqueue(rate_limited(retry_after=None, reset_ms=refill_ms))
-    result = make_client(server)[0].chat("m", MESSAGES)
-    assert not result.ok and len(result.attempts) == 1 and len(server.chat_requests) == 1
+    openai_server.enqueue(rate_limited(retry_after=None, reset_ms=refill_ms))
+    result = make_client(openai_server)[0].chat("m", MESSAGES)
+    assert not result.ok and len(result.attempts) == 1 and len(openai_server.chat_requests) == 1
     assert "quota exhausted, not retried; it refills in about 6.0 h" in result.error
     assert "free-models-per-day" in result.error
 
 
-def test_a_quota_429_without_timing_headers_is_not_retried(server):
-    server.enqueue(http_error(429, "Rate limit exceeded: free-models-per-day"))
-    result = make_client(server)[0].chat("m", MESSAGES)
-    assert not result.ok and len(server.chat_requests) == 1
+def test_a_quota_429_without_timing_headers_is_not_retried(openai_server):
+    openai_server.enqueue(http_error(429, "Rate limit exceeded: free-models-per-day"))
+    result = make_client(openai_server)[0].chat("m", MESSAGES)
+    assert not result.ok and len(openai_server.chat_requests) == 1
 
 
-def test_provider_returned_error_keeps_the_providers_reason(server):
+def test_provider_returned_error_keeps_the_providers_reason(openai_server):
     # "Provider returned error" alone said nothing; the reason is in error.metadata.raw.
     raw = json.dumps({"error": {"message": "context length 131072 exceeded by 2048 tokens"}})
-    server.enqueue(http_error(400, "Provider returned error",
+    openai_server.enqueue(http_error(400, "Provider returned error",
                               metadata={"provider_name": "DeepInfra", "raw": raw}))  # fmt: skip
-    result = make_client(server)[0].chat("m", MESSAGES)
+    result = make_client(openai_server)[0].chat("m", MESSAGES)
     assert "Provider returned error (provider DeepInfra): context length 131072 exceeded" in (
         result.error
     )
 
 
-def test_a_cost_below_a_millionth_keeps_its_digits(server):
-    server.enqueue(success('{"action": "HOLD"}', cost=0.00000735))
-    result = make_client(server)[0].chat("m", MESSAGES)
+def test_a_cost_below_a_millionth_keeps_its_digits(openai_server):
+    openai_server.enqueue(success('{"action": "HOLD"}', cost=0.00000735))
+    result = make_client(openai_server)[0].chat("m", MESSAGES)
     assert result.attempts[0].cost_usd == Decimal("0.00000735")

@@ -226,25 +226,12 @@ def test_the_htmx_partial_is_its_own_page(client):
 
 
 @pytest.mark.redis
-def test_the_redis_backend_reuses_one_client_and_serves_hits(client, settings):
-    import os
-
-    from django.core.cache import caches
-
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "arena.cache_backend.ResilientRedisCache",
-            "LOCATION": os.environ["REDIS_URL"],
-        }
-    }
-    redis_cache = caches["default"]
-    redis_cache.clear()
+def test_the_redis_backend_reuses_one_client_and_serves_hits(client, redis_cache):
     redis_cache.set_many({"a": 1, "b": b"two"})
     assert redis_cache.get_many(["a", "b", "c"]) == {"a": 1, "b": b"two"}
     assert redis_cache._cache.get_client() is redis_cache._cache.get_client(write=True)
     assert client.get("/methodology/")["X-Cache"] == "miss"
     assert client.get("/methodology/?utm_source=x")["X-Cache"] == "hit"
-    redis_cache.clear()
 
 
 def test_every_cached_view_declares_each_parameter_it_reads():

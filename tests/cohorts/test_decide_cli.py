@@ -10,33 +10,27 @@ from django.core.management.base import CommandError
 from cohorts.models import Decision
 from tests.agents.helpers import (
     baseline_competitor,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
 )
 from tests.fakes.openai_server import not_found
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(
-        settings,
-        monkeypatch,
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.model_server(
         extra_endpoints="{fake.base_url}|ARENA_DECIDE_CLI_MISSING_KEY",
         default_responder=lambda request: not_found("openai/typo"),
-    ) as fake:
-        yield fake
+    ),
+]
 
 
-def test_decide_names_each_failure_and_skip_and_fails_when_one_failed(server):
+def test_decide_names_each_failure_and_skip_and_fails_when_one_failed(model_server):
     make_markets(10)
     cohort = make_cohort([
         baseline_competitor("cash"),
-        llm_competitor(server, slug="typo", model_id="openai/typo"),
-        llm_competitor(server, slug="no-key", api_key_env="ARENA_DECIDE_CLI_MISSING_KEY"),
+        llm_competitor(model_server, slug="typo", model_id="openai/typo"),
+        llm_competitor(model_server, slug="no-key", api_key_env="ARENA_DECIDE_CLI_MISSING_KEY"),
     ])  # fmt: skip
     out = StringIO()
 
@@ -62,11 +56,11 @@ def test_decide_names_each_failure_and_skip_and_fails_when_one_failed(server):
     assert len(lines) == 3
 
 
-def test_decide_with_only_skips_lists_them_and_succeeds(server):
+def test_decide_with_only_skips_lists_them_and_succeeds(model_server):
     make_markets(10)
     cohort = make_cohort([
         baseline_competitor("cash"),
-        llm_competitor(server, slug="no-key", api_key_env="ARENA_DECIDE_CLI_MISSING_KEY"),
+        llm_competitor(model_server, slug="no-key", api_key_env="ARENA_DECIDE_CLI_MISSING_KEY"),
     ])  # fmt: skip
     out = StringIO()
 

@@ -36,7 +36,6 @@ from tests.agents.helpers import (
     WEEK_START,
     allowed_endpoints,
     answer,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
@@ -151,11 +150,8 @@ def verdict_calls(wait):
 
 # --- decisions against the fake provider ------------------------------------------------------
 
-
-@pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(settings, monkeypatch, retries=1) as fake:
-        yield fake
+# The fake model server (tests/fixtures.py) with one client retry: a round is two calls.
+pytestmark = pytest.mark.model_server(retries=1)
 
 
 @pytest.fixture
@@ -167,9 +163,9 @@ def sim():
 
 
 @pytest.fixture
-def setup(db, server, sim):
+def setup(db, model_server, sim):
     markets = make_markets(6)
-    cohort = make_cohort([llm_competitor(server)])
+    cohort = make_cohort([llm_competitor(model_server)])
     universe = freeze_universe(cohort, 1, AT)
     return cohort.entries.get(), universe, markets
 
@@ -178,9 +174,9 @@ def bet(market, amount=100):
     return {"market_id": str(market.pk), "outcome": "Yes", "amount": amount, "probability": 0.7}
 
 
-def outage(server, n=2, **kw):
+def outage(model_server, n=2, **kw):
     """One round's worth of 503s: the client's first try and its one retry."""
-    server.enqueue(*[unavailable(**kw) for _ in range(n)])
+    model_server.enqueue(*[unavailable(**kw) for _ in range(n)])
 
 
 def the_decision(entry) -> Decision:
@@ -189,10 +185,10 @@ def the_decision(entry) -> Decision:
 
 @pytest.mark.django_db
 def test_an_outage_then_recovery_is_retryable_then_done_on_the_catch_up_after_retry_after(
-    server, setup, sim
+    model_server, setup, sim
 ):
     entry, universe, markets = setup
-    outage(server)
+    outage(model_server)
 
     assert decide(sync=True) == 1  # the beat's catch-up at Sunday 00:05
 
@@ -206,10 +202,10 @@ def test_an_outage_then_recovery_is_retryable_then_done_on_the_catch_up_after_re
 
     sim.set(AT + timedelta(minutes=4))  # a catch-up before retry_after: nothing is sent
     assert decide(sync=True) == 0
-    assert len(server.chat_requests) == 2 and the_decision(entry).status == S.RETRYABLE
+    assert len(model_server.chat_requests) == 2 and the_decision(entry).status == S.RETRYABLE
 
     sim.set(AT + timedelta(minutes=5))
-    server.enqueue(success(answer(universe, bets=[bet(markets[1])])))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[1])])))
     assert decide(sync=True) == 1
 
     d = the_decision(entry)
@@ -224,11 +220,11 @@ def test_an_outage_then_recovery_is_retryable_then_done_on_the_catch_up_after_re
 
 
 @pytest.mark.django_db
-def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(server, setup, sim):
+def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(model_server, setup, sim):
     entry, universe, markets = setup
     frozen = Decimal(markets[0].last_prices["Yes"])
     wait = UNIVERSE_PRICE_WINDOW + timedelta(minutes=10)  # past the frozen prices' window
-    outage(server, retry_after=str(int(wait.total_seconds())))
+    outage(model_server, retry_after=str(int(wait.total_seconds())))
 
     run_decision(entry.pk, 1)
 
@@ -236,14 +232,14 @@ def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(serv
     assert (d.status, d.retry_after) == (S.RETRYABLE, AT + wait)  # not the 5-minute backoff
     sim.set(AT + timedelta(minutes=5))
     assert decide(sync=True) == 0  # the backoff would have run it here
-    assert len(server.chat_requests) == 2
+    assert len(model_server.chat_requests) == 2
 
     late = AT + wait
     sim.set(late)
     markets[0].last_prices = {"Yes": "0.95"}
     markets[0].last_priced_at = late - timedelta(minutes=2)
     markets[0].save()
-    server.enqueue(success(answer(universe, bets=[bet(markets[0], 200)])))
+    model_server.enqueue(success(answer(universe, bets=[bet(markets[0], 200)])))
     assert decide(sync=True) == 1
 
     d = the_decision(entry)
@@ -255,9 +251,9 @@ def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(serv
 
 
 @pytest.mark.django_db
-def test_a_spent_quota_waits_for_its_reset(server, setup, sim):
+def test_a_spent_quota_waits_for_its_reset(model_server, setup, sim):
     entry, _, _ = setup
-    server.enqueue(rate_limited(retry_after="5400"))  # a quota: one attempt, no client retry
+    model_server.enqueue(rate_limited(retry_after="5400"))  # a quota: one attempt, no client retry
 
     run_decision(entry.pk, 1)
 
@@ -268,10 +264,10 @@ def test_a_spent_quota_waits_for_its_reset(server, setup, sim):
 
 
 @pytest.mark.django_db
-def test_rounds_exhausted_end_failed_with_the_reason_and_every_call(server, setup, sim, settings):
+def test_rounds_exhausted_end_failed_with_the_reason_and_every_call(model_server, setup, sim, settings):
     settings.ARENA_DECISION_MAX_ROUNDS = 3
     entry, _, _ = setup
-    server.default_responder = lambda request: unavailable()
+    model_server.default_responder = lambda request: unavailable()
 
     run_decision(entry.pk, 1)
     assert the_decision(entry).retry_after == AT + timedelta(minutes=5)
@@ -287,18 +283,18 @@ def test_rounds_exhausted_end_failed_with_the_reason_and_every_call(server, setu
     assert (d.status, d.retry_rounds, d.retry_after) == (S.FAILED, 3, None)
     assert d.error.startswith("provider unavailable for 3 rounds (the most a decision gets)")
     assert "HTTP 503" in d.error
-    assert d.llm_calls.count() == len(server.chat_requests) == 6
+    assert d.llm_calls.count() == len(model_server.chat_requests) == 6
     sim.set(AT + timedelta(hours=1))
     assert decide(sync=True) == 0  # final: never run again
-    assert len(server.chat_requests) == 6
+    assert len(model_server.chat_requests) == 6
 
 
 @pytest.mark.django_db
-def test_a_round_whose_next_try_would_miss_the_window_fails_at_once(server, setup, sim):
+def test_a_round_whose_next_try_would_miss_the_window_fails_at_once(model_server, setup, sim):
     entry, _, _ = setup
     closes = WEEK_START + timedelta(days=7)
     sim.set(closes - timedelta(minutes=3))
-    outage(server)
+    outage(model_server)
 
     decide(sync=True)
 
@@ -308,12 +304,12 @@ def test_a_round_whose_next_try_would_miss_the_window_fails_at_once(server, setu
 
 
 @pytest.mark.django_db
-def test_a_retryable_decision_still_waiting_when_its_week_ends_is_finalised(server, setup, sim):
+def test_a_retryable_decision_still_waiting_when_its_week_ends_is_finalised(model_server, setup, sim):
     entry, _, _ = setup
-    outage(server)
+    outage(model_server)
     run_decision(entry.pk, 1)
     assert the_decision(entry).status == S.RETRYABLE
-    server.default_responder = lambda request: unavailable()
+    model_server.default_responder = lambda request: unavailable()
 
     # No catch-up ran until the week was over (beat down): the next one finalises it.
     sim.set(WEEK_START + timedelta(days=7, minutes=5))
@@ -330,9 +326,9 @@ def test_a_retryable_decision_still_waiting_when_its_week_ends_is_finalised(serv
 
 
 @pytest.mark.django_db
-def test_payment_required_fails_at_once_even_after_a_503(server, setup, sim):
+def test_payment_required_fails_at_once_even_after_a_503(model_server, setup, sim):
     entry, _, _ = setup
-    server.enqueue(unavailable(), payment_required())
+    model_server.enqueue(unavailable(), payment_required())
 
     run_decision(entry.pk, 1)
 
@@ -348,10 +344,10 @@ def test_payment_required_fails_at_once_even_after_a_503(server, setup, sim):
 
 
 @pytest.mark.django_db
-def test_a_replay_cohort_gets_no_rounds(server, sim):
+def test_a_replay_cohort_gets_no_rounds(model_server, sim):
     make_markets(6)
-    cohort = make_cohort([llm_competitor(server)], kind="replay")
-    outage(server)
+    cohort = make_cohort([llm_competitor(model_server)], kind="replay")
+    outage(model_server)
 
     decide(cohort=cohort, week=1, at=AT, sync=True)
 
@@ -361,12 +357,12 @@ def test_a_replay_cohort_gets_no_rounds(server, sim):
 
 
 @pytest.mark.django_db
-def test_a_replay_on_a_later_clock_leaves_live_retryable_decisions_alone(server, setup, sim):
+def test_a_replay_on_a_later_clock_leaves_live_retryable_decisions_alone(model_server, setup, sim):
     entry, _, _ = setup
-    outage(server)
+    outage(model_server)
     run_decision(entry.pk, 1)
     replay = make_cohort([entry.competitor], kind="replay")
-    server.default_responder = lambda request: unavailable()
+    model_server.default_responder = lambda request: unavailable()
     later = WEEK_START + timedelta(days=30)
     sim.set(later)  # a replay runs on a clock of its own, here past the live week
 
@@ -377,9 +373,9 @@ def test_a_replay_on_a_later_clock_leaves_live_retryable_decisions_alone(server,
 
 
 @pytest.mark.django_db
-def test_the_page_api_and_cli_show_the_rounds(server, setup, sim, client):
+def test_the_page_api_and_cli_show_the_rounds(model_server, setup, sim, client):
     entry, universe, markets = setup
-    outage(server)
+    outage(model_server)
     out = StringIO()
 
     call_command(
@@ -405,7 +401,7 @@ def test_the_page_api_and_cli_show_the_rounds(server, setup, sim, client):
     assert body["retry_after"] == "2026-11-22T00:10:00+00:00"
 
     sim.set(AT + timedelta(minutes=5))
-    server.enqueue(success(answer(universe)))
+    model_server.enqueue(success(answer(universe)))
     decide(sync=True)
 
     page = client.get(f"/decisions/{d.pk}/").content.decode()
@@ -418,9 +414,9 @@ def test_the_page_api_and_cli_show_the_rounds(server, setup, sim, client):
 
 
 @pytest.mark.django_db
-def test_a_retried_decision_seals_as_an_amendment_and_verifies(server, setup, sim):
+def test_a_retried_decision_seals_as_an_amendment_and_verifies(model_server, setup, sim):
     entry, universe, markets = setup
-    outage(server, retry_after=str(90 * 60))  # past the 60-minute seal deadline
+    outage(model_server, retry_after=str(90 * 60))  # past the 60-minute seal deadline
     run_decision(entry.pk, 1)
 
     sim.set(AT + timedelta(minutes=61))
@@ -428,7 +424,7 @@ def test_a_retried_decision_seals_as_an_amendment_and_verifies(server, setup, si
     assert list(DecisionDigest.objects.values_list("state", flat=True)) == ["pending"]
 
     sim.set(AT + timedelta(minutes=90))
-    server.enqueue(success(answer(universe)))
+    model_server.enqueue(success(answer(universe)))
     decide(sync=True)
     seals.upkeep()
 

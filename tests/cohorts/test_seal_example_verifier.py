@@ -14,19 +14,11 @@ import pytest
 from cohorts.seals.canonical import link_hash, record_hash
 from cohorts.seals.records import events_genesis_record
 from cohorts.seals.verify import export_chunks
-from simulations.demo import run_demo
 from tests.cohorts.forgery import resign_export
-from tests.replay.test_demo import SMALL
 
 pytestmark = pytest.mark.django_db
 
 VERIFIER = Path(__file__).resolve().parents[2] / "docs" / "examples" / "verify_export.py"
-
-
-@pytest.fixture
-def demo(settings):
-    settings.ARENA_LLM_API_KEY = ""
-    run_demo(**SMALL)
 
 
 def _run(tmp_path, doc, *saved) -> tuple[int, str]:
@@ -53,7 +45,7 @@ def _relink(entries, genesis: str) -> None:
         prev = e["link"]
 
 
-def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(demo, client, tmp_path):
+def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(small_demo, client, tmp_path):
     doc = json.loads("".join(export_chunks(kind="demo")))
     saved = client.get("/api/seals?kind=demo").json()
     code, out = _run(tmp_path, doc, saved)
@@ -87,7 +79,7 @@ def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(demo, 
     assert code == 1 and "signature does not verify" in out
 
 
-def test_the_example_verifier_accepts_score_run_events(demo, tmp_path):
+def test_the_example_verifier_accepts_score_run_events(small_demo, tmp_path):
     """The demo's score run is in its event log; the outsider's verifier checks it like any
     other record, and a published digest rewritten in the export is a broken hash."""
     doc = json.loads("".join(export_chunks(kind="demo")))

@@ -13,14 +13,6 @@ from cohorts.seals import workers as seal_workers
 from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from cohorts.seals.workers import workers_for
 from scoring.models import LeaderboardRow
-from simulations.demo import run_demo
-from tests.replay.test_demo import SMALL
-
-
-@pytest.fixture
-def demo(settings):
-    settings.ARENA_LLM_API_KEY = ""
-    run_demo(**SMALL)
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +30,7 @@ def _both(settings, check):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_the_database_verify_in_workers_is_the_one_process_verify(demo, settings):
+def test_the_database_verify_in_workers_is_the_one_process_verify(small_demo, settings):
     settings.ARENA_VERIFY_WORKERS = 2
     assert workers_for(3) == 2  # outside a transaction, on a shared database: forked
     one, two = _both(settings, verify_database)
@@ -55,7 +47,7 @@ def test_the_database_verify_in_workers_is_the_one_process_verify(demo, settings
 
 
 @pytest.mark.django_db
-def test_the_export_verify_in_workers_is_the_one_process_verify(demo, settings):
+def test_the_export_verify_in_workers_is_the_one_process_verify(small_demo, settings):
     doc = json.loads("".join(export_chunks(kind="demo")))
     settings.ARENA_VERIFY_WORKERS = 2
     assert workers_for(len(doc["cohorts"]), database=False) == 2

@@ -37,15 +37,13 @@ from markets.resolution import record_resolution
 from markets.services import set_resolution
 from tests.agents.helpers import (
     AT,
-    KEY_ENV,
-    allowed_endpoints,
     answer,
     baseline_competitor,
     llm_competitor,
     make_cohort,
     make_markets,
 )
-from tests.fakes.openai_server import FakeOpenAIServer, success, unauthorized
+from tests.fakes.openai_server import success, unauthorized
 
 pytestmark = pytest.mark.django_db
 
@@ -356,21 +354,10 @@ def test_staff_resolution_changes_are_chained_and_checked(week, admin_user):
     assert f"resolution {change.pk}" in problem and "reason" in problem
 
 
-@pytest.fixture
-def server(settings, monkeypatch):
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)  # the operator allows the fake
-        yield fake
-
-
-def test_a_failed_decision_rerun_by_staff_after_the_seal_is_an_amendment(server, markets):
-    cohort = make_cohort([llm_competitor(server)])
+def test_a_failed_decision_rerun_by_staff_after_the_seal_is_an_amendment(model_server, markets):
+    cohort = make_cohort([llm_competitor(model_server)])
     entry = cohort.entries.get()
-    server.enqueue(unauthorized())
+    model_server.enqueue(unauthorized())
     assert run_decision(entry.pk, 1, AT).status == Decision.Status.FAILED
     sealed = WeekSeal.objects.get()
     failed_record = json.loads(DecisionDigest.objects.get().record_bytes())
@@ -378,7 +365,7 @@ def test_a_failed_decision_rerun_by_staff_after_the_seal_is_an_amendment(server,
     mark_decisions_retryable(Decision.objects.filter(entry=entry))
     # While it runs again, verify says so instead of failing.
     assert any("awaiting its amendment" in n for n in verify_database().notes)
-    server.enqueue(success(answer(cohort.universes.get())))
+    model_server.enqueue(success(answer(cohort.universes.get())))
     decision = run_decision(entry.pk, 1, AT)
     assert decision.status == Decision.Status.DONE
     amendment = WeekSeal.objects.get(seq=2)

@@ -26,7 +26,6 @@ from tests.agents.helpers import (
     AT,
     answer,
     baseline_competitor,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_market,
@@ -35,12 +34,6 @@ from tests.agents.helpers import (
 from tests.fakes.openai_server import success
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(settings, monkeypatch) as fake:
-        yield fake
 
 
 # --- refusing an empty universe --------------------------------------------------------------
@@ -118,23 +111,23 @@ def test_the_attention_page_says_why_a_week_is_refused(client):
 
 
 @pytest.fixture
-def late_setup(server):
+def late_setup(model_server):
     market = make_market(1, yes="0.40")
     market.last_priced_at = market.last_synced_at = AT
     market.save()
-    cohort = make_cohort([llm_competitor(server)])
+    cohort = make_cohort([llm_competitor(model_server)])
     universe = freeze_universe(cohort, 1, AT)
     order = {"market_id": str(market.pk), "outcome": "Yes", "amount": 2000, "probability": 0.9}
     return cohort.entries.get(), universe, market, order
 
 
-def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(server, late_setup):
+def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(model_server, late_setup):
     entry, universe, market, order = late_setup
     later = AT + UNIVERSE_PRICE_WINDOW + timedelta(hours=2)
     market.last_prices = {"Yes": "0.95"}
     market.last_priced_at = later - timedelta(minutes=5)
     market.save()
-    server.enqueue(success(answer(universe, bets=[order])))
+    model_server.enqueue(success(answer(universe, bets=[order])))
 
     decision = run_decision(entry.pk, 1, later)
 
@@ -146,10 +139,10 @@ def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(serve
     assert trade.quote["priced_at"] == market.last_priced_at.isoformat()
 
 
-def test_a_late_rerun_refuses_to_trade_when_the_current_price_is_stale(server, late_setup):
+def test_a_late_rerun_refuses_to_trade_when_the_current_price_is_stale(model_server, late_setup):
     entry, universe, market, order = late_setup
     later = AT + UNIVERSE_PRICE_WINDOW + timedelta(hours=2)  # the market was last marked at AT
-    server.enqueue(success(answer(universe, bets=[order])), success(answer(universe, bets=[order])))
+    model_server.enqueue(success(answer(universe, bets=[order])), success(answer(universe, bets=[order])))
 
     decision = run_decision(entry.pk, 1, later)
 
@@ -158,11 +151,11 @@ def test_a_late_rerun_refuses_to_trade_when_the_current_price_is_stale(server, l
     assert not Trade.objects.filter(decision=decision).exists()
 
 
-def test_an_on_time_decision_trades_at_the_frozen_price(server, late_setup):
+def test_an_on_time_decision_trades_at_the_frozen_price(model_server, late_setup):
     entry, universe, market, order = late_setup
     market.last_prices = {"Yes": "0.95"}  # moved since the freeze, within the window
     market.save()
-    server.enqueue(success(answer(universe, bets=[order])))
+    model_server.enqueue(success(answer(universe, bets=[order])))
 
     decision = run_decision(entry.pk, 1, AT + UNIVERSE_PRICE_WINDOW)
 

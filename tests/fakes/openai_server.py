@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible / OpenRouter server: a real HTTP server on 127.0.0.1.
 
-Use it as a context manager or through the `openai_server` fixture:
+Use it as a context manager or through the fixtures in tests/fixtures.py (`openai_server`, a
+bare one; `model_server`, one the operator allows):
 
     with FakeOpenAIServer() as server:
         server.enqueue(rate_limited(retry_after=2), success('{"action": "HOLD"}'))
@@ -27,13 +28,11 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
-
-import pytest
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 API_PREFIX = "/api/v1"  # as OpenRouter; clients get base_url, which includes it
@@ -249,12 +248,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(bytes([byte]))
             self.wfile.flush()
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as server:
-        yield server
 
 
 # --- body builders (EXTERNAL_APIS.md §3.3-3.5) ------------------------------------------------

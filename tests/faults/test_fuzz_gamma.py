@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from markets.gamma import GammaClient, GammaUnavailable
 from markets.models import Market
 from markets.services import sync_markets
-from tests.fakes.gamma_server import FakeGamma, make_market
+from tests.fakes.gamma_server import make_market
 from tests.fakes.hostile import GAMMA_KINDS, GammaRecipe, gamma_object, gamma_recipes
 
 pytestmark = pytest.mark.django_db
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.django_db
 PAGES = 60
 GOOD, HOSTILE = 5, 10
 UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-@pytest.fixture
-def gamma():
-    with FakeGamma() as fake:
-        yield fake
 
 
 def test_every_good_market_of_a_hostile_page_is_stored(gamma, client):

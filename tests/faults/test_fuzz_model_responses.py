@@ -34,7 +34,6 @@ from cohorts.universe import freeze_universe
 from tests.agents.helpers import (
     AT,
     answer,
-    fake_model_server,
     llm_competitor,
     make_cohort,
     make_markets,
@@ -48,19 +47,14 @@ from tests.fakes.hostile import (
 )
 from tests.fakes.openai_server import FakeResponse, success
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.model_server(timeout=10, retries=1, backoff=0.001, max_backoff=0.002),
+]
 
 DRAWN = 2000
 DECISIONS = 24
 UNEXPECTED = re.compile(r"^\w+(Error|Exception)\b")  # run_decision's "crashed" form of error
-
-
-@pytest.fixture
-def server(settings, monkeypatch):
-    with fake_model_server(
-        settings, monkeypatch, timeout=10, retries=1, backoff=0.001, max_backoff=0.002
-    ) as fake:
-        yield fake
 
 
 def _parse_within_linear_time(text: str, ctx) -> None:
@@ -82,22 +76,22 @@ def _parse_within_linear_time(text: str, ctx) -> None:
     raise AssertionError(f"{spent:.2f}s for {len(text)} chars (budget {budget:.2f}s)")
 
 
-def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(server):
+def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(model_server):
     make_markets(4)
-    cohort = make_cohort([llm_competitor(server)])
+    cohort = make_cohort([llm_competitor(model_server)])
     entry = cohort.entries.get()
     universe = freeze_universe(cohort, 1, AT)
-    server.enqueue(success(answer(universe)))
+    model_server.enqueue(success(answer(universe)))
     decision = run_decision(entry.pk, 1, AT)
     ctx = decision_context(universe, [])
     ids = [str(m) for m in universe.forecast_sample]
-    client = LLMClient(server.base_url, "sk-test", timeout=10, max_retries=0)
+    client = LLMClient(model_server.base_url, "sk-test", timeout=10, max_retries=0)
     client.max_content_retries = 0
     kinds: dict[str, int] = {}
     stored = [LLMCall.objects.filter(decision=decision).count()]
 
     def send(status: int, body: bytes, kind: str, trickle: float = 0.0) -> None:
-        server.enqueue(FakeResponse(status, body, trickle=trickle))
+        model_server.enqueue(FakeResponse(status, body, trickle=trickle))
         started = time.monotonic()
         result = client.chat("fuzz/model", [{"role": "user", "content": "decide"}])
         assert len(result.attempts) == 1
@@ -128,16 +122,16 @@ def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(ser
     assert set(kinds) == {*MODEL_KINDS, "big", "trickle"}
     assert sum(kinds.values()) >= DRAWN + 12
     assert LLMCall.objects.filter(decision=decision).count() == stored[0]
-    assert len(server.chat_requests) == stored[0]
+    assert len(model_server.chat_requests) == stored[0]
     big = LLMCall.objects.filter(decision=decision, error__contains="larger than")
     over_cap = [b for b in bigs if len(b) > 2_000_000]
     assert big.count() == len(over_cap) >= 3  # the bodies over 2 MB, kept cut at the cap
     assert all(len(c.raw_response) == 2_000_000 for c in big)
 
 
-def test_whole_decisions_keep_every_call_and_the_pages_stay_up(server, client):
+def test_whole_decisions_keep_every_call_and_the_pages_stay_up(model_server, client):
     make_markets(5)
-    competitors = [llm_competitor(server, slug=f"fuzz-{i}") for i in range(DECISIONS)]
+    competitors = [llm_competitor(model_server, slug=f"fuzz-{i}") for i in range(DECISIONS)]
     cohort = make_cohort(competitors)
     universe = freeze_universe(cohort, 1, AT)
     ids = [str(m) for m in universe.forecast_sample]
@@ -148,14 +142,14 @@ def test_whole_decisions_keep_every_call_and_the_pages_stay_up(server, client):
                              rng.randint(0, 1000), rng.randbytes(rng.randint(0, 32)))  # fmt: skip
         return FakeResponse(*model_body(recipe, ids))
 
-    server.default_responder = hostile
+    model_server.default_responder = hostile
     decisions = []
     for entry in cohort.entries.all():
-        asked = len(server.chat_requests)
+        asked = len(model_server.chat_requests)
         decision = run_decision(entry.pk, 1, AT)
         decisions.append(decision)
         calls = LLMCall.objects.filter(decision=decision).count()
-        assert calls == len(server.chat_requests) - asked >= 1
+        assert calls == len(model_server.chat_requests) - asked >= 1
         assert decision.status in (Decision.Status.DONE, Decision.Status.FAILED)
         assert not UNEXPECTED.match(decision.error), decision.error
 

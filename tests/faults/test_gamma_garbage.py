@@ -26,7 +26,6 @@ from core.models import JobRun
 from markets.gamma import GammaError
 from markets.models import Market, PricePoint
 from markets.tasks import sync_markets
-from tests.fakes.gamma_server import FakeGamma
 from tests.fakes.gamma_server import make_market as gamma_market
 
 pytestmark = pytest.mark.django_db
@@ -36,18 +35,13 @@ GOOD = {"910001": {"Yes": "0.61", "No": "0.39"}, "910002": {"Yes": "0.25", "No":
         "910003": {"Yes": "0.5", "No": "0.5"}}  # fmt: skip
 
 
-@pytest.fixture
-def gamma(settings):
-    markets = [
+@pytest.fixture(autouse=True)
+def _garbage_markets(gamma, gamma_settings):
+    gamma.markets = [
         gamma_market(i, f"Garbage test market {i}?", prices=tuple(GOOD[i].values()), volume=v)
         for i, v in zip(IDS, (3000, 2000, 1000), strict=True)
     ]
-    with FakeGamma(markets) as fake:
-        settings.ARENA_GAMMA_URL = fake.url
-        settings.ARENA_HTTP_TIMEOUT = 2.0
-        settings.ARENA_HTTP_RETRIES = 0
-        settings.ARENA_SYNC_LIMIT = 10
-        yield fake
+    gamma_settings.ARENA_SYNC_LIMIT = 10
 
 
 @pytest.fixture

@@ -131,6 +131,7 @@ def test_backoff_grows_exponentially_then_gives_up(gamma, gamma_client, sleeps):
     assert len(gamma.requests) == 4
 
 
+@pytest.mark.exclusive  # a 0.3 s read timeout and a wall-time bound: runs alone
 def test_timeout_once_is_retried(gamma, sleeps):
     gamma.add(*bulk_markets(3))
     gamma.fail("timeout", delay=5.0)  # held far beyond the gamma_client's timeout

@@ -34,21 +34,16 @@ from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import latest_run
 from simulations.demo import DemoError, build_plan, price_path, run_demo
 from tests.factories import make_market
+from tests.fixtures import DEMO_NOW, SMALL_DEMO
 
-# A Wednesday noon: two weekly cohorts (Sundays 03-01 and 03-08), clock stopped mid-week.
-NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
-SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": NOW, "latency_scale": 0}
+# A Wednesday noon: two weekly cohorts (Sundays 03-01 and 03-08), clock stopped mid-week; the
+# demo the `small_demo` fixture builds (tests/fixtures.py).
+NOW, SMALL = DEMO_NOW, SMALL_DEMO
 
 
 def _counts() -> dict[str, int]:
     models = [Market, PricePoint, Cohort, Decision, LLMCall, Forecast, Trade, LedgerEntry, Snapshot]
     return {m.__name__: m.objects.count() for m in models}
-
-
-@pytest.fixture
-def small_demo(db, settings):
-    settings.ARENA_LLM_API_KEY = ""
-    return run_demo(**SMALL)
 
 
 def test_small_demo_is_sealed_the_same_way(small_demo):

@@ -5,7 +5,6 @@ naming the row and the figure."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 
@@ -17,9 +16,8 @@ from django.test import override_settings
 from scoring import verify_scores
 from scoring.models import LeaderboardRow, ScoreRun
 from simulations.demo import run_demo
+from tests.fixtures import SMALL_DEMO
 
-# Two weekly demo cohorts, the clock stopped mid-week (as tests/replay/test_demo.py builds it).
-SMALL = {"weeks": 2, "seed": 7, "n_markets": 40, "now": datetime(2026, 3, 11, 12, tzinfo=UTC)}
 WHATS = ("scores", "forecasts", "trades", "snapshots")
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +37,7 @@ def demo_exports(django_db_setup, django_db_blocker, tmp_path_factory):
     directory = tmp_path_factory.mktemp("exports")
     with django_db_blocker.unblock(), override_settings(ARENA_LLM_API_KEY=""):
         try:
-            run_demo(**SMALL, latency_scale=0)
+            run_demo(**SMALL_DEMO)  # the `small_demo` fixture's, built once for the module
             for what in WHATS:
                 out, _ = _arena("export", "--what", what, "--format", "json", "--scope", "demo")
                 (directory / f"{what}.json").write_text(out)

@@ -17,6 +17,7 @@ BODY = {
 }
 
 
+@pytest.mark.exclusive  # measures wall time: runs alone (tests/xdist_worker.py)
 def test_every_call_waits_a_draw_in_the_band():
     with SimulatedLLMServer(latency_seconds=(0.3, 0.4)) as server:
         waits = []
@@ -28,6 +29,7 @@ def test_every_call_waits_a_draw_in_the_band():
     assert all(0.3 <= w < 2.0 for w in waits), waits
 
 
+@pytest.mark.exclusive  # measures wall time: runs alone (tests/xdist_worker.py)
 def test_without_a_band_the_scale_still_rules():
     with SimulatedLLMServer(latency_scale=0) as server:
         t0 = time.monotonic()

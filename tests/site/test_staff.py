@@ -136,21 +136,6 @@ def test_resolution_changes_read_as_words(staff, settled_market):
 
 
 @pytest.fixture
-def llm_server(settings, monkeypatch):
-    from tests.agents.helpers import KEY_ENV, allowed_endpoints
-    from tests.fakes.openai_server import FakeOpenAIServer
-
-    settings.ARENA_LLM_TIMEOUT = 5
-    settings.ARENA_LLM_BACKOFF_BASE = 0.01
-    settings.ARENA_LLM_MAX_BACKOFF = 0.05
-    settings.ARENA_LLM_MAX_RETRIES = 0
-    monkeypatch.setenv(KEY_ENV, "sk-or-v1-test")
-    with FakeOpenAIServer() as fake:
-        settings.ARENA_LLM_ENDPOINTS = allowed_endpoints(fake)
-        yield fake
-
-
-@pytest.fixture
 def eager_celery():
     from arena.celery import app
 
@@ -160,8 +145,9 @@ def eager_celery():
     app.conf.task_always_eager = eager
 
 
+@pytest.mark.model_server(retries=0)
 def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
-    staff, client, llm_server, eager_celery, django_capture_on_commit_callbacks
+    staff, client, model_server, eager_celery, django_capture_on_commit_callbacks
 ):
     from cohorts.decisions.run import run_decision
     from cohorts.universe import freeze_universe
@@ -169,11 +155,11 @@ def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
     from tests.fakes.openai_server import success, unauthorized
 
     make_markets(4)
-    competitor = llm_competitor(llm_server)
+    competitor = llm_competitor(model_server)
     cohort = make_cohort([competitor])
     universe = freeze_universe(cohort, 1, AT)
     entry = cohort.entries.get()
-    llm_server.enqueue(unauthorized())
+    model_server.enqueue(unauthorized())
     decision = run_decision(entry.pk, 1, AT)
     assert decision.status == Decision.Status.FAILED
 
@@ -186,7 +172,7 @@ def test_rerun_button_runs_a_failed_decision_again_and_the_public_page_says_so(
     # release, for cohorts opened after it; the re-run keeps the entry's release.
     competitor.model_id = "openai/gpt-test-2"
     competitor.save()
-    llm_server.enqueue(success(answer(universe)))
+    model_server.enqueue(success(answer(universe)))
     with django_capture_on_commit_callbacks(execute=True):
         done = staff.post(rerun_url, follow=True)
     assert "sent to a worker to run again" in done.content.decode()
