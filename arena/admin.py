@@ -6,6 +6,7 @@ from django.template.response import TemplateResponse
 
 from arena import login
 from arena.attention import attention_count, attention_items, retrying_decisions
+from cohorts.decisions import outside
 from core import clock
 from core.models import JobRun
 
@@ -43,6 +44,7 @@ def attention_view(request):
         "items": items,
         "total": attention_count(items),
         "retrying": retrying_decisions(),
+        "awaiting_outside": outside.awaiting(clock.now()),
     }
     return TemplateResponse(request, "admin/arena_attention.html", context)
 
