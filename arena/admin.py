@@ -11,6 +11,7 @@ from arena.attention import (
     lineup_choices,
     retrying_decisions,
 )
+from cohorts.decisions import outside
 from core import clock
 from core.models import JobRun
 
@@ -51,6 +52,7 @@ def attention_view(request):
         "items": items,
         "total": attention_count(items),
         "retrying": retrying_decisions(),
+        "awaiting_outside": outside.awaiting(clock.now()),
     }
     return TemplateResponse(request, "admin/arena_attention.html", context)
 

@@ -67,8 +67,19 @@ def _nullable_ref(name: str) -> Schema:
     return {"oneOf": [_ref(name), {"type": "null"}]}
 
 
-def _query(name: str, schema: Schema, text: str) -> Schema:
-    return {"name": name, "in": "query", "required": False, "schema": schema, "description": text}
+def _query(name: str, schema: Schema, text: str, *, empty: bool = True) -> Schema:
+    """A query parameter. `empty`: an empty value means the parameter is absent (web/params.py:
+    the public API takes its default), which OpenAPI says with allowEmptyValue."""
+    out = {"name": name, "in": "query", "required": False, "schema": schema, "description": text}
+    return {**out, "allowEmptyValue": True} if empty else out
+
+
+def _any_case(values: list[str]) -> Schema:
+    """One of `values` in any letter case (a parameter parsed with fold_case)."""
+    spelled = [
+        "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in v) for v in values
+    ]
+    return _t("string", pattern=f"^({'|'.join(spelled)})$", examples=values)
 
 
 def _path_id(name: str, text: str) -> Schema:
@@ -94,12 +105,8 @@ def _error(text: str, schema: str = "Error") -> Schema:
 
 LIMIT = _query("limit", _t("integer", minimum=1, maximum=200, default=50), "page size")
 OFFSET = _query("offset", _t("integer", minimum=0, maximum=10**9, default=0), "rows to skip")
-KIND = _query("kind", _t("string", enum=list(selectors.SCOPES)), "cohort kind")
-RANGE = _query(
-    "range",
-    _t("string", enum=list(charts.RANGES), default=charts.DEFAULT_RANGE),
-    "time range (case-insensitive)",
-)
+KIND = _query("kind", _t("string", enum=[str(s) for s in selectors.SCOPES]), "cohort kind")
+RANGE = _query("range", _any_case(list(charts.RANGES)), "time range, in any letter case")
 BAD_PARAMETER = _error("a query parameter outside what is documented, named in `error`")
 NOT_FOUND = _error("no such object")
 
@@ -156,7 +163,7 @@ STYLE = {"color": STR, "dash": STR}
 MARKET_FIELDS = {
     "id": INT, "source": STR, "external_id": STR, "question": STR, "slug": STR, "url": NSTR,
     "kind": STR, "outcomes": _arr(STR), "prices": _t("object", additionalProperties=NUM),
-    "priced_at": NTIME, "status": _t("string", enum=list(Market.Status.values)),
+    "priced_at": NTIME, "status": _t("string", enum=[str(s) for s in Market.Status.values]),
     "close_time": NTIME, "volume": MONEY, "resolved_outcome": NSTR, "resolved_at": NTIME,
     "resolved_by": NSTR,
 }
@@ -288,16 +295,16 @@ PUBLIC_PATHS = {
     "/api/leaderboard": _read(
         "the latest scored leaderboard", _ref("Leaderboard"),
         _query("cohort", ID_QUERY, "one cohort's board"),
-        _query("scope", _t("string", enum=list(ScoreRun.Scope.values)), "cohort kind"),
+        _query("scope", _t("string", enum=[str(s) for s in ScoreRun.Scope.values]), "cohort kind"),
         missing=True,
     ),
     "/api/overview": _read(
         "each competitor's chain-linked return over time", _ref("OverviewSeries"),
-        _query("scope", _t("string", enum=list(selectors.SCOPES)), "cohort kind"), RANGE,
+        _query("scope", _t("string", enum=[str(s) for s in selectors.SCOPES]), "cohort kind"), RANGE,
     ),
     "/api/markets": _read(
         "markets by volume", _ref("MarketList"),
-        _query("status", _t("string", enum=list(Market.Status.values)), "market status"),
+        _query("status", _t("string", enum=[str(s) for s in Market.Status.values]), "market status"),
         _query("q", _t("string", maxLength=200), "words of the question"), LIMIT, OFFSET,
     ),
     "/api/markets/{market_id}": _read(
@@ -398,7 +405,8 @@ AGENT_PATHS = {
             "409": _error("not open yet: `opens_at` says when", "Refusal"),
         },
         parameters=[_query("cohort", _t("integer", minimum=1, maximum=10**12 - 1),
-                           "a cohort holding the competitor's entry (default: the newest open)")],
+                           "a cohort holding the competitor's entry (default: the newest open)",
+                           empty=False)],
     ),
     "/api/agent/v1/decision": _agent(
         "post",
@@ -450,7 +458,8 @@ def document() -> dict[str, Any]:
             "version": VERSION,
             "description": (
                 "The public read API (no login; money as strings with two decimals, times in "
-                'ISO 8601 UTC, errors as {"error": "..."}) and the agent API through which '
+                'ISO 8601 UTC, errors as {"error": "..."}; a query parameter given empty takes '
+                "its default and unknown ones are ignored) and the agent API through which "
                 "outside agents read their week and submit their decision "
                 "(docs/enter-your-agent.md)."
             ),

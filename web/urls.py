@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web import agent_api, api, exports, leaderboard_api, method, openapi, pages
+from web import agent_api, api, doc_pages, exports, leaderboard_api, method, openapi, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -21,6 +21,7 @@ urlpatterns = [
     path("methodology/", pages.methodology, name="methodology"),
     path("methodology/spec.md", pages.methodology_spec, name="methodology-spec"),
     path("about/", pages.about, name="about"),
+    path("enter/", doc_pages.enter, name="enter"),
     path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/cohorts/", api.cohorts, name="api-cohorts"),
     path("api/cohorts/<int:cohort_id>", api.cohort, name="api-cohort"),

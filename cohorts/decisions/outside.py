@@ -34,3 +34,37 @@ def still_open(entry_ids: list[int], universe: Universe, at: datetime) -> set[in
         Entry.objects.filter(pk__in=entry_ids, competitor__kind=Competitor.Kind.OUTSIDE)
         .values_list("pk", flat=True)
     )
+
+
+def awaiting(now: datetime, limit: int = 200) -> list[dict]:
+    """Outside entries whose week is open for submissions at `now` and not decided yet, soonest
+    deadline first, each with its deadline, the time left and its latest submission (for
+    /admin/attention/: information, since the week is recorded as HOLD "no submission" if the
+    agent never answers)."""
+    from cohorts.models import AgentSubmission, Decision
+
+    open_weeks = Universe.objects.filter(frozen_at__gt=now - WINDOW, frozen_at__lte=now)
+    rows = []
+    for universe in open_weeks.select_related("cohort").order_by("frozen_at", "pk"):
+        decided = Decision.objects.filter(
+            entry__cohort=universe.cohort, week=universe.week, status=Decision.Status.DONE
+        ).values("entry_id")
+        entries = (
+            Entry.objects.filter(cohort=universe.cohort, competitor__kind=Competitor.Kind.OUTSIDE)
+            .exclude(pk__in=decided)
+            .select_related("competitor")
+            .order_by("competitor__slug", "replicate")
+        )
+        for entry in entries:
+            latest = (
+                AgentSubmission.objects.filter(entry=entry, week=universe.week)
+                .order_by("-received_at", "-pk")
+                .first()
+            )
+            ends = deadline(universe)
+            rows.append({"entry": entry, "cohort": universe.cohort, "week": universe.week,
+                         "deadline": ends, "minutes_left": int((ends - now).total_seconds() // 60),
+                         "latest": latest})  # fmt: skip
+            if len(rows) >= limit:
+                return rows
+    return rows

@@ -133,3 +133,34 @@ def test_decisions_waiting_out_an_outage_are_listed_but_need_no_human(staff_clie
     assert "transient database" not in page
     # The catch-up retries them on its own: they are not counted as needing a human.
     assert "Nothing needs attention right now." in page
+
+
+def test_outside_agents_yet_to_submit_are_listed_as_information(staff_client):
+    from tests.cohorts.agent_helpers import outside_agents
+
+    waiting, decided = outside_agents(slugs=("slow-agent", "quick-agent"), frozen_ago=20)
+    waiting.competitor.team = "<b>Team</b>"
+    waiting.competitor.save()
+    body = decided.body(decided.valid_answer())
+    answer = staff_client.generic("POST", "/api/agent/v1/decision", body,
+                                  content_type="application/json", **decided.headers(body))  # fmt: skip
+    assert answer.status_code == 201
+    bad = waiting.body({"action": "HOLD"})
+    assert staff_client.generic("POST", "/api/agent/v1/decision", bad,
+                                content_type="application/json",
+                                **waiting.headers(bad)).status_code == 422  # fmt: skip
+    page = staff_client.get("/admin/attention/").content.decode()
+    section = page.split("Outside agents yet to submit this week (1)")[1].split("<h2>")[0]
+    assert "Slow Agent" in section and "Quick Agent" not in section
+    assert "&lt;b&gt;Team&lt;/b&gt;" in section and "<b>Team</b>" not in section
+    assert "<td>9</td>" in section  # whole minutes left of the 30-minute window
+    assert "HTTP 422 invalid" in section
+    assert "Nothing needs attention right now." in page  # information, not counted
+
+
+def test_an_outside_week_past_its_deadline_is_no_longer_awaited(staff_client):
+    from tests.cohorts.agent_helpers import outside_agent
+
+    outside_agent(frozen_ago=31)
+    page = staff_client.get("/admin/attention/").content.decode()
+    assert "Outside agents yet to submit this week (0)" in page

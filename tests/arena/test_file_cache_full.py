@@ -157,6 +157,7 @@ def _every_public_route(world: World, cohort) -> dict[str, list[str]]:
         "agent-decision": ["/api/agent/v1/decision"],
         "agent-decision-record": [f"/api/agent/v1/decisions/{decision.pk}"],
         "about": ["/about/"],
+        "enter": ["/enter/"],
         "api-cohorts": ["/api/cohorts/"],
         "api-cohort": [f"/api/cohorts/{cohort.pk}"],
         "api-cohort-series": [f"/api/cohorts/{cohort.pk}/series"],
