@@ -7,7 +7,10 @@
  *
  * Every line carries its competitor's fixed colour (arena/colours.py) so a competitor looks
  * the same on every chart; `annotations` ({x, kind, label, detail}) become dotted vertical
- * lines: grey for cohort events, red for staff corrections. */
+ * lines: grey for cohort events, red for staff corrections. Colours repeat after seven
+ * competitors, so a line is also found by name: hovering or focusing its legend entry (or
+ * hovering near it) fades the others, and the home and cohort charts write each name at its
+ * line's end while there are at most LABEL_MAX lines. */
 (function () {
   "use strict";
 
@@ -15,6 +18,12 @@
   var NARROW = 640;
   var EVENT_COLOURS = { cohort: "#8a94a0", correction: "#b3261e", resolution: "#137333" };
   var PLOTLY_SRC = document.currentScript && document.currentScript.dataset.plotly;
+  // Up to this many lines carry their name at their last point; beyond it the labels would be
+  // nudged out of reach of their lines (35 competitors), so a reader finds a line by hovering
+  // or focusing its legend entry, which fades every other line (highlight, below).
+  var LABEL_MAX = 12;
+  var LABEL_GAP = 15;  // px between label centres: an 11 px label box is about 15 px tall
+  var FADED = 0.15;
   var plotlyLoading = null;
 
   // Resolves once window.Plotly exists (loading it the first time a chart needs it).
@@ -204,6 +213,153 @@
     });
   }
 
+  // Which trace a Plotly node draws (a line's g.trace, a legend entry's g.traces): Plotly binds
+  // the trace's calcdata to both, so this holds when hidden lines shift the DOM order.
+  function traceIndexOf(node) {
+    var d = node && node.__data__;
+    d = d && d[0];
+    if (d && !d.trace && d[0]) { d = d[0]; }
+    return d && d.trace && typeof d.trace.index === "number" ? d.trace.index : null;
+  }
+
+  // The competitor's name beside its line's last point, in its colour, for up to LABEL_MAX
+  // lines shown. The labels are placed before Plotly draws (no second redraw): each point's
+  // height is estimated from the values shown (Plotly pads a line's autorange by 5 %), then the
+  // labels are pushed apart to LABEL_GAP px, keeping their order, and held inside the plot so
+  // they never reach the event labels above it. `labels` are the raw names (trace.name is
+  // already escaped); they are escaped here after any cut.
+  function directLabels(el, traces, layout, labels) {
+    var small = narrow(el);
+    var ends = [];
+    traces.forEach(function (t, i) {
+      if (t.visible === "legendonly" || t.visible === false) { return; }
+      var ys = t.y || [];
+      for (var k = ys.length - 1; k >= 0; k--) {
+        if (ys[k] !== null && ys[k] !== undefined && (layout.yaxis.type !== "log" || ys[k] > 0)) {
+          ends.push({ trace: i, x: t.x[k], y: ys[k], colour: (t.line || {}).color });
+          return;
+        }
+      }
+    });
+    if (!ends.length || ends.length > LABEL_MAX) { return { annotations: [], traces: [] }; }
+    var log = layout.yaxis.type === "log";
+    var f = function (v) { return log ? Math.log(v) / Math.LN10 : v; };
+    var lo = Infinity, hi = -Infinity;
+    traces.forEach(function (t) {
+      if (t.visible === "legendonly" || t.visible === false) { return; }
+      (t.y || []).forEach(function (v) {
+        if (v === null || v === undefined || (log && v <= 0)) { return; }
+        lo = Math.min(lo, f(v)); hi = Math.max(hi, f(v));
+      });
+    });
+    var pad = (hi - lo) * 0.05 || 1;
+    lo -= pad; hi += pad;
+    var height = layout.height - layout.margin.t - layout.margin.b;
+    ends.forEach(function (e) { e.natural = height * (1 - (f(e.y) - lo) / (hi - lo)); });
+    ends.sort(function (a, b) { return a.natural - b.natural; });
+    var edge = LABEL_GAP / 2;
+    ends.forEach(function (e, i) {
+      e.at = Math.max(e.natural, edge, i ? ends[i - 1].at + LABEL_GAP : -Infinity);
+    });
+    for (var i = ends.length - 1; i >= 0; i--) {
+      var below = i === ends.length - 1 ? height - edge : ends[i + 1].at - LABEL_GAP;
+      ends[i].at = Math.min(ends[i].at, below);
+    }
+    // Room on the right for the longest name; on a phone the names are cut to keep the plot
+    // wide (the full name is on hover and in the legend).
+    var maxChars = small ? 13 : 26;
+    var longest = 0;
+    var out = ends.map(function (e) {
+      var name = String(labels[e.trace] == null ? "" : labels[e.trace]);
+      var shown = name.length > maxChars ? name.slice(0, maxChars - 1) + "\u2026" : name;
+      longest = Math.max(longest, shown.length);
+      return { x: e.x, y: f(e.y), xref: "x", yref: "y", xanchor: "left", yanchor: "middle",
+               xshift: 4, yshift: Math.round(e.natural - e.at), showarrow: false,
+               text: esc(shown), hovertext: esc(name), captureevents: true,
+               font: { size: 11, color: e.colour || "#444" } };
+    });
+    layout.margin.r = Math.max(layout.margin.r, Math.round(longest * 6.6) + 12);
+    return { annotations: out, traces: ends.map(function (e) { return e.trace; }) };
+  }
+
+  // Puts the direct labels after the chart's event labels and remembers which annotation
+  // names which trace (the highlight fades the labels of the other lines too).
+  function placeLabels(el, traces, layout, events, labels) {
+    var placed = directLabels(el, traces, layout, labels);
+    layout.annotations = events.concat(placed.annotations);
+    el._arenaLabelTrace = {};
+    placed.traces.forEach(function (t, i) { el._arenaLabelTrace[events.length + i] = t; });
+    el.dataset.directLabels = String(placed.annotations.length);
+    el.dataset.directLabelsFrom = String(events.length);  // the first label's annotation index
+  }
+
+  // One line at full strength, the others faded (index null: all restored). Styles the drawn
+  // SVG directly: a Plotly restyle would redraw the chart on every mouse move, and the next
+  // redraw starts from full strength anyway.
+  function highlight(el, index) {
+    el.dataset.highlight = index === null ? "" : String(index);
+    el.querySelectorAll(".scatterlayer .trace").forEach(function (g) {
+      g.style.opacity = index === null || traceIndexOf(g) === index ? "" : String(FADED);
+    });
+    var labelTrace = el._arenaLabelTrace || {};
+    el.querySelectorAll("g.annotation").forEach(function (g) {
+      var t = labelTrace[g.getAttribute("data-index")];
+      g.style.opacity = index === null || t === undefined || t === index ? "" : String(FADED);
+    });
+  }
+
+  // The trace a legend entry or a direct label stands for, or null.
+  function itemTrace(el, node) {
+    var item = node && node.closest ? node.closest("g.legend g.traces, g.annotation") : null;
+    if (!item || !el.contains(item)) { return null; }
+    if (item.matches("g.annotation")) {
+      var t = (el._arenaLabelTrace || {})[item.getAttribute("data-index")];
+      return t === undefined ? null : t;
+    }
+    return traceIndexOf(item);
+  }
+
+  // Hovering, focusing or tapping (a tap is a mouseover too) a legend entry or a direct label,
+  // or hovering near a line, highlights that line; leaving restores them all. Listeners sit on
+  // the chart's element, not on Plotly's nodes, which every redraw replaces.
+  function watchHighlight(el) {
+    if (el.dataset.highlightWatch) { return; }
+    el.dataset.highlightWatch = "1";
+    var enter = function (event) {
+      var t = itemTrace(el, event.target);
+      if (t !== null) { highlight(el, t); }
+    };
+    var leave = function (event) {
+      if (itemTrace(el, event.target) === null) { return; }
+      if (event.relatedTarget && itemTrace(el, event.relatedTarget) !== null) { return; }
+      highlight(el, null);
+    };
+    el.addEventListener("mouseover", enter);
+    el.addEventListener("focusin", enter);
+    el.addEventListener("mouseout", leave);
+    el.addEventListener("focusout", leave);
+    // "x unified" hover reports every line at that time: the one nearest the pointer is meant.
+    el.on("plotly_hover", function (ev) {
+      var drag = el.querySelector(".nsewdrag");
+      if (!ev || !ev.event || !drag || !ev.points || ev.points.length < 2) { return; }
+      var y = ev.event.clientY - drag.getBoundingClientRect().top;
+      var best = null, gap = Infinity;
+      ev.points.forEach(function (p) {
+        if (p.y === null || p.y === undefined || !p.yaxis) { return; }
+        var d = Math.abs(p.yaxis.c2p(p.y) - y);
+        if (d < gap) { gap = d; best = p.curveNumber; }
+      });
+      if (best !== null) { highlight(el, best); }
+    });
+    el.on("plotly_unhover", function () { highlight(el, null); });
+    // Legend entries reachable from the keyboard, redone after each redraw (new nodes).
+    var focusable = function () {
+      el.querySelectorAll("g.legend g.traces").forEach(function (g) { g.setAttribute("tabindex", "0"); });
+    };
+    el.on("plotly_afterplot", focusable);
+    focusable();
+  }
+
   var BUILDERS = {
     // Cohort / entry value series: {x: [...], entries: [{label, color, dash, y: [...]}], annotations}
     series: function (data, el) {
@@ -212,7 +368,8 @@
       });
       var layout = baseLayout(el, "Value (USD)", traces.length);
       addEvents(layout, data.annotations, el);
-      return { traces: traces, layout: layout, points: countPoints(traces) };
+      return { traces: traces, layout: layout, points: countPoints(traces),
+               labels: (data.entries || []).map(function (e) { return e.label; }) };
     },
     // Home page: {x: [...], series: [{label, color, y: [...]}], annotations}, y the chain-linked
     // growth in percent (web/charts.py scope_return_series). Drawn as the growth factor
@@ -234,7 +391,8 @@
       layout.yaxis.tickvals = ticks["yaxis.tickvals"];
       layout.yaxis.ticktext = ticks["yaxis.ticktext"];
       addEvents(layout, data.annotations, el);
-      return { traces: traces, layout: layout, points: countPoints(traces) };
+      return { traces: traces, layout: layout, points: countPoints(traces),
+               labels: (data.series || []).map(function (e) { return e.label; }) };
     },
     // Market prices: {lines: [{label, x, y}], annotations}; a price holds until the next one
     lines: function (data, el) {
@@ -301,18 +459,42 @@
       return;
     }
     if (empty) { empty.remove(); }
+    var events = fig.layout.annotations.slice();
+    if (fig.labels) {
+      el._arenaRawLabels = fig.labels;
+      el._arenaRight = fig.layout.margin.r;  // before the labels widen it
+      placeLabels(el, fig.traces, fig.layout, events, fig.labels);
+    }
     return window.Plotly.react(el, fig.traces, fig.layout, CONFIG).then(function () {
+      watchHighlight(el);
       if (el.dataset.chartKind === "overview") {
         fillEnds(el, data);
         noteHidden(el);
-        if (!el.dataset.hiddenWatch) {
-          el.dataset.hiddenWatch = "1";
-          // The axis autoranges over the lines shown; its ticks follow them.
-          el.on("plotly_restyle", function () {
+      }
+      if ((fig.labels || el.dataset.chartKind === "overview") && !el.dataset.hiddenWatch) {
+        el.dataset.hiddenWatch = "1";
+        el.on("plotly_restyle", function () {
+          var update = {};
+          if (el.dataset.chartKind === "overview") {
             noteHidden(el);
-            window.Plotly.relayout(el, growthTicks(el.data));
-          });
-        }
+            // The axis autoranges over the lines shown; its ticks follow them.
+            update = growthTicks(el.data);
+          }
+          if (el._arenaRawLabels) {
+            // A hidden line loses its label, and the others are placed again among the lines
+            // still shown (the first annotations are the chart's events, kept as they were).
+            var layout = { height: el.layout.height,
+                           margin: { t: el.layout.margin.t, b: el.layout.margin.b, r: el._arenaRight },
+                           yaxis: { type: el.layout.yaxis.type }, annotations: [] };
+            var keep = (el.layout.annotations || []).filter(function (a, i) {
+              return (el._arenaLabelTrace || {})[i] === undefined;
+            });
+            placeLabels(el, el.data, layout, keep, el._arenaRawLabels);
+            update.annotations = layout.annotations;
+            update["margin.r"] = layout.margin.r;
+          }
+          window.Plotly.relayout(el, update);
+        });
       }
       el.dataset.drawn = String(Number(el.dataset.drawn || "0") + 1);
       // When the page's first chart is on screen (bench/browser.py reads it).
