@@ -59,6 +59,29 @@ def gamma_settings(gamma, settings):
     return settings
 
 
+# --- the simulated world as Gamma and CLOB -------------------------------------------------------
+
+WORLD_START = datetime(2026, 10, 4, tzinfo=UTC)  # a Sunday: a world's first week opens here
+
+
+@pytest.fixture
+def world_clock():
+    """The stand-in's clock, stopped at WORLD_START; tests move it."""
+    from core.clock import SimulatedClock
+
+    return SimulatedClock(WORLD_START)
+
+
+@pytest.fixture
+def world_server(world, world_clock):
+    """The module's `world` (simulations.world.World) served as Gamma and CLOB answer, on
+    world_clock's time (simulations.world_server.WorldServer, what a rehearsal runs)."""
+    from simulations.world_server import WorldServer
+
+    with WorldServer(world, world_clock) as standin:
+        yield standin
+
+
 # --- Redis ------------------------------------------------------------------------------------
 
 

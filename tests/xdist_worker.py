@@ -74,6 +74,16 @@ def _locked(config, exclusive: bool):
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+def pytest_collection_modifyitems(config, items):
+    # Long tests first (marked slow, or driving a browser), the rest in their order: xdist's load
+    # scheduling deals the first items out round-robin, so the long ones start at once on
+    # different workers instead of ending the run one after another. Every worker sorts the same
+    # way (xdist requires one order), and without xdist the order is as collected.
+    if WORKER:
+        items.sort(key=lambda item: not (item.get_closest_marker("slow")
+                                         or item.get_closest_marker("browser")))  # fmt: skip
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if not WORKER:

@@ -324,7 +324,9 @@ def test_a_stale_claim_is_reclaimed(model_server, setup, settings):
     assert Trade.objects.filter(entry=entry).count() == 1
 
 
-def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(model_server, setup, settings):
+def test_a_decisions_totals_count_every_call_it_made_including_a_dead_runs(
+    model_server, setup, settings
+):
     """The worker that claimed first got an answer, billed, then died: its call is kept, and
     the decision's tokens and cost count it with the reclaiming run's, as the audit page lists
     both (the provider billed both)."""
@@ -472,7 +474,9 @@ def test_run_decision_task_runs_the_service():
     assert Trade.objects.filter(decision=decision).exists()
 
 
-def test_an_endpoint_off_the_allow_list_is_never_called_and_says_why(model_server, settings, monkeypatch):
+def test_an_endpoint_off_the_allow_list_is_never_called_and_says_why(
+    model_server, settings, monkeypatch
+):
     # Staff once could type base_url=<their listener> and api_key_env=SECRET_KEY: the app sent
     # the SECRET_KEY there as a Bearer token. Such a row (stored before the allow-list) fails
     # closed: skipped with the reason, no request made.

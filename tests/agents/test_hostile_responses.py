@@ -36,7 +36,9 @@ def _calls(decision: Decision) -> list[LLMCall]:
     return list(LLMCall.objects.filter(decision=decision).order_by("attempt"))
 
 
-def test_a_body_nested_200k_deep_is_a_malformed_attempt_and_every_attempt_is_kept(model_server, setup):
+def test_a_body_nested_200k_deep_is_a_malformed_attempt_and_every_attempt_is_kept(
+    model_server, setup
+):
     entry, _ = setup
     deep = "[" * 200_000 + "]" * 200_000
     model_server.enqueue(*[FakeResponse(200, deep) for _ in range(3)])
@@ -44,13 +46,16 @@ def test_a_body_nested_200k_deep_is_a_malformed_attempt_and_every_attempt_is_kep
     decision = run_decision(entry.pk, 1, AT)
 
     calls = _calls(decision)
-    assert len(calls) == len(model_server.chat_requests) == 3  # the first try and two content retries
+    # the first try and two content retries
+    assert len(calls) == len(model_server.chat_requests) == 3
     assert decision.status == Decision.Status.FAILED
     assert "nested too deeply" in decision.error
     assert all(c.error_kind == "malformed" and len(c.raw_response) == len(deep) for c in calls)
 
 
-def test_raw_nul_bytes_and_surrogates_are_stored_visibly_and_the_decision_is_made(model_server, setup):
+def test_raw_nul_bytes_and_surrogates_are_stored_visibly_and_the_decision_is_made(
+    model_server, setup
+):
     entry, universe = setup
     text = answer(universe, reasoning="fine\x00 then \ud800 and \u202eseY")
     body = json.dumps(success_body(text, model="evil\x00model"))

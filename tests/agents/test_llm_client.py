@@ -243,7 +243,9 @@ def test_429_waits_exactly_the_retry_after_seconds(openai_server):
 
 def test_retry_after_as_http_date(openai_server):
     when = datetime.now(UTC) + timedelta(seconds=20)
-    openai_server.enqueue(rate_limited(retry_after=format_datetime(when, usegmt=True)), success("ok"))
+    openai_server.enqueue(
+        rate_limited(retry_after=format_datetime(when, usegmt=True)), success("ok")
+    )
     client, sleeps = make_client(openai_server)
 
     assert client.chat("m", MESSAGES).ok

@@ -15,14 +15,8 @@ from cohorts.settlement import settle_market
 from core.versions import DATA_KEY, SCORES_KEY, VALUES_KEY
 from markets.models import Market
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("page_cache")]
 SUNDAY = datetime(2026, 11, 15, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def page_cache_on(settings):
-    settings.ARENA_PAGE_CACHE = True
-    cache.clear()
 
 
 def _market():

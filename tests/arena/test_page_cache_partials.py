@@ -18,9 +18,7 @@ PARTIALS = [("/", "leaderboard-table"), ("/markets/", "market-results")]
 
 
 @pytest.fixture(autouse=True)
-def page_cache_on(settings):
-    settings.ARENA_PAGE_CACHE = True
-    cache.clear()
+def market(page_cache):
     Market.objects.create(
         external_id="m1", question="Will partials stay apart?", outcomes=["Yes", "No"], volume=1
     )

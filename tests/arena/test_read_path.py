@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
@@ -21,14 +20,8 @@ from cohorts.snapshots import take_snapshot
 from scoring.services import compute_scores
 from tests.factories import make_market
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("page_cache")]
 SUNDAY = datetime(2026, 11, 15, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def page_cache_on(settings):
-    settings.ARENA_PAGE_CACHE = True
-    cache.clear()
 
 
 def _tables_read(client, url: str) -> tuple[str, str]:

@@ -4,7 +4,6 @@ case cannot fill the cache with copies of one page (800 spellings made 767 Redis
 import itertools
 
 import pytest
-from django.core.cache import cache
 
 from markets.models import Market
 
@@ -12,9 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def page_cache_on(settings):
-    settings.ARENA_PAGE_CACHE = True
-    cache.clear()
+def markets(page_cache):
     Market.objects.create(
         external_id="g1", question="Will the Giraffe escape the zoo?", outcomes=["Yes", "No"]
     )

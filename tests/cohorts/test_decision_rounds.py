@@ -220,7 +220,9 @@ def test_an_outage_then_recovery_is_retryable_then_done_on_the_catch_up_after_re
 
 
 @pytest.mark.django_db
-def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(model_server, setup, sim):
+def test_retry_after_is_honoured_and_a_late_round_trades_at_the_fresh_price(
+    model_server, setup, sim
+):
     entry, universe, markets = setup
     frozen = Decimal(markets[0].last_prices["Yes"])
     wait = UNIVERSE_PRICE_WINDOW + timedelta(minutes=10)  # past the frozen prices' window
@@ -264,7 +266,9 @@ def test_a_spent_quota_waits_for_its_reset(model_server, setup, sim):
 
 
 @pytest.mark.django_db
-def test_rounds_exhausted_end_failed_with_the_reason_and_every_call(model_server, setup, sim, settings):
+def test_rounds_exhausted_end_failed_with_the_reason_and_every_call(
+    model_server, setup, sim, settings
+):
     settings.ARENA_DECISION_MAX_ROUNDS = 3
     entry, _, _ = setup
     model_server.default_responder = lambda request: unavailable()
@@ -304,7 +308,9 @@ def test_a_round_whose_next_try_would_miss_the_window_fails_at_once(model_server
 
 
 @pytest.mark.django_db
-def test_a_retryable_decision_still_waiting_when_its_week_ends_is_finalised(model_server, setup, sim):
+def test_a_retryable_decision_still_waiting_when_its_week_ends_is_finalised(
+    model_server, setup, sim
+):
     entry, _, _ = setup
     outage(model_server)
     run_decision(entry.pk, 1)

@@ -45,7 +45,9 @@ def _relink(entries, genesis: str) -> None:
         prev = e["link"]
 
 
-def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(small_demo, client, tmp_path):
+def test_the_example_verifier_passes_a_demo_export_and_fails_each_forgery(
+    small_demo, client, tmp_path
+):
     doc = json.loads("".join(export_chunks(kind="demo")))
     saved = client.get("/api/seals?kind=demo").json()
     code, out = _run(tmp_path, doc, saved)

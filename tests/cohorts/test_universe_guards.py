@@ -121,7 +121,9 @@ def late_setup(model_server):
     return cohort.entries.get(), universe, market, order
 
 
-def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(model_server, late_setup):
+def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(
+    model_server, late_setup
+):
     entry, universe, market, order = late_setup
     later = AT + UNIVERSE_PRICE_WINDOW + timedelta(hours=2)
     market.last_prices = {"Yes": "0.95"}
@@ -142,7 +144,9 @@ def test_a_late_rerun_trades_at_the_current_price_and_keeps_the_frozen_one(model
 def test_a_late_rerun_refuses_to_trade_when_the_current_price_is_stale(model_server, late_setup):
     entry, universe, market, order = late_setup
     later = AT + UNIVERSE_PRICE_WINDOW + timedelta(hours=2)  # the market was last marked at AT
-    model_server.enqueue(success(answer(universe, bets=[order])), success(answer(universe, bets=[order])))
+    model_server.enqueue(
+        success(answer(universe, bets=[order])), success(answer(universe, bets=[order]))
+    )
 
     decision = run_decision(entry.pk, 1, later)
 

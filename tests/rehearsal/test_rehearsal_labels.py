@@ -16,9 +16,9 @@ from markets.models import Market
 from scoring.models import ScoreRun
 from scoring.tasks import score_all
 from tests.factories import make_cohort_with_entries, make_competitor
-from tests.rehearsal.test_rehearsal_scope import START, _rehearse_one_week, clock, server, world
+from tests.rehearsal.test_rehearsal_scope import START, _rehearse_one_week, world
 
-__all__ = ["clock", "server", "world"]  # the stand-in fixtures, shared with the scope tests
+__all__ = ["world"]  # the scope tests' world, which world_server (tests/fixtures.py) serves
 
 pytestmark = pytest.mark.django_db
 
@@ -26,9 +26,9 @@ REHEARSED = ("rehearsed-", "Rehearsed ")  # the rehearsal's competitors' slugs a
 
 
 @pytest.fixture
-def both(settings, clock, server, private_cache):
+def both(settings, world_clock, world_server, private_cache):
     settings.ARENA_SCOPE = "rehearsal"
-    rehearsal = _rehearse_one_week(clock, server)
+    rehearsal = _rehearse_one_week(world_clock, world_server)
     settings.ARENA_SCOPE = "live"
     live, _ = make_cohort_with_entries(
         1, kind=Cohort.Kind.LIVE, competitors=[make_competitor("live-one")], week_start=START

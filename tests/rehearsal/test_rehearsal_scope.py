@@ -6,7 +6,7 @@ a database that holds live cohorts."""
 from __future__ import annotations
 
 import runpy
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -31,10 +31,10 @@ from scoring.tasks import scopes_with_cohorts, score_all
 from scoring.tasks import score as score_task
 from simulations.demo_plan import build_plan
 from simulations.world import RESOLVE_DELAY, World
-from simulations.world_server import WorldServer
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
+from tests.fixtures import WORLD_START
 
-START = datetime(2026, 10, 4, tzinfo=UTC)  # a Sunday: the first rehearsed week opens here
+START = WORLD_START  # a Sunday: the first rehearsed week opens here
 
 pytestmark = pytest.mark.django_db
 
@@ -45,23 +45,12 @@ def world() -> World:
 
 
 @pytest.fixture
-def clock() -> SimulatedClock:
-    return SimulatedClock(START)
-
-
-@pytest.fixture
-def server(world, clock):
-    with WorldServer(world, clock) as standin:
-        yield standin
-
-
-@pytest.fixture
 def rehearsal(settings):
     settings.ARENA_SCOPE = "rehearsal"
 
 
-def _client(server) -> GammaClient:
-    return GammaClient(server.url, timeout=2.0, retries=1, page_size=10, sleep=lambda s: None)
+def _client(world_server) -> GammaClient:
+    return GammaClient(world_server.url, timeout=2.0, retries=1, page_size=10, sleep=lambda s: None)
 
 
 def test_the_live_path_names_its_scope_from_the_setting(settings):
@@ -71,14 +60,14 @@ def test_the_live_path_names_its_scope_from_the_setting(settings):
 
 
 def test_sync_writes_rehearsal_markets_and_leaves_polymarket_ones_alone(
-    rehearsal, world, clock, server
+    rehearsal, world, world_clock, world_server
 ):
     first = world.listed(START)[0].key
     # A real Polymarket market with the same upstream id, tracked: the rehearsal must not touch it.
     real = make_market("Real?", source=Market.Source.POLYMARKET, external_id=first, tracked=True,
                        url="https://polymarket.com/event/real")  # fmt: skip
-    with running_on(clock):
-        report = sync_markets(12, client=_client(server))
+    with running_on(world_clock):
+        report = sync_markets(12, client=_client(world_server))
     assert report.stored == 12 and report.new == 12
     synced = Market.objects.exclude(pk=real.pk)
     assert set(synced.values_list("source", flat=True)) == {"rehearsal"}
@@ -94,9 +83,9 @@ def test_sync_writes_rehearsal_markets_and_leaves_polymarket_ones_alone(
          and synced.filter(external_id=m.key).exists()),
         key=lambda m: m.close_at,
     )  # fmt: skip
-    clock.set(decided.close_at + RESOLVE_DELAY + timedelta(hours=2))
-    with running_on(clock):
-        report = resolve_markets(client=_client(server))
+    world_clock.set(decided.close_at + RESOLVE_DELAY + timedelta(hours=2))
+    with running_on(world_clock):
+        report = resolve_markets(client=_client(world_server))
     assert report.checked >= 1
     assert Market.objects.get(source="rehearsal", external_id=decided.key).status in (
         Market.Status.RESOLVED,
@@ -106,51 +95,51 @@ def test_sync_writes_rehearsal_markets_and_leaves_polymarket_ones_alone(
     assert real.status == Market.Status.OPEN
 
 
-def test_backfill_fills_rehearsal_markets_from_the_standin(rehearsal, clock, server):
-    with running_on(clock):
-        sync_markets(4, client=_client(server))
+def test_backfill_fills_rehearsal_markets_from_the_standin(rehearsal, world_clock, world_server):
+    with running_on(world_clock):
+        sync_markets(4, client=_client(world_server))
     real = make_market("Real?", source=Market.Source.POLYMARKET, token_ids=["1", "2"])
-    clock.set(START + timedelta(days=1))
-    clob = ClobClient(server.url, timeout=2.0, retries=0)
-    with running_on(clock):
+    world_clock.set(START + timedelta(days=1))
+    clob = ClobClient(world_server.url, timeout=2.0, retries=0)
+    with running_on(world_clock):
         summary = backfill_markets(Market.objects.all(), days=1, client=clob)
     assert summary["markets"] == 4 and summary["points"] > 0 and summary["failed"] == 0
     assert not PricePoint.objects.filter(market=real).exists()
     assert PricePoint.objects.filter(market__source="rehearsal", ts__gt=START).exists()
 
 
-def test_a_live_sync_never_touches_rehearsal_markets(world, clock, server):
+def test_a_live_sync_never_touches_rehearsal_markets(world, world_clock, world_server):
     key = world.listed(START)[0].key
     mine = make_market("Rehearsed?", source=Market.Source.REHEARSAL, external_id=key, tracked=True)
-    with running_on(clock):
-        sync_markets(5, client=_client(server))
+    with running_on(world_clock):
+        sync_markets(5, client=_client(world_server))
     mine.refresh_from_db()
     assert (mine.question, mine.last_synced_at) == ("Rehearsed?", None)
     assert Market.objects.filter(source="polymarket").count() == 5
 
 
-def _rehearse_one_week(clock, server) -> Cohort:
+def _rehearse_one_week(world_clock, world_server) -> Cohort:
     """What the rehearsal's beat does on its first Sunday, through the same entry points."""
     for strategy in (Competitor.Strategy.FAVORITE, Competitor.Strategy.LONGSHOT_FADER,
                      Competitor.Strategy.MARKET):  # fmt: skip
         make_competitor(f"rehearsed-{strategy}", strategy=strategy)
-    with running_on(clock):
-        sync_markets(20, client=_client(server))
+    with running_on(world_clock):
+        sync_markets(20, client=_client(world_server))
         out = StringIO()
         call_command("arena", "open-cohort", stdout=out)
         assert "[Rehearsal]" in out.getvalue()
-        clock.set(START + timedelta(minutes=5))
+        world_clock.set(START + timedelta(minutes=5))
         decisions.decide(sync=True)
-        clock.set(START + timedelta(minutes=10))
+        world_clock.set(START + timedelta(minutes=10))
         assert snapshots.take_snapshot() == 3
         score_all()
     return Cohort.objects.get()
 
 
-def test_the_beat_tasks_snapshot_seal_and_score_the_rehearsal(rehearsal, clock, server):
-    cohort = _rehearse_one_week(clock, server)
-    clock.set(START + timedelta(days=1))
-    with running_on(clock):
+def test_the_beat_tasks_snapshot_seal_and_score_the_rehearsal(rehearsal, world_clock, world_server):
+    cohort = _rehearse_one_week(world_clock, world_server)
+    world_clock.set(START + timedelta(days=1))
+    with running_on(world_clock):
         assert cohort_tasks.snapshot() == 3  # the beat's tick: settle, mark, advance, seal
         score_task()
     seal = WeekSeal.objects.get(cohort=cohort, week=1)
@@ -162,8 +151,8 @@ def test_the_beat_tasks_snapshot_seal_and_score_the_rehearsal(rehearsal, clock, 
     assert not ScoreRun.objects.filter(scope="live").exists()
 
 
-def test_a_rehearsed_week_makes_only_rehearsal_rows(rehearsal, clock, server):
-    cohort = _rehearse_one_week(clock, server)
+def test_a_rehearsed_week_makes_only_rehearsal_rows(rehearsal, world_clock, world_server):
+    cohort = _rehearse_one_week(world_clock, world_server)
     assert cohort.kind == Cohort.Kind.REHEARSAL and cohort.week_start == START
     universe = Universe.objects.get(cohort=cohort, week=1)
     ids = [item["market_id"] for item in universe.markets]
@@ -179,7 +168,7 @@ def test_a_rehearsed_week_makes_only_rehearsal_rows(rehearsal, clock, server):
     assert runs.get().rows.filter(cohort__isnull=True).count() == 3
 
 
-def test_a_live_process_leaves_a_rehearsal_alone(clock):
+def test_a_live_process_leaves_a_rehearsal_alone(world_clock):
     cohort, _ = make_cohort_with_entries(2, kind=Cohort.Kind.REHEARSAL, week_start=START)
     with running_on(SimulatedClock(START + timedelta(days=1))):
         assert decisions.decide(sync=True) == 0

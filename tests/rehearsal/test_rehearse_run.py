@@ -18,7 +18,12 @@ from django.db import connection
 from cohorts.models import Cohort
 from markets.models import Market, ResolutionChange
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 WALL_LIMIT = 900  # seconds: two arena weeks take about four minutes, startup and checks two more

@@ -32,6 +32,7 @@ def demo(db, settings):
     return latest_run("demo")
 
 
+@pytest.mark.slow  # a five-week demo on 160 markets
 def test_demo_letters_api_ranks_and_the_copier_interval(demo, client):
     run = demo
     groups = ["all", *(str(c["id"]) for c in run.details["cohorts"])]

@@ -36,6 +36,7 @@ def lean_demo(db, settings):
     return run_demo(weeks=3, seed=7, n_markets=100, now=NOW, latency_scale=0)
 
 
+@pytest.mark.slow  # a three-week demo on 100 markets
 def test_simulated_models_decide_through_the_model_path_and_are_scored(lean_demo):
     demo = Decision.objects.filter(entry__cohort__kind=Cohort.Kind.DEMO)
     simulated = demo.filter(entry__competitor__simulated=True)
