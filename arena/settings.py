@@ -104,6 +104,9 @@ MIDDLEWARE = [
     "arena.health.HealthzMiddleware",
     "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Exports take their slot or get their 429 here, before sessions, auth and the page cache:
+    # a flood of refused exports must cost next to nothing (web/export_door.py).
+    "web.export_door.ExportDoorMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
     "web.api_errors.ApiErrorMiddleware",
