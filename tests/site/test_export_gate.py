@@ -100,3 +100,15 @@ def test_an_admitted_export_that_fails_frees_its_slot(client, arena_world):
     _read(client.get(WIDE))
     assert client.get(WIDE)["X-Cache"] == "hit"
     assert export_gate.SLOTS._running == 0
+
+
+def test_the_machine_wide_limit_holds_across_processes(settings, tmp_path):
+    """Two gates (two gunicorn workers) share ARENA_EXPORTS_MACHINE slots through lock files."""
+    settings.VAR_DIR = tmp_path
+    settings.ARENA_EXPORTS_MACHINE = 1
+    one, other = export_gate._Slots(), export_gate._Slots()
+    assert one.take("192.0.2.1")
+    assert not other.take("192.0.2.2")  # the other worker: the machine's one slot is taken
+    one.give_back("192.0.2.1")
+    assert other.take("192.0.2.2")
+    other.give_back("192.0.2.2")
