@@ -104,6 +104,9 @@ MIDDLEWARE = [
     "arena.health.HealthzMiddleware",
     "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Exports take their slot or get their 429 here, before sessions, auth and the page cache:
+    # a flood of refused exports must cost next to nothing (web/export_door.py).
+    "web.export_door.ExportDoorMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
     "web.api_errors.ApiErrorMiddleware",
@@ -283,6 +286,9 @@ ARENA_PRERENDER = env_bool("ARENA_PRERENDER", True)
 # them a 429. One per process keeps a CPU-heavy export from crowding a worker's other threads.
 ARENA_EXPORTS_CONCURRENT = env_int("ARENA_EXPORTS_CONCURRENT", 1)
 ARENA_EXPORTS_PER_CLIENT = env_int("ARENA_EXPORTS_PER_CLIENT", 1)
+# And across every web process of the machine (0: no such limit): the per-process limits add
+# up over gunicorn's workers, and three CPU-heavy exports on two cores starve the cached pages.
+ARENA_EXPORTS_MACHINE = env_int("ARENA_EXPORTS_MACHINE", 0)
 # Which scope this deployment's live path writes to: "live", or "rehearsal" for `arena rehearse`,
 # whose web, worker and beat run the real sync, decisions and scoring against stand-ins on an
 # accelerated clock and must never write into (or be mixed with) live results.

@@ -401,11 +401,10 @@ def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Ite
     yield f'\n], "row_cap_reached": {json.dumps(n >= b.limit)}}}\n'
 
 
-@require_safe
-def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
-    """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
-    if what not in WHATS or fmt not in FORMATS:
-        raise Http404("no such export")
+def admit(request: HttpRequest, what: str, fmt: str) -> export_gate.Admission | None:
+    """The gate's decision for `/exports/<what>.<fmt>` (web/export_gate.py): bounds refused (a
+    400 to come), a kept copy (no slot needed), a slot taken, or None: answer the 429. Reads
+    the cache only, never the database or the session, so a refusal costs next to nothing."""
     try:
         b = bounds(
             request.GET.get("since"),
@@ -415,29 +414,54 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
             scope=request.GET.get("scope"),
         )
     except ExportError as exc:
-        return params.bad_request(request, str(exc))
-    content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/json"
-    # Cost bounds (web/export_gate.py): a kept copy, else a slot, else a 429.
+        return export_gate.Admission(error=str(exc))
     key, _ = export_gate.cache_key(f"{what}.{fmt}|{b}")
     kept = export_gate.cached(key)
     if kept is not None:
-        headers, content = kept
+        return export_gate.Admission(b, key=key, kept=kept)
+    client = export_gate.client_of(request)
+    if not export_gate.SLOTS.take(client):
+        return None
+    return export_gate.Admission(b, key=key, client=client)
+
+
+@require_safe
+def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
+    """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
+    if what not in WHATS or fmt not in FORMATS:
+        raise Http404("no such export")
+    # Normally admitted by web/export_door.py before any other middleware (which settles it);
+    # without that middleware (a stack that lacks it) the view admits and settles itself.
+    given = getattr(request, "export_admission", None)
+    admission = given or admit(request, what, fmt)
+    if admission is None:
+        return export_gate.busy()
+    try:
+        return _respond(request, what, fmt, admission)
+    finally:
+        if given is None:
+            admission.settle()
+
+
+def _respond(
+    request: HttpRequest, what: str, fmt: str, admission: export_gate.Admission
+) -> HttpResponse:
+    if admission.error is not None:
+        return params.bad_request(request, admission.error)
+    b = admission.bounds
+    content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/json"
+    if admission.kept is not None:
+        headers, content = admission.kept
         response = HttpResponse(content, content_type=content_type)
         for name, value in headers.items():
             response[name] = value
         response["X-Cache"] = "hit"
         return response
-    client, slots = export_gate.client_of(request), export_gate.SLOTS
-    if not slots.take(client):
-        return export_gate.busy()
     try:
         note = None if what == SEALS else empty_note(what, b)
         body = stream(what, fmt, b, note)
-    except BaseException as exc:
-        slots.give_back(client)
-        if isinstance(exc, ExportError):
-            return params.bad_request(request, str(exc))
-        raise
+    except ExportError as exc:
+        return params.bad_request(request, str(exc))  # the slot is freed by settle()
     headers = {
         "Content-Disposition": f'attachment; filename="arena-{what}.{fmt}"',
         "X-Export-Limit": str(b.limit),
@@ -445,8 +469,10 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
     }
     if note:
         headers["X-Export-Note"] = note
+    slots = admission.slots
     response = StreamingHttpResponse(
-        export_gate.Gated(body, slots, client, key, headers), content_type=content_type
+        export_gate.Gated(body, slots, admission.hand_over(), admission.key, headers),
+        content_type=content_type,
     )
     for name, value in headers.items():
         response[name] = value

@@ -69,3 +69,46 @@ def test_a_refused_export_frees_its_slot(client, arena_world):
         assert client.get("/exports/snapshots.csv?limit=0").status_code == 400
         assert client.get("/exports/snapshots.csv?since=banana").status_code == 400
     assert export_gate.SLOTS._running == 0
+
+
+def test_a_refused_export_runs_no_query_and_no_middleware_behind_the_door(
+    client, arena_world, django_user_model
+):
+    """The 429 is answered by web/export_door.py before sessions, auth and the page cache: a
+    flood of refusals costs no database query (not even the session of a signed-in reader) and
+    no Set-Cookie or Vary: Cookie from the stack behind."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    user = django_user_model.objects.create_user("reader", password="x")
+    client.force_login(user)  # a real session: the stack would load it from the database
+    held = [client.get(WIDE + f"&limit={n}", REMOTE_ADDR=f"192.0.2.{n}") for n in (2, 3)]
+    with CaptureQueriesContext(connection) as queries:
+        refused = client.get(WIDE + "&limit=9", REMOTE_ADDR="192.0.2.9")
+    assert refused.status_code == 429 and refused["Retry-After"]
+    assert len(queries) == 0, [q["sql"] for q in queries.captured_queries]
+    assert "Set-Cookie" not in refused and "Cookie" not in refused.get("Vary", "")
+    for response in held:
+        _read(response)
+    assert export_gate.SLOTS._running == 0
+
+
+def test_an_admitted_export_that_fails_frees_its_slot(client, arena_world):
+    """A slot taken at the door is given back whatever the view does with it: a 400 from the
+    body (seals is JSON only) or a kept copy served while a slot was free."""
+    assert client.get("/exports/seals.csv").status_code == 400
+    _read(client.get(WIDE))
+    assert client.get(WIDE)["X-Cache"] == "hit"
+    assert export_gate.SLOTS._running == 0
+
+
+def test_the_machine_wide_limit_holds_across_processes(settings, tmp_path):
+    """Two gates (two gunicorn workers) share ARENA_EXPORTS_MACHINE slots through lock files."""
+    settings.VAR_DIR = tmp_path
+    settings.ARENA_EXPORTS_MACHINE = 1
+    one, other = export_gate._Slots(), export_gate._Slots()
+    assert one.take("192.0.2.1")
+    assert not other.take("192.0.2.2")  # the other worker: the machine's one slot is taken
+    one.give_back("192.0.2.1")
+    assert other.take("192.0.2.2")
+    other.give_back("192.0.2.2")
