@@ -30,11 +30,15 @@ def main() -> None:
     if args.rebuild or not pages.built():
         pages.wipe()
         pages.build()
+    if args.rebuild or not pages.busy_built():
+        pages.build_busy_market()  # the market page a busy real market has (bench/pages.py)
     cohorts = Cohort.objects.filter(label=pages.LABEL).order_by("week_start")
     oldest = cohorts.first()
     print(f"# {Snapshot.objects.count():,} snapshots", file=sys.stderr)
     print(f"cohort /cohorts/{oldest.pk}/")
     print(f"series /api/cohorts/{oldest.pk}/series?range=ALL")
+    busy = pages.Market.objects.get(external_id=pages.BUSY)
+    print(f"market /markets/{busy.pk}/")
 
 
 if __name__ == "__main__":
