@@ -49,6 +49,9 @@ class LineupProposalAdmin(admin.ModelAdmin):
         ]
 
     def decide_view(self, request: HttpRequest, proposal_id: int) -> HttpResponse:
+        # Staff who may make none of the decisions are refused before their input is read.
+        if not any(request.user.has_perms(needed) for needed in ACTIONS.values()):
+            raise PermissionDenied("deciding a lineup proposal needs a change permission")
         action = request.POST.get("action", "")
         if action not in ACTIONS:
             return HttpResponseBadRequest(f"unknown action {action[:40]!r}: one of "

@@ -164,7 +164,7 @@ def _parse_fields(raw: dict, external_id: str) -> ParsedMarket:
         key = outcome_key(name)
         if key in seen:
             raise MarketParseError(
-                f"outcome names {_short(seen[key])} and {_short(name)} read the same: "
+                f"outcome names must be distinct: {_short(seen[key])} and {_short(name)} read the same: "
                 f"{_short(outcomes)}"
             )
         seen[key] = name

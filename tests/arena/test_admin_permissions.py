@@ -22,6 +22,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
+from agents.models import LineupProposal, LineupReview
 from cohorts.models import Decision
 from cohorts.services import BetOrder, execute_orders
 from core import clock
@@ -50,8 +51,14 @@ def world(settings):
         username="someone", ip_address="10.0.0.1", user_agent="t", get_data="", post_data="",
         http_accept="", path_info="/admin/login/", failures_since_start=9,
     )  # fmt: skip
+    review = LineupReview.objects.create(week_start=SUNDAY.date(), started_at=SUNDAY)
+    proposal = LineupProposal.objects.create(
+        review=review, kind=LineupProposal.Kind.NEW_MODEL, catalog="openrouter",
+        model_id="vendor/new-model", name="New model", context_length=128_000,
+        proposed_at=SUNDAY,
+    )  # fmt: skip
     Client().get("/markets/")  # the page cache holds a page and its tokens
-    return {"decision_id": decision.pk, "market_id": market.pk}
+    return {"decision_id": decision.pk, "market_id": market.pk, "proposal_id": proposal.pk}
 
 
 def _staff(username: str, *, view_only: bool) -> Client:
@@ -113,7 +120,10 @@ def test_the_walk_reaches_every_change_the_admin_offers(world):
     assert {"rerun", "resolve_to_outcome", "void_markets", "reopen_markets", "unlock"} <= names
     assert "delete_selected" in names
     views = _custom_views(world)
-    assert any("/rerun/" in v for v in views) and sum("/correct/" in v for v in views) == 3
+    assert any("/rerun/" in v for v in views) and any("/lineupproposal/" in v for v in views)
+    # Each correction (resolve, void, reopen) has its page and its preview, and the result
+    # page polls for the score run that follows.
+    assert sum("/correct/" in v for v in views) == 7
 
 
 @pytest.mark.parametrize("view_only", [True, False], ids=["view-only", "no-permission"])

@@ -34,12 +34,12 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "rotate-key": (
         "cohorts.seals.rotate",
         "rotate_key",
-        "replace the checkpoint signing key, endorsed by the old one (or --unendorsed)",
+        "replace the signing key, endorsed by the old one (or --unendorsed)",
     ),
     "signing-key": (
         "cohorts.seals.rotate",
         "signing_key",
-        "make or read the checkpoint signing key; fail unless it is the arena's latest",
+        "make or read the signing key; fail unless it is the arena's latest",
     ),
     "decide": ("cohorts.decisions.cli", "decide", "run this week's decisions"),
     "score": ("scoring.cli", "score", "recompute the leaderboards"),
@@ -62,7 +62,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "standin": (
         "simulations.standin_cli",
         "standin",
-        "serve the Polymarket stand-in and the simulated models for an offline trial",
+        "serve the Polymarket stand-in and simulated models, offline",
     ),
     "export": ("arena.exports_cli", "export", "write a bounded CSV/JSON export to stdout"),
     "backup": ("arena.backup", "backup", "copy the database to a file"),
