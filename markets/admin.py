@@ -326,7 +326,7 @@ class ResolutionChangeAdmin(admin.ModelAdmin):
     # hover) so the list reads without horizontal scrolling on a laptop screen.
     # Both clocks: when staff made the change, and the scope's (simulated) time it applies at.
     list_display = (
-        "made_at", "changed_at", "short_market", "source", "changed_by", "change", "short_reason"
+        "clocks", "short_market", "source", "changed_by", "change", "short_reason"
     )  # fmt: skip
     list_select_related = ("market", "changed_by")
     list_filter = ("source", "to_status")
@@ -342,11 +342,18 @@ class ResolutionChangeAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    @admin.display(description="made / applies at", ordering="changed_at")
+    def clocks(self, obj: ResolutionChange) -> str:
+        # One column for the two times keeps the list within a laptop screen: when staff made
+        # the change (wall clock), then when it applies (the scope's clock; simulated scopes).
+        made = f"{obj.made_at:%Y-%m-%d %H:%M}" if obj.made_at else "—"
+        return format_html("{}<br>{}", made, f"{obj.changed_at:%Y-%m-%d %H:%M}")
+
     @admin.display(description="market", ordering="market__question")
     def short_market(self, obj: ResolutionChange) -> str:
         q = obj.market.question
         return format_html(
-            '<span title="{}">#{} {}</span>', q, obj.market_id, q if len(q) <= 60 else q[:59] + "…"
+            '<span title="{}">#{} {}</span>', q, obj.market_id, q if len(q) <= 40 else q[:39] + "…"
         )
 
     @admin.display(description="from → to")

@@ -21,7 +21,7 @@
   // Up to this many lines carry their name at their last point; beyond it the labels would be
   // nudged out of reach of their lines (35 competitors), so a reader finds a line by hovering
   // or focusing its legend entry, which fades every other line (highlight, below).
-  var LABEL_MAX = 12;
+  var LABEL_MAX = 8;
   var LABEL_GAP = 15;  // px between label centres: an 11 px label box is about 15 px tall
   var FADED = 0.15;
   var plotlyLoading = null;
@@ -206,7 +206,10 @@
       var td = document.createElement("td");
       td.className = "num";
       td.dataset.label = "Chain-linked growth";
-      td.textContent = (e.value > 0 ? "+" : e.value < 0 ? "\u2212" : "") + Math.abs(e.value).toFixed(1) + "%";
+      // Signed by the figure shown: -0.04 reads 0.0%, never a negative zero.
+      var shown = Math.abs(e.value).toFixed(1);
+      var sign = Number(shown) === 0 ? "" : e.value > 0 ? "+" : "\u2212";
+      td.textContent = sign + shown + "%";
       tr.appendChild(th);
       tr.appendChild(td);
       body.appendChild(tr);

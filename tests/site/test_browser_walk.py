@@ -371,7 +371,10 @@ def test_walk_every_page_type(browser, live_server, site, staff_cookie, width): 
                 assert page.locator("a.correction-link").count() == 3
                 assert page.locator("a.deletelink").count() == 0
             if name == "admin-correct":
-                assert "Impact:" in page.locator("#content").inner_text()
+                # The preview waits for a choice (the outcome starts empty), then shows what
+                # the correction changes (tests/site/test_browser_corrections.py follows it).
+                content = page.locator("#content").inner_text()
+                assert "What this changes" in content and "Choose an outcome" in content
             if name == "admin-resolution-changes" and width == 1400:
                 overflow = page.evaluate(
                     "(() => { const t = document.querySelector('#result_list');"
