@@ -201,10 +201,10 @@ def test_static_files_are_named_by_their_content_hash(client, db):
     # deploy.md promised cache-busted names, but the storage did not hash them.
     import re
 
-    from arena import settings as configured  # the tests collect with plain manifest hashing
-
     from django.utils.module_loading import import_string
     from whitenoise.storage import CompressedManifestStaticFilesStorage
+
+    from arena import settings as configured  # the tests collect with plain manifest hashing
 
     backend = import_string(configured.STORAGES["staticfiles"]["BACKEND"])
     assert issubclass(backend, CompressedManifestStaticFilesStorage)  # arena/static_storage.py
