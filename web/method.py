@@ -23,6 +23,9 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
+from web import params
+from web.cache import page
+
 DOCS = Path(settings.BASE_DIR) / "docs"
 SERVED = ("*.md", "examples/*.py")
 
@@ -159,3 +162,26 @@ def render_markdown(text: str) -> str:
 
 def _starts_block(line: str) -> bool:
     return bool(re.match(r"(```|#{1,4} |\||\s*- |\s*\d+\. |    )", line))
+
+
+SPEC_PATH = Path(settings.BASE_DIR) / "docs" / "scoring-spec.md"
+
+
+def scoring_spec() -> str:
+    """The scoring specification as published (docs/scoring-spec.md): read per request, a
+    few kB, so the page and the download never disagree with the file."""
+    return SPEC_PATH.read_text(encoding="utf-8")
+
+
+@page({"download": params.choice(("1",), "")}, depends=("data",))
+@require_safe
+def methodology_spec(request: HttpRequest, download: str) -> HttpResponse:
+    """`/methodology/spec.md[?download=1]`: the scoring specification, to read, or to save
+    beside the exports."""
+    from core import methodology as m
+
+    response = HttpResponse(scoring_spec(), content_type="text/markdown; charset=utf-8")
+    name = f"arena-scoring-spec-v{m.METHODOLOGY_VERSION}.md"
+    if download:
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

@@ -7,9 +7,7 @@ web/charts.py into `json_script` tags that static/arena/charts.js draws.
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 
-from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,6 +33,7 @@ from web import (
     glossary,
     leaders,
     lineage,
+    method,
     params,
     rows,
     seal_reads,
@@ -516,7 +515,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "stray_hashes": sorted(m.UNSEALED_HASHES.items()),
         "glossary": glossary.TERMS,
         "signing_key": seal_sign.public_key_info(),
-        "spec": scoring_spec(),
+        "spec": method.scoring_spec(),
         "sb_resamples": m.CONSTANTS.sb_resamples,
         "p_error_strict": _mc_error(m.CONSTANTS.edge_label_alphas[0], m.CONSTANTS.sb_resamples),
         "p_error_loose": _mc_error(m.CONSTANTS.edge_label_alphas[1], m.CONSTANTS.sb_resamples),
@@ -527,29 +526,6 @@ def methodology(request: HttpRequest) -> HttpResponse:
 def _mc_error(p: float, resamples: int) -> str:
     """The Monte Carlo standard error of a bootstrap p-value p, as the page prints it."""
     return f"{(p * (1 - p) / resamples) ** 0.5:.4f}"
-
-
-SPEC_PATH = Path(settings.BASE_DIR) / "docs" / "scoring-spec.md"
-
-
-def scoring_spec() -> str:
-    """The scoring specification as published (docs/scoring-spec.md): read per request, a
-    few kB, so the page and the download never disagree with the file."""
-    return SPEC_PATH.read_text(encoding="utf-8")
-
-
-@page({"download": params.choice(("1",), "")}, depends=("data",))
-@require_safe
-def methodology_spec(request: HttpRequest, download: str) -> HttpResponse:
-    """`/methodology/spec.md[?download=1]`: the scoring specification, to read, or to save
-    beside the exports."""
-    from core import methodology as m
-
-    response = HttpResponse(scoring_spec(), content_type="text/markdown; charset=utf-8")
-    name = f"arena-scoring-spec-v{m.METHODOLOGY_VERSION}.md"
-    if download:
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
 
 
 @require_safe
