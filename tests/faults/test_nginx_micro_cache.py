@@ -7,9 +7,7 @@ htmx partial never are (bypassed, and never stored), nor the paths the app never
 from __future__ import annotations
 
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,13 +19,6 @@ from tests.faults.conftest import Proc, child_env, wait_until
 from tests.faults.test_slow_clients import NGINX, _get, nginx_front
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def _front(tmp_path: Path, cache: Path, listen: int, upstream: int) -> list[str]:
-    argv = nginx_front(tmp_path, listen, upstream)
-    site = tmp_path / "site.conf"
-    site.write_text(site.read_text().replace("/var/cache/nginx/arena", str(cache)))
-    return argv
 
 
 def _status(session: requests.Session, url: str, **headers) -> str:
@@ -44,11 +35,7 @@ def test_anonymous_pages_come_from_nginx_and_staff_and_partials_never_do(tmp_pat
     web = Proc("gunicorn", [sys.executable, "-m", "gunicorn", "arena.wsgi:application",
                             "--bind", f"127.0.0.1:{gunicorn_port}", "--workers", "1",
                             "--threads", "4"], env, tmp_path)  # fmt: skip
-    # Outside pytest's private (0700) folders: nginx's workers drop root's rights, and must
-    # reach the cache folder to write it.
-    cache = Path(tempfile.mkdtemp(prefix="arena-micro-cache-"))
-    cache.chmod(0o777)
-    front = Proc("nginx", _front(tmp_path, cache, front_port, gunicorn_port), env, tmp_path)
+    front = Proc("nginx", nginx_front(tmp_path, front_port, gunicorn_port), env, tmp_path)
     base = f"http://127.0.0.1:{front_port}"
     try:
         wait_until(
@@ -96,4 +83,3 @@ def test_anonymous_pages_come_from_nginx_and_staff_and_partials_never_do(tmp_pat
     finally:
         front.stop()
         web.stop()
-        shutil.rmtree(cache, ignore_errors=True)

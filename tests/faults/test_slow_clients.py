@@ -8,10 +8,12 @@ request through the front is still answered at once.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -42,6 +44,12 @@ def nginx_front(tmp_path: Path, listen: int, upstream: int) -> list[str]:
     site = (settings.BASE_DIR / "deploy" / "nginx-compose.conf").read_text()
     site = site.replace("server web:8000;", f"server 127.0.0.1:{upstream};")
     site = site.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+    # The micro-cache's folder, outside pytest's private (0700) folders: nginx's workers drop
+    # root's rights and must reach it to write.
+    cache = Path(tempfile.mkdtemp(prefix="arena-micro-cache-"))
+    cache.chmod(0o777)
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    site = site.replace("/var/cache/arena-nginx", str(cache))
     (tmp_path / "site.conf").write_text(site)
     temp = {name: tmp_path / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
     for path in temp.values():
