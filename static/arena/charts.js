@@ -462,7 +462,7 @@
       return;
     }
     if (empty) { empty.remove(); }
-    var events = fig.layout.annotations.slice();
+    var events = (fig.layout.annotations || []).slice();  // a reliability diagram has none
     if (fig.labels) {
       el._arenaRawLabels = fig.labels;
       el._arenaRight = fig.layout.margin.r;  // before the labels widen it
