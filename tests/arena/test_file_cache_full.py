@@ -95,8 +95,9 @@ def test_a_full_disk_serves_every_page_fresh_and_logs_once(
                 response = client.get(path)
                 assert response.status_code == 200, path
                 # Each freed file lets a small write through now and then (a hit is then of
-                # this version); never the previous version.
-                assert response["X-Cache"] in ("miss", "hit"), path
+                # this version); with no token stored the page renders uncached (no header).
+                # Never the previous version, never "stale".
+                assert response.get("X-Cache") in (None, "miss", "hit"), path
                 if "markets" in path:
                     assert b"Renamed event, disk full?" in response.content, path
     warnings = [r for r in caplog.records if r.name == LOGGER]
