@@ -9,6 +9,7 @@ offline demo for `small_demo` (or builds a variant from SMALL_DEMO).
 from __future__ import annotations
 
 import os
+import signal
 from datetime import UTC, datetime
 
 import pytest
@@ -120,3 +121,10 @@ def small_demo(db, settings):
 
     settings.ARENA_LLM_API_KEY = ""
     return run_demo(**SMALL_DEMO)
+
+
+def interruptible() -> None:
+    """A child's `preexec_fn`: Ctrl-C (SIGINT) back to Python's default. A suite started in the
+    background by a non-interactive shell inherits SIGINT ignored, and a Python started with it
+    ignored never raises KeyboardInterrupt, so a test of "stops on Ctrl-C" would wait forever."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import interruptible
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -48,6 +50,7 @@ def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
     arena = Path(sys.executable).parent / "arena"
     proc = subprocess.Popen(
         [str(arena), "up", "--port", str(port)],
+        preexec_fn=interruptible,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

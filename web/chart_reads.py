@@ -14,6 +14,7 @@ into another step's module, so a chart's data goes one way through.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -21,7 +22,8 @@ from typing import Any
 
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Max, Q
+from django.db.models import Count, F, Max, Q, Window
+from django.db.models.functions import Mod, RowNumber
 
 from agents.models import Competitor
 from cohorts.models import Cohort, Entry, Position, Snapshot
@@ -35,14 +37,26 @@ from web.selectors import EVENT_LIMIT
 # --- a market's prices ---------------------------------------------------------------------
 
 
-def market_price_points(market: Market, since=None, max_points: int = 2000) -> list[PricePoint]:
-    # Newest first, bounded; the chart builder downsamples further per outcome.
+def market_price_points(
+    market: Market, since=None, max_points: int = charts.MAX_POINTS
+) -> list[PricePoint]:
+    """The market's quotes since `since` (oldest first), at most about `max_points` per outcome
+    spread evenly over the whole range, each line's latest quote always kept. Thinned in the
+    database (every k-th row per outcome): a busy market has tens of thousands of quotes, and
+    keeping only the newest rows would draw "ALL" as its last few days."""
     qs = PricePoint.objects.filter(market=market)
     if since is not None:
         qs = qs.filter(ts__gte=since)
-    rows = list(qs.only("outcome", "ts", "price").order_by("-ts")[:max_points])
-    rows.reverse()
-    return rows
+    counts = qs.order_by().values("outcome").annotate(n=Count("id")).values_list("n", flat=True)
+    stride = max(1, math.ceil(max(counts, default=0) / max_points))
+    if stride > 1:
+        by_outcome = {"partition_by": [F("outcome")]}
+        qs = qs.annotate(
+            row=Window(RowNumber(), order_by=[F("ts").asc(), F("id").asc()], **by_outcome),
+            rows=Window(Count("id"), **by_outcome),
+        )
+        qs = qs.annotate(skip=Mod(F("row") - 1, stride)).filter(Q(skip=0) | Q(row=F("rows")))
+    return list(qs.only("outcome", "ts", "price").order_by("ts", "id"))
 
 
 def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from agents.simulated import simulated_endpoint
 from simulations import prompt_view
 from simulations.simllm import MAX_BODY_BYTES, MappingWorld, SimulatedLLMServer
 from simulations.simmodels import CHARACTERS
+from tests.fixtures import interruptible
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = list(CHARACTERS)
@@ -327,6 +328,7 @@ def test_the_verb_serves_the_endpoint_until_interrupted(tmp_path):
         [sys.executable, "manage.py", "arena", "simulated-llm", "--port", str(port),
          "--latency-scale", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=interruptible,
     )  # fmt: skip
     try:
         banner = proc.stdout.readline()

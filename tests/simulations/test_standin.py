@@ -15,6 +15,7 @@ import requests
 
 from simulations.simmodels import CHARACTERS
 from tests.faults.conftest import wait_until
+from tests.fixtures import interruptible
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def test_the_standin_serves_markets_and_models_on_a_fast_clock_until_ctrl_c(tmp_
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "arena", "standin", "--world-port", "0",
              "--models-port", "0", "--markets", "20"],
-            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=interruptible,
         )  # fmt: skip
     try:
         text = wait_until(

@@ -231,6 +231,27 @@ def test_a_market_quoted_once_draws_its_price_over_its_real_life(client, world):
 
 
 @pytest.mark.django_db
+def test_all_spans_a_long_history_thinned_evenly_and_ends_on_the_latest_quote(client, world):
+    market = world.market()
+    PricePoint.objects.filter(market=market).delete()
+    hours = 3 * 24 * 60  # 60 days of hourly quotes per outcome: 2,880 each, thinned to <= 400
+    PricePoint.objects.bulk_create(
+        PricePoint(market=market, outcome=o, ts=T0 + timedelta(hours=h),
+                   price=Decimal(f"{(0.2 if o == 'Yes' else 0.8) + (h % 7) / 100:.2f}"))
+        for h in range(hours) for o in ("Yes", "No")
+    )  # fmt: skip
+    Market.objects.filter(pk=market.pk).update(last_priced_at=T0 + timedelta(hours=hours - 1))
+    data = client.get(f"/api/markets/{market.pk}/prices?range=ALL").json()
+    for line in data["lines"]:
+        assert 300 < len(line["x"]) <= 402
+        # The first quote of the history, not of its last days, and the latest one at the end.
+        assert line["x"][0] == "2026-11-01 00:00", line["x"][:3]
+        assert line["x"][-1] == (T0 + timedelta(hours=hours - 1)).strftime("%Y-%m-%d %H:%M")
+        days = {x[:10] for x in line["x"]}
+        assert len(days) >= 80  # spread over the whole range, not bunched at one end
+
+
+@pytest.mark.django_db
 def test_cohort_page_ranks_its_competitors_with_letters_and_intervals(client, world):
     cohort = build_arena(world, kind=Cohort.Kind.LIVE, n_competitors=3)
     run = world.score_run("live")
