@@ -323,6 +323,7 @@ def all_checks(run: Any) -> list[Check]:
         checks.append(Check("faults met", not run.unmet,
                             f"still queued at the end: {run.unmet}" if run.unmet else
                             "every queued Gamma and model fault reached a client"))  # fmt: skip
+    checks += [more(run) for more in run.more_checks]
     for fault in run.faults:
         ok = fault["injected"] or fault["detail"].startswith("not injected: the ")
         checks.append(Check(f"fault {fault['name']}", ok, fault["detail"] or "not reached"))
@@ -353,6 +354,7 @@ def report(run: Any, checks: list[Check], load: tuple[float, float, float]) -> d
         "health_timeline": run.health.timeline() if run.health is not None else [],
         "checks": [asdict(c) for c in checks],
         "notes": run.notes,
+        "outside_agent": run.outside,
         "directory": str(run.directory),
     }
 
