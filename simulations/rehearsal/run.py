@@ -327,6 +327,7 @@ class Rehearsal:
             # Beat sends no more periodic work while this much waits for the workers: an
             # accelerated week schedules more than two cores can run.
             "ARENA_BEAT_MAX_BACKLOG": str(BEAT_MAX_BACKLOG),
+            "ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES": str(rehearse_agent.WINDOW_MINUTES),
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
         })  # fmt: skip

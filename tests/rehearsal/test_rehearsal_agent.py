@@ -6,6 +6,9 @@ fails a week recorded as HOLD "no submission"."""
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -14,7 +17,7 @@ from django.contrib.auth import get_user_model
 
 from agents import tokens
 from agents.models import AgentToken, Competitor
-from cohorts.decisions.outside import NO_SUBMISSION, WINDOW
+from cohorts.decisions.outside import NO_SUBMISSION, WINDOW, window
 from cohorts.decisions.run import run_decision
 from cohorts.models import AgentSubmission, Cohort, Decision
 from cohorts.services import open_cohort, week_start_for
@@ -89,3 +92,22 @@ def test_a_week_without_a_submission_fails_the_check(live_server):
     check = check_outside_agent(run)
     assert not check.ok
     assert f"cohort {cohort.pk} week 1: HOLD {NO_SUBMISSION} (decision {held.pk})" in check.detail
+
+
+def test_the_rehearsal_window_is_refused_outside_rehearsal_scope(tmp_path):
+    env = {**os.environ, "ARENA_SCOPE": "live", "ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES": "240",
+           "ARENA_VAR_DIR": str(tmp_path)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0
+    assert "ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES is for ARENA_SCOPE=rehearsal only" in (
+        done.stderr
+    )
+
+
+def test_the_rehearsal_window_applies_in_rehearsal_scope_only(settings):
+    settings.ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES = 240
+    settings.ARENA_SCOPE = "live"  # settings refuse this; the window refuses it as well
+    assert window() == WINDOW == timedelta(minutes=30)
+    settings.ARENA_SCOPE = "rehearsal"
+    assert window() == timedelta(minutes=240)
