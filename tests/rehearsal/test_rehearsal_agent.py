@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -65,7 +66,7 @@ def test_staff_enter_the_agent_in_the_admin_and_it_decides_the_open_week(live_se
     log = agent.child.log_path
     try:
         # Its log, not the database: the test server's in-memory SQLite takes one at a time.
-        wait_for(lambda: "decision " in log.read_text(), 60, "the agent's decision",
+        wait_for(lambda: re.search(r"^decision \d+: ", log.read_text(), re.M), 60, "the agent's decision",
                  interval=0.2, children=(agent.child,))  # fmt: skip
     finally:
         agent.stop()
