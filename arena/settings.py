@@ -295,6 +295,16 @@ ARENA_EXPORTS_MACHINE = env_int("ARENA_EXPORTS_MACHINE", 0)
 ARENA_SCOPE = os.environ.get("ARENA_SCOPE", "live").strip().lower() or "live"
 if ARENA_SCOPE not in ("live", "rehearsal"):
     raise ImproperlyConfigured(f"ARENA_SCOPE must be live or rehearsal, not {ARENA_SCOPE!r}")
+# Rehearsal scope only: an outside agent's submission window in arena minutes, instead of the
+# methodology's (0: the methodology's). At an accelerated clock's rate the methodology's 30
+# minutes are a fraction of a wall second (docs/rehearsal.md, "The outside agent"); a live
+# deployment refuses the setting, so no live week is ever judged by another window.
+ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES = env_int("ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES", 0)
+if ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES and ARENA_SCOPE != "rehearsal":
+    raise ImproperlyConfigured(
+        "ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES is for ARENA_SCOPE=rehearsal only: a live "
+        "outside agent's window is the methodology's outside_submission_window_minutes"
+    )
 ARENA_MARKETS_PER_PROMPT = env_int("ARENA_MARKETS_PER_PROMPT", 500)
 ARENA_SYNC_LIMIT = env_int("ARENA_SYNC_LIMIT", 500)
 ARENA_HTTP_TIMEOUT = float(os.environ.get("ARENA_HTTP_TIMEOUT", "20"))

@@ -401,7 +401,8 @@ AGENT_PATHS = {
         {
             "200": _json_body(_ref("Week"), "the week"),
             "400": _error("a bad `cohort`, or a token in the URL"),
-            "404": _error("no entry of this competitor in an open cohort (or the one asked)"),
+            "404": _error("no entry of this competitor in an open cohort (or the one asked); "
+                          "`server_time` says the server's clock", "Refusal"),
             "409": _error("not open yet: `opens_at` says when", "Refusal"),
         },
         parameters=[_query("cohort", _t("integer", minimum=1, maximum=10**12 - 1),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
+
 from agents.models import Competitor
 from cohorts.models import Entry, Universe
 from core.methodology import CONSTANTS
@@ -22,8 +24,17 @@ STILL_OPEN = "an outside agent: it submits itself until its deadline"
 WINDOW = timedelta(minutes=CONSTANTS.outside_submission_window_minutes)
 
 
+def window() -> timedelta:
+    """The submission window: the methodology's, or in rehearsal scope only the rehearsal's
+    ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES (settings refuse it elsewhere; checked here too)."""
+    minutes = settings.ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES
+    if minutes and settings.ARENA_SCOPE == "rehearsal":
+        return timedelta(minutes=minutes)
+    return WINDOW
+
+
 def deadline(universe: Universe) -> datetime:
-    return universe.frozen_at + WINDOW
+    return universe.frozen_at + window()
 
 
 def still_open(entry_ids: list[int], universe: Universe, at: datetime) -> set[int]:
@@ -43,7 +54,7 @@ def awaiting(now: datetime, limit: int = 200) -> list[dict]:
     agent never answers)."""
     from cohorts.models import AgentSubmission, Decision
 
-    open_weeks = Universe.objects.filter(frozen_at__gt=now - WINDOW, frozen_at__lte=now)
+    open_weeks = Universe.objects.filter(frozen_at__gt=now - window(), frozen_at__lte=now)
     rows = []
     for universe in open_weeks.select_related("cohort").order_by("frozen_at", "pk"):
         decided = Decision.objects.filter(

@@ -69,12 +69,15 @@ def _entry(competitor: Competitor, cohort_id: int | None, now: datetime) -> Entr
     if cohort_id is not None:
         entry = entries.filter(cohort_id=cohort_id).order_by("replicate").first()
         if entry is None:
-            return refused(404, f"{competitor.slug} has no entry in cohort {cohort_id}")
+            return refused(404, f"{competitor.slug} has no entry in cohort {cohort_id}",
+                           server_time=now.isoformat())  # fmt: skip
         return entry
     open_ids = decision_eligible_cohorts(now).values("pk")
     entry = entries.filter(cohort__in=open_ids).order_by("-cohort__week_start", "replicate").first()
     if entry is None:
-        return refused(404, f"no cohort open for decisions holds an entry of {competitor.slug}")
+        # With the server's time: an agent waiting for its first cohort plans on that clock.
+        return refused(404, f"no cohort open for decisions holds an entry of {competitor.slug}",
+                       server_time=now.isoformat())  # fmt: skip
     return entry
 
 

@@ -2,12 +2,21 @@
 """A reference outside agent for the arena's agent API (docs/enter-your-agent.md).
 
     ARENA_TOKEN=arena_... python3 outside_agent.py --url https://arena.example.org [--key key.pem]
+    ARENA_TOKEN=arena_... python3 outside_agent.py --url ... --key key.pem --follow
 
 Once a week: reads its week (GET /api/agent/v1/week), forecasts every market of the forecast
 sample with a simple rule, bets the minimum on the one outcome where that rule disagrees most
 with the frozen price (or holds), signs the body if given a key, and submits it
 (POST /api/agent/v1/decision). Prints the decision and exits 0; exits 1 with the reason when the
 week cannot be decided (not open yet, past the deadline, an answer refused).
+
+With --follow it keeps running instead (under a supervisor, like any daemon): it sleeps until the
+next Sunday 00:00 UTC on the server's clock, polls every --poll seconds until each of its cohorts
+has frozen that week's universe, decides each week the moment it opens, and sleeps again. It
+remembers the cohorts it has seen, so an entry in several cohorts at once (one opens every
+Sunday) decides in each. --clock-rate is how fast the arena's clock runs against the wall: 1 for
+a live arena; a rehearsal on an accelerated clock says its rate, so the agent's sleeps and its
+poll land inside a window that lasts well under a second of wall time.
 
 The rule: each outcome's frozen price shrunk toward the uniform 1/n (0.5 for Yes/No) by
 --shrink, the share of the price kept. It is a baseline to replace with your own model, not
@@ -35,6 +44,8 @@ import os
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -43,6 +54,9 @@ import requests
 SIGNING_DOMAIN = b"arena-agent-decision/v1\n"
 RETRIED = {429, 500, 502, 503, 504}
 MIN_EDGE = 0.05  # below this gap between rule and price, no bet
+# --follow: how long after Sunday 00:00 (server time) it keeps polling for a week that has not
+# opened: the weekly run freezes at 00:05, and retries every 15 minutes after an outage.
+OPEN_WAIT = timedelta(days=1)
 
 
 class Stop(Exception):
@@ -104,6 +118,12 @@ class Client:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {token}"
         self.tries, self.backoff, self.timeout = tries, backoff, timeout
+        self._token = token
+
+    def clone(self) -> Client:
+        """Another client like this one, with its own connections (one per thread)."""
+        return Client(self.url, self._token, tries=self.tries, backoff=self.backoff,
+                      timeout=self.timeout)  # fmt: skip
 
     def request(self, method: str, path: str, **kw: Any) -> requests.Response:
         """One request, retried on 5xx, 429 and network errors; any other answer is returned."""
@@ -158,6 +178,11 @@ def run(client: Client, *, key=None, cohort: int | None = None, shrink: float = 
         return week["decision"]
     if week["state"] != "open":
         raise Stop(f"week {week['week']} is {week['state']} (deadline {week['deadline']})")
+    return submit(client, week, key=key, shrink=shrink)
+
+
+def submit(client: Client, week: dict[str, Any], *, key=None, shrink: float = 0.8) -> dict:
+    """Decide an open week (as GET .../week answered it) and submit; the decision reference."""
     if week["signature_required"] and key is None:
         raise Stop("this agent registered a public key: pass --key to sign")
     answer = decide(week, shrink)
@@ -179,6 +204,115 @@ def run(client: Client, *, key=None, cohort: int | None = None, shrink: float = 
                + (f" ({problems})" if problems else ""))  # fmt: skip
 
 
+class Follower:
+    """--follow: every week of every cohort holding this agent's entry, decided as it opens."""
+
+    def __init__(self, client: Client, *, key=None, shrink: float, poll: float, rate: float):
+        self.client, self.key, self.shrink = client, key, shrink
+        self.poll, self.rate = poll, rate
+        self.cohorts: set[int] = set()  # cohorts seen that may still have decision weeks
+        self.heard: tuple[datetime, float] | None = None  # (server time, monotonic) last answer
+        self.clients: dict[int | None, Client] = {}  # a cohort's own, kept for keep-alive
+
+    def server_now(self) -> datetime:
+        """The server's time now: its last answer's, moved on by the wall time since at
+        --clock-rate (the server's clock decides the deadline, not this machine's)."""
+        if self.heard is None:  # never planned on this machine's clock
+            raise Stop("no answer from the server yet")
+        server, then = self.heard
+        return server + timedelta(seconds=(time.monotonic() - then) * self.rate)
+
+    def look(self, cohort: int | None, client: Client | None = None) -> tuple[str, dict[str, Any]]:
+        """One cohort's week (None: the newest): ("open" | "settled" | "waiting" | "gone", it)."""
+        response = (client or self.client).request(
+            "GET", "/api/agent/v1/week", params={"cohort": cohort} if cohort else None
+        )
+        week = response.json()
+        if week.get("server_time"):
+            self.heard = (datetime.fromisoformat(week["server_time"]), time.monotonic())
+        if response.status_code == 200:
+            self.cohorts.add(week["cohort"])
+            return ("open" if week["state"] == "open" else "settled"), week
+        if response.status_code == 409 and "no decision week" in str(week.get("error")):
+            return "gone", week  # the cohort's decision weeks are over
+        return "waiting", week  # not open yet (409), or no cohort holds an entry yet (404)
+
+    def round(self, until: datetime, sunday: datetime | None = None) -> None:
+        """Every cohort's week, looked at until each is decided or closed or the server's time
+        is past `until` (at least once); one line printed per decision (or why not).
+        With `sunday`, the week that starts then: a week frozen before it is last week's, and
+        the newest cohort counts only once it is the one that opened then (its week 1), so a
+        cohort that opens late is not taken for an older cohort's answer."""
+        pending: set[int | None] = {None, *self.cohorts}
+        # Each cohort on a thread of its own: two weeks frozen together (an entry in two
+        # cohorts) are submitted side by side, each well inside its window.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            while True:
+                order = sorted(pending, key=lambda c: c or 0)
+                for cohort, (state, week) in zip(order, pool.map(self.one, order)):
+                    self.settle(pending, cohort, state, week, sunday)
+                if not pending or self.server_now() >= until:
+                    return
+                time.sleep(self.poll)
+
+    def one(self, cohort: int | None) -> tuple[str, dict[str, Any]]:
+        """Look at one cohort's week and submit if it is open."""
+        if cohort not in self.clients:  # one a thread, kept for keep-alive
+            self.clients[cohort] = self.client.clone()
+        client = self.clients[cohort]
+        try:
+            state, week = self.look(cohort, client)
+        except (Stop, ValueError) as exc:  # ValueError: an answer that is not JSON
+            print(f"no answer: {exc}", file=sys.stderr, flush=True)
+            return "waiting", {}  # asked again on the next pass
+        if state != "open":
+            return state, week
+        try:
+            decision = submit(client, week, key=self.key, shrink=self.shrink)
+        except (Stop, ValueError) as exc:
+            # Looked at again on the next pass: decided (a 409 names the decision if this one
+            # arrived after all), closed, or still open to try again.
+            print(f"not decided yet: {exc}", file=sys.stderr, flush=True)
+            return "waiting", week
+        print(f"decision {decision['id']}: {decision['action']} {client.url}{decision['url']} "
+              f"(cohort {week['cohort']} week {week['week']})", flush=True)
+        return "settled", week
+
+    def settle(self, pending: set[int | None], cohort: int | None, state: str,
+               week: dict[str, Any], sunday: datetime | None) -> None:  # fmt: skip
+        if state == "gone" and cohort is not None:
+            self.cohorts.discard(cohort)
+        if sunday is not None and state == "settled":
+            if datetime.fromisoformat(week["frozen_at"]) < sunday:
+                state = "waiting"  # last week's, decided: this week's is not open yet
+            elif cohort is None and week["week"] != 1:
+                state = "waiting"
+        if state in ("settled", "gone"):
+            pending.discard(cohort)
+
+    def forever(self) -> None:
+        while self.heard is None:  # the server's time, before anything is planned on it
+            try:
+                self.look(None)
+            except (Stop, ValueError) as exc:
+                print(f"no answer yet: {exc}", file=sys.stderr, flush=True)
+            if self.heard is None:
+                time.sleep(self.poll)
+        self.round(self.server_now())  # whatever is open now
+        while True:
+            now = self.server_now()
+            sunday = (now - timedelta(days=(now.weekday() + 1) % 7)).replace(
+                hour=0, minute=0, second=0, microsecond=0)  # fmt: skip
+            if now >= sunday + OPEN_WAIT:
+                sunday += timedelta(days=7)
+                wait = (sunday - now).total_seconds() / self.rate
+                print(f"next week {sunday:%Y-%m-%d} in {wait:.1f} s", flush=True)
+                time.sleep(max(wait - self.poll, 0))
+            self.round(sunday + OPEN_WAIT, sunday)
+            left = (sunday + OPEN_WAIT - self.server_now()).total_seconds() / self.rate
+            time.sleep(max(left, 0))  # this week is done: nothing to ask until the next
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="the arena's address")
@@ -188,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tries", type=int, default=5, help="attempts per request")
     parser.add_argument("--backoff", type=float, default=2.0, help="first retry's wait (s)")
     parser.add_argument("--timeout", type=float, default=30.0, help="per request (s)")
+    parser.add_argument("--follow", action="store_true",
+                        help="keep running: decide every week as it opens, until stopped")
+    parser.add_argument("--poll", type=float, default=10.0,
+                        help="--follow: seconds between two looks while a week is not open")
+    parser.add_argument("--clock-rate", type=float, default=1.0,
+                        help="--follow: the arena clock's speed against the wall (1 live)")
     args = parser.parse_args(argv)
     token = os.environ.get("ARENA_TOKEN", "").strip()
     if not token:
@@ -195,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     client = Client(args.url, token, tries=args.tries, backoff=args.backoff, timeout=args.timeout)
     key = load_key(args.key) if args.key else None
+    if args.follow:
+        follower = Follower(client, key=key, shrink=args.shrink, poll=args.poll,
+                            rate=args.clock_rate)  # fmt: skip
+        try:
+            follower.forever()
+        except KeyboardInterrupt:
+            return 0
     try:
         decision = run(client, key=key, cohort=args.cohort, shrink=args.shrink)
     except Stop as exc:

@@ -40,6 +40,7 @@ from cohorts.services import week_start_for
 from core import clock
 from core.progress import Progress
 from simulations.demo_plan import build_plan
+from simulations.rehearsal import agent as rehearse_agent
 from simulations.rehearsal import faults as rehearse_faults
 from simulations.rehearsal.http import HealthProbe, StaffSession
 from simulations.rehearsal.procs import (
@@ -112,6 +113,8 @@ class Run:
     cohort_ids: list[int] = field(default_factory=list)
     unmet: list[str] = field(default_factory=list)  # queued stand-in faults no client met
     model_requests: int | None = None  # chat requests the simulated models received
+    outside: dict | None = None  # the outside agent's record (simulations/rehearsal/agent.py)
+    more_checks: list = field(default_factory=list)  # callables run -> Check, after the others
 
 
 def refuse_live_data() -> None:
@@ -161,6 +164,7 @@ class Rehearsal:
         self.web: Child | None = None
         self.beat: Child | None = None
         self.workers: list[Child] = []
+        self.outside: rehearse_agent.OutsideAgent | None = None
         self.faults = rehearse_faults.schedule(
             first, options.weeks, postgres=self.run.engine == "postgresql",
             redis=self.run.broker == "redis",
@@ -323,6 +327,7 @@ class Rehearsal:
             # Beat sends no more periodic work while this much waits for the workers: an
             # accelerated week schedules more than two cores can run.
             "ARENA_BEAT_MAX_BACKLOG": str(BEAT_MAX_BACKLOG),
+            "ARENA_REHEARSAL_SUBMISSION_WINDOW_MINUTES": str(rehearse_agent.WINDOW_MINUTES),
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
         })  # fmt: skip
@@ -365,6 +370,9 @@ class Rehearsal:
 
     def finish(self) -> None:
         """Stop every process and stand-in, hand the competitors back as they were."""
+        if self.outside is not None:
+            self.outside.stop()
+            self.run.outside = self.outside.record()
         if self.run.health is not None:
             self.run.health.stop()
         for child in [*self.workers, *([self.web] if self.web else [])]:
@@ -420,6 +428,12 @@ class Rehearsal:
         wait_for(lambda: _answers(run.base_url), 3 * STARTUP_SECONDS, "the web server",
                  children=(self.web,))  # fmt: skip
         run.health = HealthProbe(run.base_url).start()
+        # Entered by staff through the admin before beat opens the first cohort it joins.
+        staff = StaffSession(run.base_url, STAFF_USER, self._staff_password)
+        staff.login()
+        self.outside = rehearse_agent.OutsideAgent(run.base_url, run.directory, o.rate)
+        self.outside.start(self.outside.enter(staff))
+        run.more_checks.append(rehearse_agent.check_outside_agent)
         left = (anchor - clock.wall()).total_seconds()
         if left < 0:
             self.say(f"note: web and workers took {STARTUP_SECONDS - left:.0f} s to start, "
@@ -440,6 +454,8 @@ class Rehearsal:
                     bar.stream.write("\n" if bar.enabled else "")
                     self.say(f"fault {fault.name}: {fault.detail}")
                 self._check_children()
+                if self.outside is not None and (note := self.outside.watch()):
+                    self.run.notes.append(note)
                 hours = int((clock.now() - begin).total_seconds() // 3600)
                 if hours > shown:
                     bar.advance(min(hours, total_hours) - shown)

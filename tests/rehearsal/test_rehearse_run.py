@@ -2,12 +2,14 @@
 processes (gunicorn, a Celery worker, beat, a private redis-server, the stand-ins), every check
 passing: decisions exactly once, weeks sealed, verify and --published, the doctor, fresh prices,
 the leaderboard recomputed from the exports, every model request on the record (the killed
-worker's call as lost), no 5xx, /healthz reporting the broker's outage."""
+worker's call as lost), no 5xx, /healthz reporting the broker's outage; and the outside agent
+deciding every week it is entered in through the agent API, signed, sealed and scored."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +68,16 @@ def test_two_weeks_with_faults_pass_every_check(tmp_path):
     calls = next(c for c in doc["checks"] if c["name"] == "model calls on record")
     assert " 0 lost" not in calls["detail"] and "0 decision take-over" not in calls["detail"]
     assert doc["decisions"] >= 2 * 6  # two weeks of six entries at least
+    # The outside agent (the reference agent, its own process) decided each week it was
+    # entered in by its own signed, verified submission: cohort 1's weeks 1 and 2, cohort 2's
+    # week 1; each sealed, on its pages and scored (the check's detail says which failed).
+    outside = next(c for c in doc["checks"] if c["name"] == "outside agent")
+    assert outside["detail"].startswith("3 week(s) decided by its own signed submission"), outside
+    assert ", scored;" in outside["detail"]
+    agent = doc["outside_agent"]
+    assert agent["token_prefix"] and len(agent["minutes_after_freeze"]) == 3, agent
+    assert all(0 <= m < agent["window_minutes"] for m in agent["minutes_after_freeze"]), agent
+    assert not re.search(r"arena_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{43}", output)  # nor its token
     # /healthz said so while the broker was down, and the staff's two corrections went through.
     assert any("503 error broker=error" in span["state"] for span in doc["health_timeline"])
     applied = [c["action"] for c in doc["corrections"] if c["applied"]]
