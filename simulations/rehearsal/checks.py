@@ -318,6 +318,10 @@ def all_checks(run: Any) -> list[Check]:
     checks.append(verb_check(run, "leaderboard = exports", "verify", "--scores"))
     checks.append(check_web_log(run))
     checks.append(check_health(run))
+    if run.lineup:
+        from simulations.rehearsal.lineup import check_lineup
+
+        checks.append(check_lineup(run))
     if run.faults:
         checks.append(check_corrections(run))
         checks.append(Check("faults met", not run.unmet,
@@ -349,6 +353,7 @@ def report(run: Any, checks: list[Check], load: tuple[float, float, float]) -> d
         "trades": Trade.objects.filter(entry__cohort_id__in=run.cohort_ids).count(),
         "faults": run.faults,
         "corrections": run.corrections,
+        "lineup": run.lineup,
         "outages": run.outages,
         "health_timeline": run.health.timeline() if run.health is not None else [],
         "checks": [asdict(c) for c in checks],
