@@ -7,7 +7,9 @@
 - no trade executed at a price older than the methodology's universe_price_window_minutes;
 - the published leaderboard equals the one recomputed from the exports (`arena verify --scores`);
 - no 5xx in the web's access log (but /healthz's 503 while something is down, which is its job);
-- /healthz said "error" during each outage and at no other time.
+- /healthz said "error" during each outage and at no other time;
+- the lineup review's catalog change, approved by staff, is the next cohort's release only
+  (simulations/rehearsal/lineup.py).
 The arena's own verbs are run as subprocesses with the children's environment, as an operator
 would run them next to the arena.
 """

@@ -187,24 +187,32 @@ def check_lineup(run: Any) -> Check:
     moved = [f for f in UNCHANGED if getattr(old, f) != getattr(new, f)]
     if moved:
         problems.append(f"the new release changed more than the prices: {moved}")
+    weeks = {}
     for entry, release in ((running, old), (nextone, new)):
-        problems += _recorded(run, entry, release)
+        weeks[entry.pk], found = _recorded(entry, release)
+        problems += found
+    if not any(w >= 2 for w in weeks[running.pk]):
+        problems.append(f"the running entry {running.pk} made no decision after the approval "
+                        f"(weeks {weeks[running.pk]})")  # fmt: skip
     kept = _others_kept(first, second, plan["competitor"])
     problems += kept[1]
-    detail = (f"{plan['slug']}: cohort {first.pk} runs release {old.number} ({_prices(old)}), "
-              f"cohort {second.pk} release {new.number} ({_prices(new)}); approved by "
+    detail = (f"{plan['slug']}: cohort {first.pk} runs release {old.number} ({_prices(old)}; "
+              f"decided weeks {weeks[running.pk]}), cohort {second.pk} release {new.number} "
+              f"({_prices(new)}; weeks {weeks[nextone.pk]}); approved by "
               f"{proposal.decided_by if proposal else 'nobody'} "
               f"({plan.get('said', 'no answer')}); {kept[0]} other competitor(s) kept "
               "their release")  # fmt: skip
     if problems:
-        return Check("lineup change", False, "; ".join(problems[:6]) + f" ({detail})")
+        return Check("lineup change", False, "; ".join(problems[:8]) + f" ({detail})")
     return Check("lineup change", True, detail)
 
 
-def _recorded(run: Any, entry: Entry, release: Release) -> list[str]:
-    """The entry's decisions, their sealed records and its event-log record all name `release`."""
+def _recorded(entry: Entry, release: Release) -> tuple[list[int], list[str]]:
+    """The weeks the entry decided, and where its decisions, their sealed records or its
+    event-log record name another release than `release`."""
     problems = []
     decisions = Decision.objects.filter(entry=entry)
+    weeks = sorted(decisions.values_list("week", flat=True))
     called = set(decisions.values_list("release_id", flat=True))
     if not called or called != {release.pk}:
         problems.append(f"entry {entry.pk}'s decisions called releases {sorted(called, key=str)},"
@@ -223,7 +231,7 @@ def _recorded(run: Any, entry: Entry, release: Release) -> list[str]:
     if number != release.number:
         problems.append(f"the event log records entry {entry.pk} on release {number}, not "
                         f"{release.number}")  # fmt: skip
-    return problems
+    return weeks, problems
 
 
 def _others_kept(first: Cohort, second: Cohort, changed: int) -> tuple[int, list[str]]:

@@ -10,7 +10,8 @@ same clock, simulations/simllm.py). Nothing is called directly: beat's schedule 
 cohorts, decisions, snapshots, resolution, settlement, seals and scoring on the workers.
 
 Meanwhile it injects the printed fault schedule (simulations/rehearsal/faults.py), has staff
-correct two resolutions through the admin, polls /healthz; at the end it saves /api/seals as an
+correct two resolutions through the admin and approve the lineup review's proposal of a catalog
+change (simulations/rehearsal/lineup.py), polls /healthz; at the end it saves /api/seals as an
 outsider would and runs the checks (simulations/rehearsal/checks.py).
 
 Beat starts last, at the clock's anchor, when the arena's time is just before the first Sunday:

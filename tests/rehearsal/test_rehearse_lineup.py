@@ -82,10 +82,11 @@ def test_staff_approve_the_reviewed_price_change_through_the_admin(stage):
     _open(SUNDAY + timedelta(days=7), run)
     check = check_lineup(run)
     assert not check.ok
-    assert "release 1 ($0.000000 / $0.000000 per M), cohort" in check.detail
-    assert "release 2 ($1.250000 / $10.000000 per M)" in check.detail
+    assert "release 1 ($0.000000 / $0.000000 per M; decided weeks [])" in check.detail
+    assert "release 2 ($1.250000 / $10.000000 per M; weeks [])" in check.detail
     assert "approved no" not in check.detail and "not a new release" not in check.detail
     assert "decisions called releases []" in check.detail
+    assert "made no decision after the approval" in check.detail
 
 
 def test_the_check_fails_when_staff_approved_nothing_and_the_next_cohort_kept_the_old_release(
