@@ -48,9 +48,8 @@ ATTENTION = "/admin/attention/"
 ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 FORM = re.compile(r'<form method="post" action="([^"]+)">(.*?)</form>', re.S)
 # The release fields a price change leaves as they were.
-UNCHANGED = [f for f in ("model_id", "provider", "base_url", "api_key_env", "params",
-                         "context_tokens", "structured_output", "knowledge_cutoff",
-                         "agent_version")]  # fmt: skip
+UNCHANGED = ("model_id", "provider", "base_url", "api_key_env", "params", "context_tokens",
+             "structured_output", "knowledge_cutoff", "agent_version")  # fmt: skip
 
 
 @dataclass
@@ -82,7 +81,7 @@ class LineupChange:
         if not Entry.objects.filter(cohort__week_start=self.first_sunday,
                                     cohort__kind=Cohort.Kind.REHEARSAL,
                                     competitor_id=self.competitor_id).exists():  # fmt: skip
-            return  # the first week's cohort has not opened yet: approving now would pin it
+            return  # its cohort not open yet: approved now, the new release would be its pin
         try:
             if self._staff is None:
                 self._staff = StaffSession(run.base_url, username, password)
