@@ -34,6 +34,9 @@ def moved_admin(request: HttpRequest, model: str, rest: str = "") -> PermanentRe
     return PermanentRedirectKeepingMethod(target)
 
 
+# A database that fails mid-request is a 503 (retry), not a 500 (web/unavailable.py).
+handler500 = "web.unavailable.server_error"
+
 urlpatterns = [
     path("admin/attention/", admin.site.admin_view(attention_view), name="admin-attention"),
     path("admin/agents/<moved:model>/", moved_admin),

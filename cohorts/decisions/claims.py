@@ -96,7 +96,10 @@ def claim_decision(
     taking_over = old["status"] == S.CLAIMED
     takeovers = list(old["takeovers"] or [])
     with transaction.atomic():
-        lost = mark_lost(old["pk"]) if taking_over else 0
+        # Whatever run held it before is gone (stale, or ended retryable or skipped): a call it
+        # put on the record and never completed is lost. A run that died on its database
+        # connection (retryable) cannot have marked its own.
+        lost = mark_lost(old["pk"])
         if taking_over:
             takeovers.append(
                 {"at": now.isoformat(), "from": old["claimed_by"], "to": runner, "lost_calls": lost}

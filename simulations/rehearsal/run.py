@@ -10,7 +10,8 @@ same clock, simulations/simllm.py). Nothing is called directly: beat's schedule 
 cohorts, decisions, snapshots, resolution, settlement, seals and scoring on the workers.
 
 Meanwhile it injects the printed fault schedule (simulations/rehearsal/faults.py), has staff
-correct two resolutions through the admin, polls /healthz; at the end it saves /api/seals as an
+correct two resolutions through the admin and approve the lineup review's proposal of a catalog
+change (simulations/rehearsal/lineup.py), polls /healthz; at the end it saves /api/seals as an
 outsider would and runs the checks (simulations/rehearsal/checks.py).
 
 Beat starts last, at the clock's anchor, when the arena's time is just before the first Sunday:
@@ -27,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from core.progress import Progress
 from simulations.demo_plan import build_plan
 from simulations.rehearsal import agent as rehearse_agent
 from simulations.rehearsal import faults as rehearse_faults
+from simulations.rehearsal import lineup as rehearse_lineup
 from simulations.rehearsal.http import HealthProbe, StaffSession
 from simulations.rehearsal.procs import (
     Child,
@@ -115,6 +118,7 @@ class Run:
     model_requests: int | None = None  # chat requests the simulated models received
     outside: dict | None = None  # the outside agent's record (simulations/rehearsal/agent.py)
     more_checks: list = field(default_factory=list)  # callables run -> Check, after the others
+    lineup: dict = field(default_factory=dict)  # the catalog change (simulations/rehearsal/lineup.py)
 
 
 def refuse_live_data() -> None:
@@ -170,6 +174,7 @@ class Rehearsal:
             redis=self.run.broker == "redis",
         ) if options.faults else rehearse_faults.FaultSchedule()  # fmt: skip
         self._deactivated: list[int] = []
+        self.lineup_change: rehearse_lineup.LineupChange | None = None
         self._restarts: dict[str, int] = {}
         self._staff_password = secrets.token_urlsafe(18)
 
@@ -259,6 +264,8 @@ class Rehearsal:
                 "display_name": f"{c.name}{n} (rehearsal)", "kind": Competitor.Kind.LLM,
                 "family": "Simulated", "provider": "simulated", "model_id": c.model_id,
                 "params": {"temperature": 0, "max_tokens": 32000}, "simulated": True,
+                # Free, as the stand-in's catalog lists them: a price it lists later is a change.
+                "price_in_per_m": Decimal(0), "price_out_per_m": Decimal(0),
                 "base_url": models_url, "notes": "Rehearsal: the simulated model endpoint.",
             }))  # fmt: skip
         for i in range(max(o.competitors - o.models, 0)):
@@ -402,8 +409,10 @@ class Rehearsal:
         self.world._http.handle_error = lambda request, address: None  # type: ignore[method-assign]
         self.world.start()
         self.models = SimulatedLLMServer(latency_scale=MODEL_LATENCY_SCALE).start()
-        self._lineup(self.models.base_url)
+        lineup = self._lineup(self.models.base_url)
         self._staff()
+        # Before beat's first tick, so the first week's lineup review finds the catalog changed.
+        self.lineup_change = rehearse_lineup.plan(run, self.models, lineup, STAFF_USER)
         broker_url = "filesystem://"
         if run.broker == "redis":
             self.redis = PrivateRedis(run.directory).start()
@@ -456,6 +465,8 @@ class Rehearsal:
                 self._check_children()
                 if self.outside is not None and (note := self.outside.watch()):
                     self.run.notes.append(note)
+                if self.lineup_change is not None:
+                    self.lineup_change.tick(now, run, STAFF_USER, self._staff_password)
                 hours = int((clock.now() - begin).total_seconds() // 3600)
                 if hours > shown:
                     bar.advance(min(hours, total_hours) - shown)

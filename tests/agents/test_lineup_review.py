@@ -3,8 +3,8 @@ catalog over HTTP (recorded payloads, tests/fakes/catalogs/), proposes on /admin
 and staff approve through the admin; the running cohort's entry keeps its release while the
 next cohort's entry calls the new one on the fake model server.
 
-(The Done-when asks for a rehearsal week where feasible: this is the same flow through the real
-services, the beat task, the admin views and the fake servers, on a hand-moved clock.)
+The same flow in a rehearsal, on the workers and over HTTP: tests/rehearsal/test_rehearse_run.py
+("lineup change").
 """
 
 from __future__ import annotations

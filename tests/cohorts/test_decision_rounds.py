@@ -22,9 +22,11 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from agents.attempts import LOST
 from cohorts.decisions import retry as policy
 from cohorts.decisions.claims import claim_decision
 from cohorts.decisions.run import UNIVERSE_PRICE_WINDOW, decide, run_decision
+from cohorts.llm_calls import CallRecorder
 from cohorts.models import Decision, LLMCall, Trade
 from cohorts.seals import sealing as seals
 from cohorts.seals.models import DecisionDigest
@@ -528,3 +530,21 @@ def test_concurrent_claims_of_a_due_retryable_row_have_one_winner():
     won = [r for r, _ in results if r is not None]
     assert len(won) == 1 and won[0].status == S.CLAIMED and won[0].retry_after is None
     assert won[0].retry_rounds == 2  # a claim keeps the count
+
+
+@pytest.mark.django_db
+def test_a_run_that_died_on_its_database_leaves_no_call_unanswered_when_its_retry_claims():
+    """A run whose database connection was killed mid-call ends retryable (it cannot mark its
+    own calls): the claim of its retry marks the call it had put on the record as lost."""
+    make_markets(1)
+    entry = make_cohort([llm_competitor(None, slug="no-server")]).entries.get()
+    past = clock.now() - timedelta(minutes=1)
+    died = Decision.objects.create(entry=entry, week=1, status=S.RETRYABLE, claimed_at=past,
+                                   error="transient database error; will retry")  # fmt: skip
+    CallRecorder(died).sent("http://127.0.0.1:9/v1/chat/completions", {"model": "m"})
+
+    again = claim_decision(entry.pk, 1)
+
+    assert again is not None and again.pk == died.pk and again.status == S.CLAIMED
+    assert list(died.llm_calls.values_list("error_kind", flat=True)) == [LOST]
+    assert again.takeovers == []  # not taken from a live claim: no take-over to report

@@ -2,8 +2,10 @@
 processes (gunicorn, a Celery worker, beat, a private redis-server, the stand-ins), every check
 passing: decisions exactly once, weeks sealed, verify and --published, the doctor, fresh prices,
 the leaderboard recomputed from the exports, every model request on the record (the killed
-worker's call as lost), no 5xx, /healthz reporting the broker's outage; and the outside agent
-deciding every week it is entered in through the agent API, signed, sealed and scored."""
+worker's call as lost), no 5xx, /healthz reporting the broker's outage; the outside agent
+deciding every week it is entered in through the agent API, signed, sealed and scored; and a
+catalog change the lineup review proposed, approved by staff through the admin: the next cohort
+runs the new release, the running one keeps its own."""
 
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ import os
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from cohorts.models import Cohort
+from agents.models import LineupProposal
+from cohorts.models import Cohort, Decision, Entry
 from markets.models import Market, ResolutionChange
 
 pytestmark = [
@@ -61,7 +65,7 @@ def test_two_weeks_with_faults_pass_every_check(tmp_path):
 
     names = {c["name"] for c in doc["checks"]}
     assert {"decisions", "model calls on record", "sealed", "verify", "verify --published", "doctor", "fresh prices",
-            "leaderboard = exports", "web 5xx", "healthz"} <= names  # fmt: skip
+            "leaderboard = exports", "web 5xx", "healthz", "lineup change"} <= names  # fmt: skip
     faults = {f["name"]: f for f in doc["faults"]}
     assert all(f["injected"] for f in faults.values()), faults  # PostgreSQL + Redis: all of them
     # The worker killed mid-call: every request the models saw is a call record, its own lost.
@@ -83,6 +87,31 @@ def test_two_weeks_with_faults_pass_every_check(tmp_path):
     applied = [c["action"] for c in doc["corrections"] if c["applied"]]
     assert applied == ["resolve_to_outcome", "void_markets"], doc["corrections"]
     assert ResolutionChange.objects.filter(source=Market.ResolvedBy.ADMIN).count() == 2
+    # The stand-in's catalog repriced a model: the review on the workers proposed a new release,
+    # staff approved it on the attention page in the first week, and only the cohort opened
+    # after it runs the new release.
+    lineup = doc["lineup"]
+    assert lineup["approved"] and "success: Approved: release" in lineup["said"], lineup
+    approved = LineupProposal.objects.get(status=LineupProposal.Status.APPROVED)
+    assert (approved.kind, approved.competitor_id, approved.decided_by) == (
+        LineupProposal.Kind.CHANGED, lineup["competitor"], "rehearsal-staff",
+    )  # fmt: skip
+    first, second = Cohort.objects.order_by("week_start")[:2]
+    mine = Entry.objects.filter(competitor_id=lineup["competitor"])
+    old, new = mine.get(cohort=first).release, mine.get(cohort=second).release
+    assert (old.price_in_per_m, old.price_out_per_m) == (Decimal(0), Decimal(0))
+    assert (new.number, new.price_in_per_m, new.price_out_per_m) == (
+        old.number + 1, Decimal("1.25"), Decimal("10"),
+    )  # fmt: skip
+    called = Decision.objects.filter(entry__competitor_id=lineup["competitor"])
+    assert set(called.filter(entry__cohort=first).values_list("week", "release_id")) == {
+        (1, old.pk), (2, old.pk),
+    }  # fmt: skip
+    assert set(called.filter(entry__cohort=second).values_list("release_id", flat=True)) == {new.pk}
+    others = Entry.objects.exclude(competitor_id=lineup["competitor"])
+    assert {e.competitor_id: e.release_id for e in others.filter(cohort=first)} == {
+        e.competitor_id: e.release_id for e in others.filter(cohort=second)
+    }
     # Everything it made is the rehearsal's own.
     assert set(Cohort.objects.values_list("kind", flat=True)) == {Cohort.Kind.REHEARSAL}
     assert set(Market.objects.values_list("source", flat=True)) == {Market.Source.REHEARSAL}
