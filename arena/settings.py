@@ -123,6 +123,8 @@ MIDDLEWARE = [
     "arena.security.ContentSecurityPolicyMiddleware",
     # A query parameter a view cannot honour becomes a one-line 400 (web/params.py).
     "web.params.BadParameterMiddleware",
+    # A view whose database connection died under it answers 503, DEBUG or not (web/unavailable.py).
+    "web.unavailable.DatabaseUnavailableMiddleware",
     # Turns a refused login (arena.login) into its 429 page; innermost so it sees the flag.
     "axes.middleware.AxesMiddleware",
 ]

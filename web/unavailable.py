@@ -5,7 +5,8 @@ A restart or `pg_terminate_backend` can cut a request's connection in the middle
 out on a lock. The request was fine and may simply be sent again: 503 with Retry-After says so
 to a browser, a monitor and an outside agent alike (docs/enter-your-agent.md: retry a 5xx),
 while 500 stays what it means, a bug of ours. Django calls `server_error` (arena.urls'
-handler500) from inside its `except`, so the exception is at hand here.
+handler500) from inside its `except`, so the exception is at hand there; the middleware answers
+a view's exception the same way when DEBUG is on.
 """
 
 from __future__ import annotations
@@ -37,10 +38,7 @@ def _unavailable(exc: BaseException | None) -> bool:
     return any(c.connection is not None and not c.is_usable() for c in connections.all())
 
 
-def server_error(request: HttpRequest) -> HttpResponse:
-    exc = sys.exc_info()[1]
-    if not _unavailable(exc):
-        return defaults.server_error(request)
+def _answer(request: HttpRequest, exc: BaseException) -> HttpResponse:
     log.warning("database unavailable during %s %s: %s", request.method, request.path,
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # fmt: skip
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
@@ -51,3 +49,26 @@ def server_error(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(body, status=503, headers=headers)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """arena.urls' handler500 (DEBUG off): whatever layer raised."""
+    exc = sys.exc_info()[1]
+    if exc is None or not _unavailable(exc):
+        return defaults.server_error(request)
+    return _answer(request, exc)
+
+
+class DatabaseUnavailableMiddleware:
+    """The same answer for a view's exception with DEBUG on too (Django's debug page replaces
+    handler500 then): a development server or a rehearsal answers a cut connection as a
+    deployment does."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        return _answer(request, exception) if _unavailable(exception) else None

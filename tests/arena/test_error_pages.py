@@ -61,10 +61,13 @@ def test_a_locked_database_is_a_503_to_retry_and_a_bug_stays_a_500(settings):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_connection_terminated_under_a_request_is_a_503_then_the_next_one_is_served(settings):
+@pytest.mark.parametrize("debug", [False, True])  # handler500, or the middleware under DEBUG
+def test_a_connection_terminated_under_a_request_is_a_503_then_the_next_one_is_served(
+    settings, debug
+):
     import psycopg
 
-    settings.DEBUG = False
+    settings.DEBUG = debug
     client = Client(raise_request_exception=False)
     assert client.get("/api/markets").status_code == 200
     db = connection.settings_dict

@@ -21,7 +21,7 @@ from cohorts.seals import sign as seal_sign
 from cohorts.seals.models import Checkpoint, SigningKey
 from cohorts.seals.verify import export_chunks
 from markets.models import Market
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from tests.cohorts.forgery import relink, resign_export, run_verifier, sign, triggers_off
 from tests.replay.test_demo import SMALL
 
@@ -35,7 +35,7 @@ def demo(settings, tmp_path, monkeypatch):
     settings.VAR_DIR = tmp_path
     settings.ARENA_LLM_API_KEY = ""
     seal_sign.forget_key()
-    run_demo(**SMALL)
+    demo_snapshot.demo(**SMALL)
     yield
     seal_sign.forget_key()
 

@@ -18,7 +18,8 @@ import pytest
 from agents.services import ensure_default_lineup
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run, leaderboard_rows
-from simulations.demo import build_plan, run_demo
+from simulations.demo import build_plan
+from tests import demo_snapshot
 from web import standings
 
 NOW = datetime(2026, 4, 4, 12, 0, tzinfo=UTC)  # five weekly cohorts from 2026-03-01
@@ -28,7 +29,7 @@ NOW = datetime(2026, 4, 4, 12, 0, tzinfo=UTC)  # five weekly cohorts from 2026-0
 def demo(db, settings):
     settings.ARENA_LLM_API_KEY = ""
     ensure_default_lineup()
-    run_demo(weeks=5, seed=42, n_markets=160, now=NOW, latency_scale=0)
+    demo_snapshot.demo(weeks=5, seed=42, n_markets=160, now=NOW, latency_scale=0)
     return latest_run("demo")
 
 

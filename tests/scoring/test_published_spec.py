@@ -29,7 +29,7 @@ from django.db import transaction
 
 from agents.services import ensure_default_lineup
 from core import methodology
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from web import exports, glossary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def exported(tmp_path_factory, django_db_setup, django_db_blocker):
     folder = tmp_path_factory.mktemp("exports")
     with django_db_blocker.unblock(), transaction.atomic():
         ensure_default_lineup()
-        run_demo(weeks=5, seed=42, n_markets=160, now=NOW, latency_scale=0)
+        demo_snapshot.demo(weeks=5, seed=42, n_markets=160, now=NOW, latency_scale=0)
         b = exports.bounds(scope="demo", limit=exports.MAX_LIMIT)
         for what in SCRIPT_EXPORTS:
             text = "".join(exports.stream(what, "json", b))

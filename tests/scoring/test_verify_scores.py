@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from scoring import verify_scores
 from scoring.models import LeaderboardRow, ScoreRun
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from tests.fixtures import SMALL_DEMO
 
 WHATS = ("scores", "forecasts", "trades", "snapshots")
@@ -37,7 +37,7 @@ def demo_exports(django_db_setup, django_db_blocker, tmp_path_factory):
     directory = tmp_path_factory.mktemp("exports")
     with django_db_blocker.unblock(), override_settings(ARENA_LLM_API_KEY=""):
         try:
-            run_demo(**SMALL_DEMO)  # the `small_demo` fixture's, built once for the module
+            demo_snapshot.demo(**SMALL_DEMO)  # the `small_demo` fixture's
             for what in WHATS:
                 out, _ = _arena("export", "--what", what, "--format", "json", "--scope", "demo")
                 (directory / f"{what}.json").write_text(out)

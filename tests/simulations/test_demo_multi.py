@@ -12,8 +12,8 @@ import pytest
 from cohorts.models import Forecast
 from markets.models import Market, PricePoint
 from scoring.models import LeaderboardRow, ScoreRun
-from simulations.demo import run_demo
 from simulations.demo_plan import MULTI_MIN_MARKETS, build_plan
+from tests import demo_snapshot
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 NOW = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
@@ -38,7 +38,7 @@ def test_plan_has_one_multi_outcome_market_per_week_priced_as_one_unit():
 @pytest.fixture
 def demo(db, settings):
     settings.ARENA_LLM_API_KEY = ""
-    return run_demo(weeks=2, seed=7, n_markets=40, now=NOW, latency_scale=0)
+    return demo_snapshot.demo(weeks=2, seed=7, n_markets=40, now=NOW, latency_scale=0)
 
 
 def test_multi_outcome_markets_are_traded_resolved_and_scored(demo):

@@ -21,7 +21,7 @@ from agents.simulated import is_loopback_url
 from cohorts.doctor import check_invariants
 from cohorts.models import Cohort, Decision, LLMCall, Trade
 from scoring.models import LeaderboardRow
-from simulations.demo import run_demo
+from tests import demo_snapshot
 
 NOW = datetime(2026, 3, 21, 12, 0, tzinfo=UTC)  # the third Saturday of a three-week demo
 
@@ -33,7 +33,7 @@ def lean_demo(db, settings):
     Competitor.objects.filter(kind=Competitor.Kind.BASELINE).exclude(slug="market").update(
         active=False
     )
-    return run_demo(weeks=3, seed=7, n_markets=100, now=NOW, latency_scale=0)
+    return demo_snapshot.demo(weeks=3, seed=7, n_markets=100, now=NOW, latency_scale=0)
 
 
 @pytest.mark.slow  # a three-week demo on 100 markets

@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from tests.cohorts.agent_helpers import outside_agents
 from tests.replay.test_demo import SMALL
 from web.openapi import document
@@ -48,7 +48,7 @@ def arena(settings):
     """The demo's cohorts, markets, decisions, seals and scores, and an outside agent (unsigned,
     so generated bodies reach the answer's checks) in this week's live cohort."""
     settings.ARENA_LLM_API_KEY = ""
-    run_demo(**SMALL)
+    demo_snapshot.demo(**SMALL)
     (agent,) = outside_agents(signed=False, markets=4)
     # A generous rate: the test is about the answers, not the limit (test_agent_api.py is).
     agent.competitor.tokens.update(rate_per_minute=30_000)

@@ -19,6 +19,7 @@ import pytest
 
 from cohorts.models import Cohort, Decision, Entry
 from markets.models import Market
+from tests import demo_snapshot
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # A Wednesday noon: the demo clock stops here, so the current week has 2.5 days of snapshots.
@@ -33,9 +34,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 @pytest.fixture
 def demo_data(transactional_db):
-    from simulations.demo import run_demo
-
-    run_demo(weeks=2, n_markets=40, now=DEMO_NOW)
+    demo_snapshot.demo(weeks=2, n_markets=40, now=DEMO_NOW)
     return Cohort.objects.filter(kind=Cohort.Kind.DEMO).order_by("week_start")
 
 

@@ -19,7 +19,7 @@ from cohorts.models import Cohort, Entry, Settlement, Snapshot
 from markets.models import Market
 from scoring.models import LeaderboardRow
 from scoring.services import compute_scores
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from tests.site.test_browser import DEMO_NOW, Visitor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -34,7 +34,7 @@ def demo(transactional_db, settings):
     settings.ARENA_LLM_API_KEY = ""  # LLM entries are skipped (no key)
     # A loaded two-core test machine: the dry run of the demo's scores must not be cut short.
     settings.ARENA_CORRECTION_PREVIEW_S = 60
-    run_demo(weeks=2, n_markets=40, now=DEMO_NOW)
+    demo_snapshot.demo(weeks=2, n_markets=40, now=DEMO_NOW)
     won = (
         Settlement.objects.filter(
             kind=Settlement.Kind.WON,

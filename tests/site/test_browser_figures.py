@@ -17,6 +17,7 @@ import pytest
 
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run
+from tests import demo_snapshot
 from tests.site.test_browser import DEMO_NOW, Visitor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -26,10 +27,8 @@ WIDTHS = (1400, 390)
 
 @pytest.fixture
 def demo(transactional_db, settings):
-    from simulations.demo import run_demo
-
     settings.ARENA_LLM_API_KEY = ""
-    run_demo(weeks=2, n_markets=40, now=DEMO_NOW, latency_scale=0)
+    demo_snapshot.demo(weeks=2, n_markets=40, now=DEMO_NOW, latency_scale=0)
     run = latest_run("demo")
     rows = LeaderboardRow.objects.filter(run=run, cohort__isnull=True).select_related("competitor")
     untested = next(r for r in rows if r.details.get("edge_label") == "NOT_TESTED")

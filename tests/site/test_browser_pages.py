@@ -21,6 +21,7 @@ from agents.services import ensure_default_lineup
 from cohorts.models import Cohort, Decision, Entry, Settlement
 from markets.models import Market
 from markets.services import set_resolution
+from tests import demo_snapshot
 from tests.site.test_browser import ARTIFACTS, DEMO_NOW, Visitor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -32,11 +33,10 @@ WIDTHS = (1400, 390)
 @pytest.fixture
 def site(transactional_db, settings):
     """Demo + replay + one staff correction; returns the ids the pages need."""
-    from simulations.demo import run_demo
     from simulations.replay import replay
 
     settings.ARENA_LLM_API_KEY = ""  # LLM entries are skipped (no key): they stay unscored
-    run_demo(weeks=2, n_markets=40, now=DEMO_NOW)
+    demo_snapshot.demo(weeks=2, n_markets=40, now=DEMO_NOW)
     ensure_default_lineup()
     replay(str(REPLAY_FIXTURES), [date(2026, 1, 4)])
     won = (

@@ -13,7 +13,7 @@ import pytest
 from cohorts.models import Decision, Settlement, Trade
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run
-from simulations.demo import run_demo
+from tests import demo_snapshot
 from web.decision_outcomes import question_views, trade_views
 
 NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
@@ -22,7 +22,7 @@ NOW = datetime(2026, 3, 11, 12, 0, tzinfo=UTC)
 @pytest.fixture
 def demo(db, settings):
     settings.ARENA_LLM_API_KEY = ""
-    return run_demo(weeks=2, seed=7, n_markets=40, now=NOW, latency_scale=0)
+    return demo_snapshot.demo(weeks=2, seed=7, n_markets=40, now=NOW, latency_scale=0)
 
 
 def test_the_decision_pages_briers_average_to_the_leaderboards(demo, client):
