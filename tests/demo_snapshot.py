@@ -68,6 +68,10 @@ def _read() -> dict[str, Any]:
 def _write(tables: dict[str, Any]) -> None:
     # Every table emptied (the arena's flush lifts SQLite's guard on the sealing tables; no
     # post_migrate, whose seeded rows would collide with the copy's), then the copy's rows.
+    if connection.in_atomic_block:
+        # Rows this transaction wrote still owe their deferred foreign-key checks, and
+        # PostgreSQL refuses to TRUNCATE a table with such events pending: run them now.
+        connection.check_constraints()
     call_command("flush", interactive=False, verbosity=0, inhibit_post_migrate=True)
     with transaction.atomic(), connection.cursor() as cursor:
         for table, data in tables.items():
