@@ -38,6 +38,7 @@ def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.own_sqlite
 def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
     port = _free_port()
     env = dict(os.environ)

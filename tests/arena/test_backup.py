@@ -26,6 +26,7 @@ def _sql(env, query: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.own_sqlite
 def test_sqlite_backup_and_restore_round_trip(tmp_path):
     env = dict(
         os.environ,

@@ -118,6 +118,7 @@ print(json.dumps([probe.status_code, probe["Content-Type"], public.status_code,
 """
 
 
+@pytest.mark.own_sqlite
 def test_a_local_probe_reaches_healthz_on_a_production_deploy(tmp_path):
     env = dict(os.environ, DEBUG="0", SECRET_KEY="x" * 50, ALLOWED_HOSTS="arena.example.org",
                ARENA_VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.own_sqlite
 def test_migrate_alone_seeds_the_default_lineup_once(tmp_path):
     database = tmp_path / "fresh.sqlite3"
     env = dict(os.environ, ARENA_VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{database}",
@@ -71,6 +72,7 @@ def test_open_cohort_refuses_a_week_without_an_active_competitor():
     assert not Cohort.objects.exists()
 
 
+@pytest.mark.own_sqlite
 def test_the_arena_verb_exits_non_zero_in_one_line_without_competitors(tmp_path):
     env = dict(os.environ, ARENA_VAR_DIR=str(tmp_path), ARENA_LINEUP_ON_MIGRATE="0",
                DATABASE_URL=f"sqlite:///{tmp_path / 'arena.sqlite3'}")  # fmt: skip

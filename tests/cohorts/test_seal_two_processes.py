@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = (
     "from django.test import Client; import json, sys; c = Client(); "
@@ -30,6 +32,7 @@ def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.own_sqlite
 def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ARENA_", "DATABASE_URL"))}
     base["DATABASE_URL"] = f"sqlite:///{tmp_path / 'arena.sqlite3'}"
