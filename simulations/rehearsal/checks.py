@@ -6,10 +6,12 @@
   pages saved during the run) pass; `arena doctor` (the ledgers) passes;
 - no trade executed at a price older than the methodology's universe_price_window_minutes;
 - the published leaderboard equals the one recomputed from the exports (`arena verify --scores`);
-- no 5xx in the web's access log (but /healthz's 503 while something is down, which is its job);
+- no 5xx in the web's access log (but /healthz's 503 while something is down, which is its job,
+  and the 503 "send it again" of a request whose database connection the run cut);
 - /healthz said "error" during each outage and at no other time;
-- the lineup review's catalog change, approved by staff, is the next cohort's release only
-  (simulations/rehearsal/lineup.py).
+- the checks the run's parts add (run.more_checks): the outside agent decided every week it was
+  entered in (agent.py); the lineup review's catalog change, approved by staff, is the next
+  cohort's release only (lineup.py).
 The arena's own verbs are run as subprocesses with the children's environment, as an operator
 would run them next to the arena.
 """
@@ -336,10 +338,6 @@ def all_checks(run: Any) -> list[Check]:
     checks.append(verb_check(run, "leaderboard = exports", "verify", "--scores"))
     checks.append(check_web_log(run))
     checks.append(check_health(run))
-    if run.lineup:
-        from simulations.rehearsal.lineup import check_lineup
-
-        checks.append(check_lineup(run))
     if run.faults:
         checks.append(check_corrections(run))
         checks.append(Check("faults met", not run.unmet,

@@ -413,6 +413,8 @@ class Rehearsal:
         self._staff()
         # Before beat's first tick, so the first week's lineup review finds the catalog changed.
         self.lineup_change = rehearse_lineup.plan(run, self.models, lineup, STAFF_USER)
+        if self.lineup_change is not None:
+            run.more_checks.append(rehearse_lineup.check_lineup)
         broker_url = "filesystem://"
         if run.broker == "redis":
             self.redis = PrivateRedis(run.directory).start()

@@ -55,8 +55,11 @@ HIDDEN = "(n) => document.getElementById('overview-plot').dataset.hidden === n"
 
 
 def _signed(value: float) -> str:
+    # Signed by the figure shown: +0.04 and -0.04 both read 0.0%.
     text = f"{abs(value):.1f}%"
-    return ("+" if value > 0 else "\u2212" if value < 0 else "") + text
+    if text == "0.0%":
+        return text
+    return ("+" if value > 0 else "\u2212") + text
 
 
 @pytest.mark.parametrize("width", WIDTHS)
