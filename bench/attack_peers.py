@@ -1,5 +1,5 @@
 """Attack run, issue 41 (round three), the outbound side beyond bench/attack_round3.py's three
-trickled peers: the /tokenize probe and CLOB trickled, a 200 MB and a 200,000-deep /props body,
+trickled peers: the /tokenize probe and CLOB trickled, a 200 MB and a 300,000-deep /props body,
 a live decision whose model trickles while a catch-up keeps trying to take its claim, the prompt
 fence against look-alike marks, and the answer schema's bound on outcome names.
 
@@ -25,7 +25,7 @@ HUGE = 200_000_000  # the /props body that once took the process to 699 MB
 
 class _Streamer(BaseHTTPRequestHandler):
     """llama.cpp's /props and /tokenize as a hostile server answers them: `mode` "huge" (a 200 MB
-    object, written in 64 kB pieces, never held), "nested" (200,000 levels) or "trickle" (a
+    object, written in 64 kB pieces, never held), "nested" (300,000 levels) or "trickle" (a
     small answer, one byte per 100 ms)."""
 
     mode = "huge"
@@ -49,7 +49,7 @@ class _Streamer(BaseHTTPRequestHandler):
                     self.wfile.write(fill)
                 self.wfile.write(b"x" * (HUGE % len(fill)) + tail)
             elif self.mode == "nested":
-                body = b'{"a":' * 200_000 + b"1" + b"}" * 200_000
+                body = b"[" * 300_000 + b"]" * 300_000  # under the probe's cap: it is parsed
                 self._head(len(body))
                 self.wfile.write(body)
             else:
@@ -99,7 +99,7 @@ def _timed(call):
 
 def case_probe_bodies(kit) -> None:
     """/tokenize trickled (was 49.2 s with /props against 5 s); /props 200 MB (the process went to
-    699 MB) and 200,000 levels deep (an uncaught RecursionError)."""
+    699 MB) and 300,000 levels deep (an uncaught RecursionError)."""
     from agents.budget import Server
     from agents.llm import LLMClient
 
@@ -117,7 +117,7 @@ def case_probe_bodies(kit) -> None:
             tracemalloc.stop()
         figures.append((mode, n_ctx, took, peak))
     ok = all(n is None and peak < 50 and took < 20 for _, n, took, peak in figures)
-    kit.record("41.1", "/props 200 MB and 200,000 levels deep", ok,
+    kit.record("41.1", "/props 200 MB and 300,000 levels deep", ok,
                "; ".join(f"{mode}: n_ctx {n!r} ({type(n).__name__ if isinstance(n, Exception) else 'answer'}), "
                          f"{took:.1f} s, peak Python memory {peak:.1f} MB"
                          for mode, n, took, peak in figures))  # fmt: skip
