@@ -5,7 +5,8 @@ Each drawn page holds five good markets (fresh prices every time) and ten hostil
 bidi controls, surrogates, out-of-range numbers, objects that are not objects); 60 pages, 600
 hostile objects. Every sync must store every good market with its new price, store nothing
 PostgreSQL or a page could choke on, and the public market pages must answer below 500. A peer
-trickling one byte per 100 ms is unavailable within the client's total timeouts.
+trickling one byte per 100 ms is unavailable within the client's total timeouts, and the sync
+task meeting one records a failed run and keeps every price.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.models import JobRun
+from markets import tasks
 from markets.gamma import GammaClient, GammaUnavailable
 from markets.models import Market
 from markets.services import sync_markets
@@ -27,11 +30,12 @@ from tests.fakes.hostile import GAMMA_KINDS, GammaRecipe, gamma_object, gamma_re
 pytestmark = pytest.mark.django_db
 
 PAGES = 60
+
 GOOD, HOSTILE = 5, 10
 UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def test_every_good_market_of_a_hostile_page_is_stored(gamma, client):
+def test_every_good_market_of_a_hostile_page_is_stored(gamma, client, gamma_settings):
     gamma_client = GammaClient(gamma.url, timeout=5, retries=0, sleep=lambda s: None)
     seen_kinds: set[str] = set()
     hostile_sent = [0]
@@ -82,6 +86,18 @@ def test_every_good_market_of_a_hostile_page_is_stored(gamma, client):
     with pytest.raises(GammaUnavailable):
         slow_client.get_market(good_ids[0])
     assert time.monotonic() - started < 2 * (1 + 1)
+    # The same peer under the beat's sync task: it ends within one short timeout, its run is
+    # recorded as failed with the reason, and every market keeps its price.
+    prices = dict(Market.objects.values_list("external_id", "last_prices"))
+    gamma_settings.ARENA_HTTP_TIMEOUT = 0.5
+    gamma.fail("trickle", path="/markets", delay=0.1, times=1)
+    started = time.monotonic()
+    with pytest.raises(GammaUnavailable):
+        tasks.sync_markets(100)
+    assert time.monotonic() - started < 0.5 + 1
+    run = JobRun.objects.filter(job="sync").latest("started_at")
+    assert run.status == JobRun.Status.FAILED and "GammaUnavailable" in run.error
+    assert dict(Market.objects.values_list("external_id", "last_prices")) == prices
 
     markets = list(Market.objects.values_list("pk", flat=True))
     urls = ["/markets/", "/api/markets", "/markets/?q=%00", "/"]

@@ -7,7 +7,9 @@ one byte per 100 ms (a timeout at the client's total, not minutes later) go over
 attempt each, into one decision's audit trail: every attempt must come back as an Attempt and
 be stored as exactly one LLMCall row, and the parser must answer (a decision or its problems)
 in time linear in the text, at most a second per megabyte. Then whole decisions meet hostile
-answers through run_decision, and every public page that shows them must answer below 500.
+answers through run_decision (the last against a model that trickles every answer: failed for
+the timeout within its bound, every call kept), and every public page that shows them must
+answer below 500.
 
 Cheap on purpose (one database, one attempt per response, recipes drawn instead of megabytes):
 about 20-40 s per engine on the 2-core development machine.
@@ -22,6 +24,7 @@ import re
 import time
 
 import pytest
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 
 from agents.llm import LLMClient
@@ -54,6 +57,8 @@ pytestmark = [
 
 DRAWN = 2000
 DECISIONS = 24
+TRICKLE = 0.1  # seconds per byte: the attack run's trickling peer
+TRICKLE_TIMEOUT = 1.0  # the client's total timeout against it, short to keep the test quick
 UNEXPECTED = re.compile(r"^\w+(Error|Exception)\b")  # run_decision's "crashed" form of error
 
 
@@ -90,14 +95,20 @@ def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(mod
     kinds: dict[str, int] = {}
     stored = [LLMCall.objects.filter(decision=decision).count()]
 
+    # The trickled answer goes to a client with a short timeout (the bound is the same at 10 s,
+    # only slower to show).
+    quick = LLMClient(model_server.base_url, "sk-test", timeout=TRICKLE_TIMEOUT, max_retries=0)
+    quick.max_content_retries = 0
+
     def send(status: int, body: bytes, kind: str, trickle: float = 0.0) -> None:
         model_server.enqueue(FakeResponse(status, body, trickle=trickle))
         started = time.monotonic()
-        result = client.chat("fuzz/model", [{"role": "user", "content": "decide"}])
+        caller = quick if trickle else client
+        result = caller.chat("fuzz/model", [{"role": "user", "content": "decide"}])
         assert len(result.attempts) == 1
-        if trickle:  # the 10 s timeout is a total: one byte per 100 ms cannot stretch it
+        if trickle:  # the timeout is a total: one byte per 100 ms cannot stretch it
             assert result.attempts[0].error_kind == "timeout"
-            assert time.monotonic() - started < client.timeout + 1
+            assert time.monotonic() - started < TRICKLE_TIMEOUT + 1
         store_calls(decision, result.attempts, "initial")
         stored[0] += 1
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -117,7 +128,7 @@ def test_every_hostile_response_is_kept_as_one_row_and_parses_in_linear_time(mod
     bigs = big_model_bodies(ids)
     for body in bigs:
         send(200, body, "big")
-    send(200, model_body(ModelRecipe("valid"), ids)[1], "trickle", trickle=0.1)
+    send(200, model_body(ModelRecipe("valid"), ids)[1], "trickle", trickle=TRICKLE)
     # Every kind was met, and every response left exactly one row.
     assert set(kinds) == {*MODEL_KINDS, "big", "trickle"}
     assert sum(kinds.values()) >= DRAWN + 12
@@ -144,7 +155,8 @@ def test_whole_decisions_keep_every_call_and_the_pages_stay_up(model_server, cli
 
     model_server.default_responder = hostile
     decisions = []
-    for entry in cohort.entries.all():
+    entries = list(cohort.entries.order_by("pk"))
+    for entry in entries[:-1]:
         asked = len(model_server.chat_requests)
         decision = run_decision(entry.pk, 1, AT)
         decisions.append(decision)
@@ -152,6 +164,20 @@ def test_whole_decisions_keep_every_call_and_the_pages_stay_up(model_server, cli
         assert calls == len(model_server.chat_requests) - asked >= 1
         assert decision.status in (Decision.Status.DONE, Decision.Status.FAILED)
         assert not UNEXPECTED.match(decision.error), decision.error
+
+    # The last model trickles every answer one byte per 100 ms: its decision ends within the
+    # client's stated worst case (a short timeout here), failed for the timeout, every call kept.
+    model_server.default_responder = lambda request: success("{}", trickle=TRICKLE)
+    asked, started = len(model_server.chat_requests), time.monotonic()
+    with override_settings(ARENA_LLM_TIMEOUT=TRICKLE_TIMEOUT):
+        decision = run_decision(entries[-1].pk, 1, AT)
+    took = time.monotonic() - started
+    decisions.append(decision)
+    calls = LLMCall.objects.filter(decision=decision).count()
+    assert calls == len(model_server.chat_requests) - asked >= 1
+    assert decision.status in (Decision.Status.FAILED, Decision.Status.RETRYABLE)
+    assert "timed out" in decision.error, decision.error
+    assert took < calls * (TRICKLE_TIMEOUT + 0.5) + 2
 
     urls = ["/", "/cohorts/", f"/cohorts/{cohort.pk}/", "/markets/", "/competitors/",
             f"/api/cohorts/{cohort.pk}", "/exports/"]  # fmt: skip

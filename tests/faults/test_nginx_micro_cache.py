@@ -1,13 +1,15 @@
 """The shipped nginx front's micro-cache, in a real Debian nginx before a real gunicorn.
 
 Anonymous GETs of public pages are served from nginx for a few seconds; a staff session and an
-htmx partial never are (bypassed, and never stored), nor the paths the app never caches.
+htmx partial never are (bypassed, and never stored), nor the paths the app never caches. One
+client's exports beyond a small burst are refused by nginx itself.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tests.faults.conftest import Proc, child_env, wait_until
 from tests.faults.test_slow_clients import NGINX, _get, nginx_front
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+EXPORT_BURST = 10  # the shipped configs' limit_req burst for /exports/
 
 
 def _status(session: requests.Session, url: str, **headers) -> str:
@@ -80,6 +83,21 @@ def test_anonymous_pages_come_from_nginx_and_staff_and_partials_never_do(tmp_pat
         # The anonymous copy is unaffected by the staff visits (still the anonymous page).
         assert _status(visitor, f"{base}/methodology/") in ("MISS", "HIT", "EXPIRED")
         assert _status(visitor, f"{base}/methodology/") == "HIT"
+
+        # One client's exports beyond the burst, all at once, are refused by nginx itself (no
+        # X-Micro-Cache: the app never saw them) and say when to come back; its pages are not
+        # counted against it.
+        def export(i: int) -> requests.Response:
+            url = f"{base}/exports/trades.csv?limit=1&until=2031-01-{i % 28 + 1:02d}"
+            return requests.get(url, timeout=30)
+
+        with ThreadPoolExecutor(3 * EXPORT_BURST) as pool:
+            answers = list(pool.map(export, range(3 * EXPORT_BURST)))
+        assert {a.status_code for a in answers} <= {200, 429}
+        by_nginx = [a for a in answers if a.status_code == 429 and "X-Micro-Cache" not in a.headers]
+        assert len(by_nginx) >= EXPORT_BURST, [a.status_code for a in answers]
+        assert all(a.headers.get("Retry-After") == "5" for a in by_nginx)
+        assert all(_status(visitor, f"{base}/methodology/") for _ in range(EXPORT_BURST + 5))
     finally:
         front.stop()
         web.stop()
