@@ -144,6 +144,9 @@ ACCESS_FIELDS = (
     ("status", "s"),
     ("bytes", "B"),
     ("duration_ms", "M"),
+    # The page cache's answer (hit, stale, miss; none for what it does not cache): how many
+    # visitors of a page paid its render is a grep away.
+    ("cache", "{x-cache}o"),
 )
 
 

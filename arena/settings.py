@@ -250,6 +250,10 @@ if CELERY_BROKER_URL.startswith("filesystem"):
         # Fanout (worker control) messages; kombu's default is ./control in the working dir.
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
+        # How often a worker looks for new messages (kombu's default: every second). A write's
+        # hot-page round (web/prerender.py) waited up to that long while visitors of the new
+        # version rendered the pages themselves; a look at an empty folder costs microseconds.
+        "polling_interval": 0.1,
     }
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

@@ -104,10 +104,11 @@ def test_an_access_line_names_the_client_as_fields(lines):
     from gunicorn.glogging import SafeAtoms
 
     atoms = SafeAtoms({"h": "127.0.0.1", "{x-forwarded-for}i": "203.0.113.9", "m": "GET",
-                       "U": "/decisions/7/", "q": "", "s": 200, "B": 512, "M": 12})  # fmt: skip
+                       "U": "/decisions/7/", "q": "", "s": 200, "B": 512, "M": 12,
+                       "{x-cache}o": "miss"})  # fmt: skip
     logging.getLogger("gunicorn.access").info("%(m)s %(U)s", atoms)
     (line,) = lines
     assert line.endswith(
         " client=127.0.0.1 forwarded_for=203.0.113.9 method=GET path=/decisions/7/ status=200"
-        " bytes=512 duration_ms=12 msg=request"
+        " bytes=512 duration_ms=12 cache=miss msg=request"
     ), line
