@@ -186,7 +186,8 @@ class SingleBeatScheduler(PersistentScheduler):
                     self._redis = redis.Redis.from_url(url, socket_timeout=2)
                 return int(self._redis.llen(QUEUE))
             folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("data_folder_in")
-            return len(os.listdir(folder)) if folder else None
+            # Messages only: a file still being written (arena/broker.py) is not one yet.
+            return sum(n.endswith(".msg") for n in os.listdir(folder)) if folder else None
         except LOCK_ERRORS:
             return None
 

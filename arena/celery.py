@@ -10,10 +10,13 @@ import os
 
 from celery import Celery, signals
 from celery.schedules import crontab as _crontab
+from kombu.transport import TRANSPORT_ALIASES
 
 from core import clock
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+# The embedded broker writes each message whole before a worker can take it (arena/broker.py).
+TRANSPORT_ALIASES["filesystem"] = "arena.broker:Transport"
 
 
 @signals.setup_logging.connect
