@@ -15,14 +15,16 @@ into another step's module, so a chart's data goes one way through.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import reduce
 from typing import Any
 
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Count, F, Max, Q, Window
+from django.db.models import Count, F, IntegerField, Max, Q, Window
 from django.db.models.functions import Mod, RowNumber
 
 from agents.models import Competitor
@@ -47,15 +49,24 @@ def market_price_points(
     qs = PricePoint.objects.filter(market=market)
     if since is not None:
         qs = qs.filter(ts__gte=since)
-    counts = qs.order_by().values("outcome").annotate(n=Count("id")).values_list("n", flat=True)
-    stride = max(1, math.ceil(max(counts, default=0) / max_points))
+    counts = dict(
+        qs.order_by().values("outcome").annotate(n=Count("*")).values_list("outcome", "n")
+    )
+    stride = max(1, math.ceil(max(counts.values(), default=0) / max_points))
     if stride > 1:
-        by_outcome = {"partition_by": [F("outcome")]}
+        # Numbered in the order of the (market, outcome, ts) unique index, which is unique per
+        # outcome too: PostgreSQL reads the rows in that order instead of sorting them all. The
+        # latest quote of each outcome is the row numbered with its count, known from above
+        # (a second window counting each partition would buffer every row again).
         qs = qs.annotate(
-            row=Window(RowNumber(), order_by=[F("ts").asc(), F("id").asc()], **by_outcome),
-            rows=Window(Count("id"), **by_outcome),
+            row=Window(RowNumber(), partition_by=[F("outcome")], order_by=[F("ts").asc()])
         )
-        qs = qs.annotate(skip=Mod(F("row") - 1, stride)).filter(Q(skip=0) | Q(row=F("rows")))
+        latest = [Q(outcome=o, row=n) for o, n in counts.items()]
+        skip = Mod(F("row") - 1, stride, output_field=IntegerField())
+        qs = qs.annotate(skip=skip).filter(reduce(operator.or_, latest, Q(skip=0)))
+        # Sorted here, not by the query: Django would sort every row before the filter.
+        rows = list(qs.only("outcome", "ts", "price").order_by())
+        return sorted(rows, key=lambda p: (p.ts, p.pk))
     return list(qs.only("outcome", "ts", "price").order_by("ts", "id"))
 
 
