@@ -157,9 +157,11 @@ def build() -> None:
     rng = random.Random(7)
     t0 = time.perf_counter()
     with transaction.atomic():
+        # Polymarket's, as a live site's are: `/` of a live scope with no Polymarket market
+        # synced reads the sync's job runs and says to sync markets first.
         markets = Market.objects.bulk_create(
             Market(
-                source=Market.Source.DEMO, external_id=f"bench-{i}",
+                source=Market.Source.POLYMARKET, external_id=f"bench-{i}",
                 question=f"Bench market {i}: will it happen?", outcomes=["Yes", "No"],
                 last_prices={"Yes": "0.40", "No": "0.60"}, volume=Decimal(10_000 - i),
                 last_synced_at=START,
