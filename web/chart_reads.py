@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import reduce
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
@@ -39,10 +39,19 @@ from web.selectors import EVENT_LIMIT
 # --- a market's prices ---------------------------------------------------------------------
 
 
+class Quote(NamedTuple):
+    """A quote as the price chart reads it (charts.price_history): a chart reads hundreds,
+    which as model instances cost more to build than the database spends finding them."""
+
+    outcome: str
+    ts: datetime
+    price: Decimal
+
+
 def market_price_points(
     market: Market, since=None, max_points: int = charts.MAX_POINTS
-) -> list[PricePoint]:
-    """The market's quotes since `since` (oldest first), at most about `max_points` per outcome
+) -> list[Quote]:
+    """The market's quotes since `since` (oldest first), at most `max_points` per outcome
     spread evenly over the whole range, each line's latest quote always kept. Thinned in the
     database (every k-th row per outcome): a busy market has tens of thousands of quotes, and
     keeping only the newest rows would draw "ALL" as its last few days."""
@@ -52,7 +61,9 @@ def market_price_points(
     counts = dict(
         qs.order_by().values("outcome").annotate(n=Count("*")).values_list("outcome", "n")
     )
-    stride = max(1, math.ceil(max(counts.values(), default=0) / max_points))
+    # Room for each line's latest quote and for the price in force at the range's start
+    # (market_price_chart): a line of max_points + 1 would be halved by charts.price_history.
+    stride = max(1, math.ceil(max(counts.values(), default=0) / (max_points - 2)))
     if stride > 1:
         # Numbered in the order of the (market, outcome, ts) unique index, which is unique per
         # outcome too: PostgreSQL reads the rows in that order instead of sorting them all. The
@@ -65,9 +76,10 @@ def market_price_points(
         skip = Mod(F("row") - 1, stride, output_field=IntegerField())
         qs = qs.annotate(skip=skip).filter(reduce(operator.or_, latest, Q(skip=0)))
         # Sorted here, not by the query: Django would sort every row before the filter.
-        rows = list(qs.only("outcome", "ts", "price").order_by())
-        return sorted(rows, key=lambda p: (p.ts, p.pk))
-    return list(qs.only("outcome", "ts", "price").order_by("ts", "id"))
+        rows = sorted(qs.order_by().values_list("ts", "id", "outcome", "price"))
+    else:
+        rows = list(qs.order_by("ts", "id").values_list("ts", "id", "outcome", "price"))
+    return [Quote(outcome, ts, price) for ts, _, outcome, price in rows]
 
 
 def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:
@@ -92,13 +104,12 @@ def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str
         for outcome in market.outcomes or []:
             before = (
                 PricePoint.objects.filter(market=market, outcome=outcome, ts__lt=since)
-                .only("outcome", "ts", "price")
                 .order_by("-ts")
+                .values_list("price", flat=True)
                 .first()
             )
             if before is not None:
-                before.ts = since  # the price in force when the range starts
-                starts.append(before)
+                starts.append(Quote(outcome, since, before))  # the price in force at the start
         points = starts + points
     payload = charts.price_history(points, list(market.outcomes or []), until=until)
     payload["range"] = range_key

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from markets.models import PricePoint
 from tests.site.conftest import T0
+from web import charts
 from web.chart_reads import market_price_points
 
 pytestmark = pytest.mark.django_db
@@ -34,11 +35,12 @@ def test_every_kth_quote_per_outcome_and_each_outcomes_latest_in_two_queries(wor
     with CaptureQueriesContext(connection) as queries:
         points = market_price_points(market, max_points=10)
     assert len(queries) == 2  # the counts per outcome, then the thinned rows
-    stride = 10  # ceil(95 / 10)
+    stride = 12  # ceil(95 / (10 - 2)): room for the latest quote and a range's opening price
     want = {("Yes", p.ts) for p in yes[::stride] + [yes[-1]]}
     want |= {("No", p.ts) for p in no[::stride] + [no[-1]]}
     assert [(p.outcome, p.ts) for p in points] == sorted(want, key=lambda w: (w[1], w[0] != "Yes"))
     assert [p.ts for p in points] == sorted(p.ts for p in points)  # oldest first
+    assert max(sum(p.outcome == o for p in points) for o in ("Yes", "No")) <= 10 - 1
 
     window = queries[-1]["sql"].upper()
     assert window.count("ROW_NUMBER()") >= 1
@@ -58,3 +60,16 @@ def test_a_short_history_is_read_whole_in_time_order(world):
     assert [(p.ts - T0, p.outcome) for p in points] == [
         (timedelta(hours=h), o) for h in (2, 3, 4) for o in ("Yes", "No")
     ]
+
+
+def test_a_line_thinned_in_the_database_is_not_halved_again_by_the_chart(client, world):
+    market = world.market()
+    PricePoint.objects.filter(market=market).delete()
+    # 800 quotes an outcome: every 2nd kept, plus the latest (not on the stride), made 401,
+    # one over the chart's own limit, and the chart kept every 2nd of those: 201 points.
+    quotes(market, "Yes", 800, timedelta(hours=1))
+    quotes(market, "No", 800, timedelta(hours=1))
+    data = client.get(f"/api/markets/{market.pk}/prices?range=ALL").json()
+    for line in data["lines"]:
+        assert charts.MAX_POINTS // 2 + 50 < len(line["x"]) <= charts.MAX_POINTS + 1
+        assert line["x"][-1] == (T0 + timedelta(hours=799)).strftime("%Y-%m-%d %H:%M")
