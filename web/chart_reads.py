@@ -15,14 +15,16 @@ into another step's module, so a chart's data goes one way through.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from functools import reduce
+from typing import Any, NamedTuple
 
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Count, F, Max, Q, Window
+from django.db.models import Count, F, IntegerField, Max, Q, Window
 from django.db.models.functions import Mod, RowNumber
 
 from agents.models import Competitor
@@ -37,26 +39,47 @@ from web.selectors import EVENT_LIMIT
 # --- a market's prices ---------------------------------------------------------------------
 
 
+class Quote(NamedTuple):
+    """A quote as the price chart reads it (charts.price_history): a chart reads hundreds,
+    which as model instances cost more to build than the database spends finding them."""
+
+    outcome: str
+    ts: datetime
+    price: Decimal
+
+
 def market_price_points(
     market: Market, since=None, max_points: int = charts.MAX_POINTS
-) -> list[PricePoint]:
-    """The market's quotes since `since` (oldest first), at most about `max_points` per outcome
+) -> list[Quote]:
+    """The market's quotes since `since` (oldest first), at most `max_points` per outcome
     spread evenly over the whole range, each line's latest quote always kept. Thinned in the
     database (every k-th row per outcome): a busy market has tens of thousands of quotes, and
     keeping only the newest rows would draw "ALL" as its last few days."""
     qs = PricePoint.objects.filter(market=market)
     if since is not None:
         qs = qs.filter(ts__gte=since)
-    counts = qs.order_by().values("outcome").annotate(n=Count("id")).values_list("n", flat=True)
-    stride = max(1, math.ceil(max(counts, default=0) / max_points))
+    counts = dict(
+        qs.order_by().values("outcome").annotate(n=Count("*")).values_list("outcome", "n")
+    )
+    # Room for each line's latest quote and for the price in force at the range's start
+    # (market_price_chart): a line of max_points + 1 would be halved by charts.price_history.
+    stride = max(1, math.ceil(max(counts.values(), default=0) / (max_points - 2)))
     if stride > 1:
-        by_outcome = {"partition_by": [F("outcome")]}
+        # Numbered in the order of the (market, outcome, ts) unique index, which is unique per
+        # outcome too: PostgreSQL reads the rows in that order instead of sorting them all. The
+        # latest quote of each outcome is the row numbered with its count, known from above
+        # (a second window counting each partition would buffer every row again).
         qs = qs.annotate(
-            row=Window(RowNumber(), order_by=[F("ts").asc(), F("id").asc()], **by_outcome),
-            rows=Window(Count("id"), **by_outcome),
+            row=Window(RowNumber(), partition_by=[F("outcome")], order_by=[F("ts").asc()])
         )
-        qs = qs.annotate(skip=Mod(F("row") - 1, stride)).filter(Q(skip=0) | Q(row=F("rows")))
-    return list(qs.only("outcome", "ts", "price").order_by("ts", "id"))
+        latest = [Q(outcome=o, row=n) for o, n in counts.items()]
+        skip = Mod(F("row") - 1, stride, output_field=IntegerField())
+        qs = qs.annotate(skip=skip).filter(reduce(operator.or_, latest, Q(skip=0)))
+        # Sorted here, not by the query: Django would sort every row before the filter.
+        rows = sorted(qs.order_by().values_list("ts", "id", "outcome", "price"))
+    else:
+        rows = list(qs.order_by("ts", "id").values_list("ts", "id", "outcome", "price"))
+    return [Quote(outcome, ts, price) for ts, _, outcome, price in rows]
 
 
 def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str, Any]:
@@ -81,13 +104,12 @@ def market_price_chart(market: Market, range_raw: str | None = None) -> dict[str
         for outcome in market.outcomes or []:
             before = (
                 PricePoint.objects.filter(market=market, outcome=outcome, ts__lt=since)
-                .only("outcome", "ts", "price")
                 .order_by("-ts")
+                .values_list("price", flat=True)
                 .first()
             )
             if before is not None:
-                before.ts = since  # the price in force when the range starts
-                starts.append(before)
+                starts.append(Quote(outcome, since, before))  # the price in force at the start
         points = starts + points
     payload = charts.price_history(points, list(market.outcomes or []), until=until)
     payload["range"] = range_key
