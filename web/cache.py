@@ -25,7 +25,9 @@ on Redis; on the file cache, one file each).
 
 Stampedes: when a token changes, one request per page renders it; requests that arrive while
 that render is in flight get the page's previous version instead of piling on (stale by at most
-the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). PAGE_TTL is only a
+the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). For the hot pages a
+write in a worker takes that lock for the worker's own render (`reserve`, web/prerender.py), so
+no visitor renders them. PAGE_TTL is only a
 backstop for a write path that forgot to replace a token. A request that writes through the site
 (the admin) invalidates everything only once a write of it has committed; a refused one (no
 permission, no CSRF token, an anonymous POST) writes nothing, so it cannot empty the cache.
@@ -212,6 +214,31 @@ def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
     return f"arena:render:{':'.join(tokens)}:{page_id}"
 
 
+# Set in the environ of web/prerender.py's requests: the worker's render of a page it reserved.
+PRERENDER = "arena.prerender"
+
+
+def reserve(request) -> bool:
+    """Take this page's render lock for the current tokens on behalf of the worker's round
+    (web/prerender.py), right after a write replaced them: a visitor arriving before the round
+    gets the previous version ("stale"), as while any render is in flight, instead of rendering
+    the page itself. If no round comes, the lock lapses after RENDER_LOCK_SECONDS and visitors
+    render as before. False when the page is not cached or the cache is unreachable."""
+    spec = _spec(request)
+    if spec is None or not settings.ARENA_PAGE_CACHE:
+        return False
+    try:
+        values = spec.read(request)
+    except BadParameter:
+        return False
+    depends = spec.version_keys(values)
+    current = versions(cache.get_many(list(depends)), depends)
+    if None in current:
+        return False
+    page_id = _page_id(request, spec, values, partial=False)
+    return bool(cache.add(render_lock(current, page_id), 1, RENDER_LOCK_SECONDS))
+
+
 def _session_state(request) -> str:
     """"none", "live" or "dead". Staff (anyone with a live session) always see fresh pages; a
     cookie naming no live session (junk, expired, logged out) is read like no cookie: one
@@ -345,8 +372,10 @@ class PublicPageCacheMiddleware:
         lock = render_lock(current, page_id)
         # "Not added" is also what a cache that cannot write says (a full disk): the previous
         # version is served only while another request really holds the lock.
+        # The worker's round renders the pages it reserved (reserve) whoever holds the lock.
         if (
             stored is not None
+            and not request.META.get(PRERENDER)
             and not cache.add(lock, 1, RENDER_LOCK_SECONDS)
             and cache.has_key(lock)
         ):

@@ -15,7 +15,10 @@ so the visitor that follows finds them cached:
 Who asks: a write committed in a Celery worker (ticks, decision rounds, resolutions, score runs
 all run there) queues one `prerender_hot_pages` task; writes that commit while one is queued
 and not yet started ride along with it, so a burst of writes costs one round of renders, and a
-write during a round queues the next. Writes made in web processes (staff corrections) do not
+write during a round queues the next. Each such write also takes the hot pages' render locks
+for the new tokens (`reserve`) before the round is queued: until the round has rendered a page,
+its visitors get the previous version instead of rendering it themselves (the wait for a worker
+is the broker's delivery plus the renders before it in the round: tenths of a second). Writes made in web processes (staff corrections) do not
 queue one: a web process must not wait on the broker. When no worker runs, nothing is
 rendered ahead and visitors render as they do without this (the page cache still serves them).
 """
@@ -28,9 +31,11 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.core.cache import cache
-from django.core.handlers.wsgi import WSGIHandler
+from django.core.handlers.wsgi import WSGIHandler, WSGIRequest
 
 from cohorts.models import Cohort
+from web.cache import PRERENDER
+from web.cache import reserve as reserve_page
 
 FIXED = ("/", "/api/leaderboard", "/api/overview", "/markets/")
 MAX_COHORTS = 8
@@ -76,6 +81,12 @@ def _environ(path: str) -> dict:
     return environ
 
 
+def reserve(paths: Iterable[str]) -> int:
+    """Each path's render lock for the current tokens, held for the round that renders it
+    (web.cache.reserve): how many were taken."""
+    return sum(reserve_page(WSGIRequest(_environ(path))) for path in paths)
+
+
 def render(paths: Iterable[str]) -> dict[str, str]:
     """Each path through the site as an anonymous GET: path -> the page cache's answer
     ("miss": rendered and stored now, "hit": already current) or the status when not 200."""
@@ -85,7 +96,8 @@ def render(paths: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for path in paths:
         status: list[str] = []
-        response = _handler(_environ(path), lambda s, headers, *_, seen=status: seen.append(s))
+        environ = {**_environ(path), PRERENDER: True}
+        response = _handler(environ, lambda s, headers, *_, seen=status: seen.append(s))
         try:
             cached = response.get("X-Cache", "")
         finally:

@@ -38,6 +38,9 @@ def queue(**_kwargs) -> None:
     if not (in_worker() and settings.ARENA_PAGE_CACHE and settings.ARENA_PRERENDER):
         return
     try:
+        # Every write reserves the new version's renders, a round queued or not: a write that
+        # rides along with a queued round changed the tokens that round will render under.
+        prerender.reserve(prerender.hot_paths())
         if cache.add(prerender.QUEUED_KEY, 1, prerender.QUEUED_SECONDS):
             prerender_hot_pages.apply_async(retry=False)
     except Exception:  # noqa: BLE001  (a broker or cache hiccup costs the pre-render, not the write)

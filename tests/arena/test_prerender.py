@@ -104,3 +104,23 @@ def test_writes_while_a_round_is_queued_ride_along(a_cohort, monkeypatch):
     monkeypatch.setattr(tasks, "_worker", False)
     prerender.render_hot_pages()
     assert cache.get(prerender.QUEUED_KEY) is None
+
+
+def test_until_the_round_renders_them_visitors_get_the_previous_version_never_a_render(
+    client, a_cohort, monkeypatch
+):
+    prerender.render_hot_pages()  # every hot page cached at this version
+    monkeypatch.setattr(tasks, "_worker", True)  # not eager: the round waits in the broker
+    cache.delete(prerender.QUEUED_KEY)
+    _write("r1", "Reserved?")
+    # The write reserved the new version's renders for the round: visitors read the previous
+    # version meanwhile ("stale"), none renders a hot page.
+    before = _visitor_sees(client, prerender.hot_paths())
+    assert set(before.values()) == {"stale"}, before
+    assert "Reserved?" not in client.get("/markets/").content.decode()
+    monkeypatch.setattr(tasks, "_worker", False)
+    rendered = prerender.render_hot_pages()  # the round renders through the reservation
+    assert set(rendered.values()) == {"miss"}, rendered
+    after = _visitor_sees(client, prerender.hot_paths())
+    assert set(after.values()) == {"hit"}, after
+    assert "Reserved?" in client.get("/markets/").content.decode()
