@@ -90,6 +90,16 @@ def db_vendor():
 
 
 @pytest.fixture(autouse=True)
+def _outside_a_worker(monkeypatch):
+    """Each test starts outside a Celery worker, as the site's own processes do: a test that ran
+    a worker in this process (celery's worker_init) marked the process one for good, and writes
+    in a worker reserve the hot pages' renders (web/prerender.py). Tests of a worker say so."""
+    from web import tasks
+
+    monkeypatch.setattr(tasks, "_worker", False)
+
+
+@pytest.fixture(autouse=True)
 def _export_slots():
     """Fresh export slots per test: the test client frees a streamed export's slot only when
     its body is read to the end, and many tests only look at the headers."""
