@@ -27,7 +27,8 @@ Stampedes: when a token changes, one request per page renders it; requests that 
 that render is in flight get the page's previous version instead of piling on (stale by at most
 the render time, bounded by RENDER_LOCK_SECONDS if the renderer dies). For the hot pages a
 write in a worker takes that lock for the worker's own render (`reserve`, web/prerender.py), so
-no visitor renders them. PAGE_TTL is only a
+a visitor renders one only in the moment between the write and its reservation, or after a write
+made in a web process (docs/performance.md, "Hot pages over a rehearsal"). PAGE_TTL is only a
 backstop for a write path that forgot to replace a token. A request that writes through the site
 (the admin) invalidates everything only once a write of it has committed; a refused one (no
 permission, no CSRF token, an anonymous POST) writes nothing, so it cannot empty the cache.

@@ -23,7 +23,7 @@ from web.api_errors import API_PREFIX, json_error
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
-MESSAGE = "the database is unavailable for a moment; nothing you sent was kept, send it again"
+MESSAGE = "the database is unavailable for a moment; send the request again"
 
 
 def _unavailable(exc: BaseException | None) -> bool:
