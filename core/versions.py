@@ -29,6 +29,10 @@ VALUES_KEY = "arena:values-version"
 SCORES_KEY = "arena:scores-version"
 KEYS = (DATA_KEY, VALUES_KEY, SCORES_KEY)
 
+# Sent just before tokens are replaced, with `tokens` (each key's new token): the site takes its
+# hot pages' render locks under the new tokens first (web/prerender.py), so no visitor can read a
+# new token before the worker's round has the page reserved.
+replacing = Signal()
 # Sent right after tokens were replaced (a write committed), with `keys`: the site renders its
 # hot pages again under the new tokens (web/prerender.py), so visitors need not.
 replaced = Signal()
@@ -49,19 +53,22 @@ def _token(found: object, key: str) -> str | None:
     return token if isinstance(token, str) else None
 
 
+def _replace(tokens: dict[str, str]) -> None:
+    replacing.send(sender=None, tokens=tokens)
+    cache.set_many(tokens, None)
+    replaced.send(sender=None, keys=tuple(tokens))
+
+
 def _bump_data() -> None:
-    cache.set(DATA_KEY, uuid.uuid4().hex, None)
-    replaced.send(sender=None, keys=(DATA_KEY,))
+    _replace({DATA_KEY: uuid.uuid4().hex})
 
 
 def _bump_values() -> None:
-    cache.set(VALUES_KEY, uuid.uuid4().hex, None)
-    replaced.send(sender=None, keys=(VALUES_KEY,))
+    _replace({VALUES_KEY: uuid.uuid4().hex})
 
 
 def _bump_scores() -> None:
-    cache.set_many({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex}, None)
-    replaced.send(sender=None, keys=(DATA_KEY, SCORES_KEY))
+    _replace({DATA_KEY: uuid.uuid4().hex, SCORES_KEY: uuid.uuid4().hex})
 
 
 def _on_commit(bump: Callable[[], None]) -> None:

@@ -219,12 +219,13 @@ def render_lock(tokens: tuple[str, ...], page_id: str) -> str:
 PRERENDER = "arena.prerender"
 
 
-def reserve(request) -> bool:
-    """Take this page's render lock for the current tokens on behalf of the worker's round
-    (web/prerender.py), right after a write replaced them: a visitor arriving before the round
-    gets the previous version ("stale"), as while any render is in flight, instead of rendering
-    the page itself. If no round comes, the lock lapses after RENDER_LOCK_SECONDS and visitors
-    render as before. False when the page is not cached or the cache is unreachable."""
+def reserve(request, upcoming: Mapping[str, str] | None = None) -> bool:
+    """Take this page's render lock on behalf of the worker's round (web/prerender.py), for the
+    tokens a write is about to publish (`upcoming`, each key's new token; the others as they
+    are): a visitor arriving before the round gets the previous version ("stale"), as while any
+    render is in flight, instead of rendering the page itself. If no round comes, the lock lapses
+    after RENDER_LOCK_SECONDS and visitors render as before. False when the page is not cached
+    or the cache is unreachable."""
     spec = _spec(request)
     if spec is None or not settings.ARENA_PAGE_CACHE:
         return False
@@ -233,7 +234,7 @@ def reserve(request) -> bool:
     except BadParameter:
         return False
     depends = spec.version_keys(values)
-    current = versions(cache.get_many(list(depends)), depends)
+    current = versions({**cache.get_many(list(depends)), **(upcoming or {})}, depends)
     if None in current:
         return False
     page_id = _page_id(request, spec, values, partial=False)

@@ -16,10 +16,12 @@ Who asks: a write committed in a Celery worker (ticks, decision rounds, resoluti
 all run there) queues one `prerender_hot_pages` task; writes that commit while one is queued
 and not yet started ride along with it, so a burst of writes costs one round of renders, and a
 write during a round queues the next. Each such write also takes the hot pages' render locks
-for the new tokens (`reserve`) before the round is queued: until the round has rendered a page,
-its visitors get the previous version instead of rendering it themselves (the wait for a worker
-is the broker's delivery plus the renders before it in the round: tenths of a second). Writes made in web processes (staff corrections) do not
-queue one: a web process must not wait on the broker. When no worker runs, nothing is
+for the new tokens (`reserve`) before it publishes them (core.versions.replacing), so no visitor
+sees a new token unreserved: until the round has rendered a page, its visitors get the previous
+version instead of rendering it themselves (the wait for a worker is the broker's delivery plus
+the renders before it in the round: tenths of a second). Writes made in web processes (an
+outside agent's submission, a staff correction) neither reserve nor queue: a web process must
+not wait on the broker, so the next visitor of each hot page renders it, once per page. When no worker runs, nothing is
 rendered ahead and visitors render as they do without this (the page cache still serves them).
 """
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from django.conf import settings
 from django.core.cache import cache
@@ -81,10 +83,10 @@ def _environ(path: str) -> dict:
     return environ
 
 
-def reserve(paths: Iterable[str]) -> int:
-    """Each path's render lock for the current tokens, held for the round that renders it
-    (web.cache.reserve): how many were taken."""
-    return sum(reserve_page(WSGIRequest(_environ(path))) for path in paths)
+def reserve(paths: Iterable[str], upcoming: Mapping[str, str] | None = None) -> int:
+    """Each path's render lock for the tokens about to be published (`upcoming`; the others as
+    they are), held for the round that renders it (web.cache.reserve): how many were taken."""
+    return sum(reserve_page(WSGIRequest(_environ(path)), upcoming) for path in paths)
 
 
 def render(paths: Iterable[str]) -> dict[str, str]:

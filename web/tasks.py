@@ -4,6 +4,7 @@ queues it when a write commits in a worker."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from celery import shared_task
 from celery.signals import worker_init
@@ -33,14 +34,27 @@ def prerender_hot_pages() -> dict[str, str]:
     return prerender.render_hot_pages()
 
 
-def queue(**_kwargs) -> None:
-    """Receiver of core.versions.replaced: in a Celery worker, one round per burst of writes."""
-    if not (in_worker() and settings.ARENA_PAGE_CACHE and settings.ARENA_PRERENDER):
+def _rendering_ahead() -> bool:
+    return in_worker() and settings.ARENA_PAGE_CACHE and settings.ARENA_PRERENDER
+
+
+def reserve(tokens: Mapping[str, str], **_kwargs) -> None:
+    """Receiver of core.versions.replacing: in a Celery worker, every write reserves the hot
+    pages' renders under the tokens it is about to publish, a round queued or not (a write that
+    rides along with a queued round changes the tokens that round will render under)."""
+    if not _rendering_ahead():
         return
     try:
-        # Every write reserves the new version's renders, a round queued or not: a write that
-        # rides along with a queued round changed the tokens that round will render under.
-        prerender.reserve(prerender.hot_paths())
+        prerender.reserve(prerender.hot_paths(), tokens)
+    except Exception:  # noqa: BLE001  (a cache hiccup costs the reservation, not the write)
+        log.warning("could not reserve the hot pages' renders", exc_info=True)
+
+
+def queue(**_kwargs) -> None:
+    """Receiver of core.versions.replaced: in a Celery worker, one round per burst of writes."""
+    if not _rendering_ahead():
+        return
+    try:
         if cache.add(prerender.QUEUED_KEY, 1, prerender.QUEUED_SECONDS):
             prerender_hot_pages.apply_async(retry=False)
     except Exception:  # noqa: BLE001  (a broker or cache hiccup costs the pre-render, not the write)

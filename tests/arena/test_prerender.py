@@ -124,3 +124,31 @@ def test_until_the_round_renders_them_visitors_get_the_previous_version_never_a_
     after = _visitor_sees(client, prerender.hot_paths())
     assert set(after.values()) == {"hit"}, after
     assert "Reserved?" in client.get("/markets/").content.decode()
+
+
+def test_the_renders_are_reserved_before_a_visitor_can_read_the_new_tokens(a_cohort, monkeypatch):
+    """No window between a write's new tokens and their reservation: when the tokens are about
+    to be published, every hot page's lock under them is already held and the cache still
+    holds the old tokens."""
+    from core import versions
+
+    prerender.render_hot_pages()
+    monkeypatch.setattr(tasks, "_worker", True)  # not eager: the round waits in the broker
+    cache.delete(prerender.QUEUED_KEY)
+    seen = []
+
+    def check(tokens, **_kwargs):
+        # Connected after the site's receiver, so it runs once the site has reserved.
+        published = cache.get_many(list(tokens))
+        reserved = prerender.reserve(prerender.hot_paths(), tokens)  # taken already: 0 more
+        seen.append((published, tokens, reserved))
+
+    versions.replacing.connect(check, dispatch_uid="test.check")
+    try:
+        _write("w1", "Window?")
+    finally:
+        versions.replacing.disconnect(dispatch_uid="test.check")
+    [(published, tokens, reserved)] = seen
+    assert all(published.get(k) != v for k, v in tokens.items())  # not published yet
+    assert reserved == 0  # every hot page's lock under the new tokens was already held
+    assert cache.get_many(list(tokens)) == tokens  # then published
