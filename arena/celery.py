@@ -5,8 +5,10 @@ safe to run twice at once because the services claim their work with unique cons
 conditional UPDATEs.
 """
 
+import contextlib
 import logging
 import os
+import sys
 
 from celery import Celery, signals
 from celery.schedules import crontab as _crontab
@@ -36,9 +38,32 @@ def _one_log_format(loglevel=None, **kwargs) -> None:
 @signals.celeryd_init.connect
 def _no_banner(instance=None, **kwargs) -> None:
     """The worker's start-up banner (39 lines printed outside any log format) is off; its
-    "ready" line says the same in the one format. Beat's banner is off by `celery -q`."""
+    "ready" line says the same in the one format. Beat's banner is off by `celery -q`. The
+    notices the worker prints when it is stopped are put into the format."""
     if instance is not None:
         instance.quiet = True
+    from celery.apps import worker as worker_app
+
+    worker_app.safe_say = _say_in_format
+
+
+def _say_in_format(msg: object, f=sys.__stderr__) -> None:
+    """Celery's notices from the worker's signal handlers ("worker: Warm shutdown
+    (MainProcess)" on every systemd stop, the Ctrl-C warnings) are printed bare, with a blank
+    line before each; here they are lines of the one format. Written with one os.write, as
+    Celery's own safe_say does: a signal handler must not wait on a logging lock that the code
+    it interrupted holds."""
+    from celery.apps import worker as worker_app
+
+    from arena.logfmt import KeyValueFormatter
+
+    record = logging.LogRecord(
+        "celery.apps.worker", logging.INFO, __file__, 0, str(msg).strip(), None, None
+    )
+    write = getattr(worker_app, "_original_os_write", os.write)  # unpatched under eventlet
+    # A notice lost must never stop the shutdown it reports.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        write(f.fileno(), (KeyValueFormatter().format(record) + "\n").encode())
 
 
 @signals.worker_init.connect

@@ -124,7 +124,9 @@ def open_cohort(
         if competitors is None:
             competitors = Competitor.objects.filter(active=True).order_by("pk")
         _fund_entries(cohort, competitors, _now(at))
-    log.info("opened %s with %d entries", cohort, cohort.entries.count())
+    log.info(
+        "opened %s with %d entries", cohort, cohort.entries.count(), extra={"cohort": cohort.pk}
+    )
     data_changed()
     return cohort, True
 

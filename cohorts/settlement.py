@@ -155,13 +155,13 @@ def settle_market(market: Market, at: datetime | None = None) -> SettleReport:
         seals.log_events(market_id=market.pk)  # the settlements join the chained event log
     if report.settled or report.reversed:
         log.info(
-            "market %s (%s): settled %d, reversed %d, paid %s, taken back %s",
-            market.pk,
+            "market %s: settled %d, reversed %d, paid %s, taken back %s",
             market.status,
             report.settled,
             report.reversed,
             report.paid,
             report.taken_back,
+            extra={"market": market.pk},
         )
     return report
 
@@ -379,7 +379,7 @@ def settle_pending(at: datetime | None = None) -> dict:
         try:
             report = settle_market(Market(pk=market_id), at=at)
         except SettlementError as exc:
-            log.error("cannot settle market %s: %s", market_id, exc)
+            log.error("cannot settle a market", extra={"market": market_id, "reason": exc})
             summary["errors"].append(str(exc))
             flag_unsettleable(market_id, exc)
             continue

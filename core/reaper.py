@@ -69,5 +69,5 @@ def reap(running: QuerySet, *, failed_status: str, max_age: timedelta, what: str
             continue
         # Conditional on still running: a run finishing right now keeps its own result.
         reaped += running.filter(pk=pk).update(status=failed_status, finished_at=now, error=why)
-        log.warning("%s %s %s", what, pk, why)
+        log.warning("%s %s", what, why, extra={"run": pk})
     return reaped

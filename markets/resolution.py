@@ -142,7 +142,8 @@ def _follow(market: Market, settle_failures: str) -> Settlement:
     except DatabaseError:
         raise  # the connection is in doubt: undo the resolution too, the next run retries
     except Exception:
-        log.exception("settling market %s failed; retried by the next resolve/snapshot", market.pk)
+        log.exception("settling a market failed; retried by the next resolve/snapshot",
+                      extra={"market": market.pk})  # fmt: skip
         return "failed"
 
 

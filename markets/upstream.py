@@ -215,7 +215,8 @@ def _apply(
 def _flag(market: Market, reason: str, *, missing: bool, report: ResolveReport) -> None:
     report.flagged += 1
     report.flags.append(f"{market.external_id}: {reason}")
-    log.warning("market %s needs attention: %s", market.external_id, reason)
+    log.warning("market needs attention", extra={"market": market.pk,
+                "external_id": market.external_id, "reason": reason})  # fmt: skip
     updates = {"needs_attention": True, "attention_reason": reason[:300]}
     if missing:
         updates["upstream_missing"] = True
@@ -243,7 +244,8 @@ def _record_upstream_resolution(
             market_fields={"upstream_missing": False},
         )
     except DatabaseError as exc:
-        log.error("market %s: resolution not recorded (the next run retries): %s", pk, exc)
+        log.error("resolution not recorded (the next run retries)",
+                  extra={"market": pk, "reason": exc})  # fmt: skip
         report.settle_failed += 1
         return False
     if recorded is None:
@@ -264,7 +266,7 @@ def _settle_pending(report: ResolveReport) -> None:
                 report.settlement_unavailable = True
                 return
         except Exception:  # one market's failure must not block the others; retried hourly
-            log.exception("settling market %s failed", market.pk)
+            log.exception("settling a market failed", extra={"market": market.pk})
             report.settle_failed += 1
             continue
         report.settled += 1

@@ -239,7 +239,8 @@ def log_events(market_id: int | None = None, refs: dict[str, list[int]] | None =
                 return _log_events(market_id, refs)
         except IntegrityError:
             continue  # another process appended to the same scope first: read the head again
-    log.warning("event log: could not append for market %s; the snapshot tick retries", market_id)
+    log.warning("event log: could not append; the snapshot tick retries",
+                extra={"market": market_id})  # fmt: skip
     return 0
 
 

@@ -76,7 +76,8 @@ def _publish_quietly(seal_id: int) -> None:
     try:
         publish_pending(seal_ids=[seal_id])
     except Exception:  # the decision or settlement that sealed must not fail on publishing
-        log.exception("publishing seal %s failed; the snapshot tick retries", seal_id)
+        log.exception("publishing a seal failed; the snapshot tick retries",
+                      extra={"seal": seal_id})  # fmt: skip
 
 
 def publish_pending(seal_ids: list[int] | None = None) -> dict[str, int]:
@@ -157,5 +158,6 @@ def _post(pub: SealPublication, url: str, body: dict) -> bool:
         published_at=clock.now() if not error else None,
     )
     if error:
-        log.warning("publishing seal %s to %s failed: %s", pub.seal_id, url, error)
+        log.warning("publishing a seal to %s failed", url,
+                    extra={"seal": pub.seal_id, "reason": error})  # fmt: skip
     return not error

@@ -70,7 +70,8 @@ def seal_week(cohort_id: int, week: int, *, force: str | None = None) -> WeekSea
         with transaction.atomic():
             return _seal_week(cohort_id, week, force)
     except IntegrityError:
-        log.info("cohort %s week %s: sealed concurrently by another process", cohort_id, week)
+        log.info("week sealed concurrently by another process",
+                 extra={"cohort": cohort_id, "week": week})  # fmt: skip
         return None
 
 
@@ -124,7 +125,8 @@ def _seal_week(cohort_id: int, week: int, force: str | None) -> WeekSeal | None:
     # The root goes into the scope's event log (a deleted seal then breaks the log), with the
     # cohort's state and its competitors' identities the first time they are sealed.
     log_events(refs={"seal": [seal.pk], "state": record_first(cohort)})
-    log.info("sealed cohort %s week %s #%s (%s): %s", cohort.pk, week, seal.seq, seal.reason, root)
+    log.info("week sealed: #%s (%s), root %s", seal.seq, seal.reason, root,
+             extra={"cohort": cohort.pk, "week": week, "seal": seal.pk})  # fmt: skip
     data_changed()
     publish_after_commit(seal)
     return seal
@@ -247,7 +249,8 @@ def after_decision(decision: Decision) -> WeekSeal | None:
     try:
         return seal_week(decision.entry.cohort_id, decision.week)
     except Exception:
-        log.exception("sealing after decision %s failed; the snapshot tick retries", decision.pk)
+        log.exception("sealing after a decision failed; the snapshot tick retries",
+                      extra={"decision": decision.pk, "week": decision.week})  # fmt: skip
         return None
 
 

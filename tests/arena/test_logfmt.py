@@ -4,13 +4,26 @@ competitor, decision) and why, whichever code logged it inside the work."""
 from __future__ import annotations
 
 import logging
+import re
+import socket
 
 import pytest
 
 from arena.logfmt import KeyValueFormatter, quote
-from cohorts.decisions.run import run_decision
-from core import logcontext
-from tests.agents.helpers import AT, llm_competitor, make_cohort, make_markets
+from cohorts.decisions.run import decide, run_decision
+from cohorts.models import Trade
+from cohorts.seals.models import WeekSeal
+from core import clock, logcontext
+from core.jobs import reap_stale_jobs
+from core.models import JobRun
+from markets.resolution import record_resolution
+from tests.agents.helpers import (
+    AT,
+    baseline_competitor,
+    llm_competitor,
+    make_cohort,
+    make_markets,
+)
 
 
 class Lines(logging.Handler):
@@ -112,3 +125,41 @@ def test_an_access_line_names_the_client_as_fields(lines):
         " client=127.0.0.1 forwarded_for=203.0.113.9 method=GET path=/decisions/7/ status=200"
         " bytes=512 duration_ms=12 cache=miss msg=request"
     ), line
+
+
+def _fields(line: str) -> dict[str, str]:
+    return {k: v.strip('"') for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', line)}
+
+
+def _line(lines: list[str], logger: str, msg_start: str) -> dict[str, str]:
+    (line,) = [
+        line for line in lines
+        if f" logger={logger} " in line and _fields(line)["msg"].startswith(msg_start)
+    ]  # fmt: skip
+    return _fields(line)
+
+
+@pytest.mark.django_db
+def test_cohort_seal_settlement_and_reaped_run_lines_carry_their_ids_as_fields(lines):
+    """`grep cohort=12` or `grep market=88` finds these lines: each names its ids as fields, and
+    its message starts with the same words whatever the ids (once "sealed cohort 12 week 1",
+    "market 88 (resolved): ...", "job run 20 abandoned")."""
+    make_markets(6)
+    cohort = make_cohort([baseline_competitor(s) for s in ("favorite", "random", "market")])
+    decide(cohort=cohort, week=1, at=AT, sync=True)
+    seal = WeekSeal.objects.get(cohort=cohort)
+    market = Trade.objects.filter(entry__cohort=cohort).first().position.market
+    record_resolution(market, status="resolved", outcome="Yes", by="admin", reason="settles")
+    dead_pid = 2**22 + 1  # above Linux's largest pid: no such process
+    run = JobRun.objects.create(job="sync", started_at=clock.now(),
+                                owner=f"{socket.gethostname()}:{dead_pid}:1")  # fmt: skip
+    assert reap_stale_jobs() == 1
+
+    opened = _line(lines, "cohorts.services", "opened ")
+    assert opened["cohort"] == str(cohort.pk)
+    sealed = _line(lines, "cohorts.seals.sealing", "week sealed: #1 (complete)")
+    assert (sealed["cohort"], sealed["week"], sealed["seal"]) == (str(cohort.pk), "1", str(seal.pk))
+    settled = _line(lines, "cohorts.settlement", "market resolved: settled ")
+    assert settled["market"] == str(market.pk)
+    reaped = _line(lines, "core.reaper", "job run abandoned")
+    assert reaped["run"] == str(run.pk)

@@ -12,12 +12,13 @@ import pytest
 import requests
 from celery.beat import ScheduleEntry
 
+from agents.attempts import LOST, SENT
 from agents.llm import LLMClient
 from arena.beat import SingleBeatScheduler
 from arena.celery import BEAT_SCHEDULE, app
-from cohorts.models import Cohort
+from cohorts.models import Cohort, Decision, LLMCall
 from core import clock
-from simulations.rehearsal.checks import check_health
+from simulations.rehearsal.checks import check_health, check_model_calls
 from simulations.rehearsal.faults import schedule
 from simulations.rehearsal.http import HealthSample
 from simulations.rehearsal.procs import RehearsalError
@@ -183,3 +184,35 @@ def test_an_outage_the_run_did_not_cause_before_the_first_heartbeat_fails_the_ch
     # The same answer inside an outage the run caused is that outage, seen.
     outage = {"what": "broker", "start": 100.5, "end": 101.5, "required": True}
     assert check_health(_health_run([starting, broker_down, ok], [outage])).ok
+
+
+@pytest.mark.django_db
+def test_the_model_calls_check_counts_requests_against_records():
+    cohort, (entry,) = make_cohort_with_entries(1)
+    now = clock.now()
+    decision = Decision.objects.create(entry=entry, week=1, claimed_at=now,
+                                       takeovers=[{"from": "a", "to": "b", "lost_calls": 1}])  # fmt: skip
+    url = "http://127.0.0.1:8765/v1/chat/completions"
+
+    def calls(*kinds: str) -> None:
+        LLMCall.objects.filter(decision=decision).delete()
+        LLMCall.objects.bulk_create([LLMCall(decision=decision, attempt=n, url=url, error_kind=k,
+                                             started_at=now) for n, k in enumerate(kinds, 1)])  # fmt: skip
+
+    def check(requests: int, killed: bool = True):
+        fault = {"name": "worker-kill", "injected": killed}
+        run = SimpleNamespace(model_requests=requests, cohort_ids=[cohort.pk], faults=[fault])
+        return check_model_calls(run)
+
+    calls(LOST, "")
+    assert check(2).ok  # the killed worker's request and the one sent again, both on record
+    assert not check(3).ok  # a request the models saw with no record of it
+    # Killed after its row was committed, before the request left: a lost record, no request.
+    assert check(1).ok and not check(0).ok
+    calls(SENT, "")
+    assert not check(2).ok  # a call still "sent" after the run: nobody marked it lost
+    calls("", "")
+    nothing_lost = check(2)  # every request on record, yet the kill left no trace
+    assert not nothing_lost.ok
+    assert "killed mid-call but no call is on the record as lost" in nothing_lost.detail
+    assert check(2, killed=False).ok
