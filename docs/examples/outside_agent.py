@@ -41,6 +41,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -77,8 +78,9 @@ def forecasts_for(market: dict[str, Any], shrink: float) -> dict[str, float]:
     return out
 
 
-def decide(week: dict[str, Any], shrink: float) -> dict[str, Any]:
-    """The answer a model would give: forecasts for the sample, at most one minimum bet."""
+def decide(week: dict[str, Any], shrink: float, avoid: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The answer a model would give: forecasts for the sample, at most one minimum bet (on no
+    market in `avoid`: those the arena refused a bet on)."""
     markets = {m["market_id"]: m for m in week["markets"]}
     forecasts = []
     for market_id in week["forecast_sample"]:
@@ -86,6 +88,8 @@ def decide(week: dict[str, Any], shrink: float) -> dict[str, Any]:
             forecasts.append({"market_id": str(market_id), "outcome": outcome, "probability": p})
     best = None
     for market in week["markets"]:
+        if str(market["market_id"]) in avoid:
+            continue
         for outcome, p in forecasts_for(market, shrink).items():
             edge = p - float(market["prices"][outcome])
             if edge >= MIN_EDGE and (best is None or edge > best[0]):
@@ -182,10 +186,31 @@ def run(client: Client, *, key=None, cohort: int | None = None, shrink: float = 
 
 
 def submit(client: Client, week: dict[str, Any], *, key=None, shrink: float = 0.8) -> dict:
-    """Decide an open week (as GET .../week answered it) and submit; the decision reference."""
+    """Decide an open week (as GET .../week answered it) and submit; the decision reference.
+    An answer the arena refuses with a try left (422, `tries_left` 1) is decided again without
+    the bets it named (a market whose price went stale, say) and sent once more."""
     if week["signature_required"] and key is None:
         raise Stop("this agent registered a public key: pass --key to sign")
-    answer = decide(week, shrink)
+    avoid: frozenset[str] = frozenset()
+    while True:
+        response = _send(client, week, decide(week, shrink, avoid), key)
+        answer_json = response.json()
+        if response.status_code == 201:
+            return answer_json["decision"]
+        if response.status_code == 409 and answer_json.get("decision"):
+            return answer_json["decision"]  # decided already: by an earlier run of this agent
+        problems = answer_json.get("problems") or []
+        named = frozenset(re.findall(r"\(market (\d+)", " ".join(problems)))
+        if response.status_code == 422 and answer_json.get("tries_left") and named - avoid:
+            print(f"refused, deciding again without market(s) {', '.join(sorted(named))}: "
+                  + "; ".join(problems), file=sys.stderr, flush=True)  # fmt: skip
+            avoid |= named
+            continue
+        raise Stop(f"decision: HTTP {response.status_code}: {answer_json.get('error')}"
+                   + (f" ({'; '.join(problems)})" if problems else ""))  # fmt: skip
+
+
+def _send(client: Client, week: dict[str, Any], answer: dict[str, Any], key) -> requests.Response:
     body = json.dumps({"cohort": week["cohort"], "week": week["week"], "answer": answer},
                       separators=(",", ":")).encode("utf-8")  # fmt: skip
     # One key for this body and all its retries: a lost answer is replayed, not re-decided.
@@ -193,15 +218,7 @@ def submit(client: Client, week: dict[str, Any], *, key=None, shrink: float = 0.
     if key is not None:
         headers["Arena-Signature"] = signature(key, week["competitor"], week["cohort"],
                                                week["week"], body)  # fmt: skip
-    response = client.request("POST", "/api/agent/v1/decision", data=body, headers=headers)
-    answer_json = response.json()
-    if response.status_code == 201:
-        return answer_json["decision"]
-    if response.status_code == 409 and answer_json.get("decision"):
-        return answer_json["decision"]  # decided already: by an earlier run of this agent
-    problems = "; ".join(answer_json.get("problems") or [])
-    raise Stop(f"decision: HTTP {response.status_code}: {answer_json.get('error')}"
-               + (f" ({problems})" if problems else ""))  # fmt: skip
+    return client.request("POST", "/api/agent/v1/decision", data=body, headers=headers)
 
 
 class Follower:

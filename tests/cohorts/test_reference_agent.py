@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,6 +27,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from cohorts.models import AgentSubmission, Decision, Trade
 from cohorts.seals.verify import export_chunks, signature_problem, verify_database, verify_export
+from markets.models import Market
 from tests.cohorts.agent_helpers import Agent, outside_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +140,33 @@ def test_a_lost_answer_is_retried_with_its_key_and_decides_once(live_server, tmp
     first, retry = AgentSubmission.objects.order_by("pk")
     assert first.idempotency_key == retry.idempotency_key and retry.response["replayed"] is True
     assert first.decision_id == decision.pk and Decision.objects.count() == 1
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("outside_agent_example", AGENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_refused_bet_is_dropped_and_the_answer_sent_once_more(live_server, tmp_path, client):
+    """The agent uses the one repair the arena allows: its first answer bets on a market that
+    closed after the freeze (422, a try left, the market named); it decides again without that
+    market and the second answer is accepted."""
+    agent = outside_agent(markets=6)
+    week = client.get("/api/agent/v1/week", HTTP_AUTHORIZATION=f"Bearer {agent.token}").json()
+    first = _example().decide(week, 0.8)
+    assert first["action"] == "BET", first  # the spread of prices leaves a gap to bet on
+    refused = int(first["bets"][0]["market_id"])
+    Market.objects.filter(pk=refused).update(status=Market.Status.CLOSED)
+
+    done = run_agent(agent, live_server.url, tmp_path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"refused, deciding again without market(s) {refused}" in done.stderr
+    decision = Decision.objects.get(entry=agent.entry, week=1)
+    assert decision.status == "done" and not decision.hold_reason
+    assert not Trade.objects.filter(decision=decision, position__market_id=refused).exists()
+    outcomes = list(AgentSubmission.objects.filter(entry=agent.entry).order_by("pk")
+                    .values_list("outcome", flat=True))  # fmt: skip
+    assert outcomes == [AgentSubmission.Outcome.INVALID, AgentSubmission.Outcome.ACCEPTED]
