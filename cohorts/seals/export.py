@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
+from cohorts.seals.canonical import (
+    DECISION_FORMAT,
+    FORMAT,
+    RECORD_FORMATS,
+    RESOLUTION_FORMAT,
+    canonical,
+)
 from cohorts.seals.current import current_section
 from cohorts.seals.events import event_records
 from cohorts.seals.keys import history, key_dict
@@ -55,8 +61,9 @@ def export_chunks(
     head = {
         "format": EXPORT_FORMAT,
         "seal_format": FORMAT,
-        # Decision records are /2 (with their release) since releases, /1 before.
-        "record_formats": list(RECORD_FORMATS),
+        # Decision records are /2 (with their release) since releases, /1 before, /3 an outside
+        # agent's; resolution records /4 (staff by pseudonym) since pseudonyms, /1 before.
+        "record_formats": [*RECORD_FORMATS, RESOLUTION_FORMAT],
         "generated_at": clock.now().isoformat(),
         "cohort": cohort_id,
     }

@@ -13,11 +13,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connection, transaction
 
-from agents.models import Release
+from agents.models import Competitor, Release
 from cohorts.models import Entry
 from cohorts.seals import sign as seal_sign
+from cohorts.seals.canonical import link_hash, record_hash
 from cohorts.seals.models import Checkpoint, SigningKey
 from cohorts.seals.verify import export_chunks
 from markets.models import Market
@@ -82,7 +83,8 @@ def test_the_untouched_demo_passes_every_checker(demo, tmp_path, client):
     assert SigningKey.objects.count() == 1  # the first key, registered at its first signature
 
 
-def test_an_entry_repointed_to_another_release_is_named(demo, tmp_path):
+def test_an_entry_repointed_to_another_release_is_named(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
     entry = Entry.objects.filter(cohort__kind="demo", release__isnull=False).first()
     other = Release.objects.create(
         competitor=entry.competitor, number=99, model_id="openai/gpt-7", provider="openai"
@@ -95,11 +97,11 @@ def test_an_entry_repointed_to_another_release_is_named(demo, tmp_path):
         else:
             cursor.execute("DROP TRIGGER cohorts_entry_release_pinned")
     _sql("UPDATE cohorts_entry SET release_id = %s WHERE id = %s", [other.pk, entry.pk])
-    found = all_checkers(tmp_path)
-    assert f"entry {entry.pk}" in found["database"] and "repointed" in found["database"], found
-    assert "openai/gpt-7" in found["database"]
-    assert f"entry {entry.pk}" in found["export"] and "verify FAILED" in found["export"], found
-    assert "FAILED" in found["shipped"] and f"entry {entry.pk}" in found["shipped"], found
+    for found in (all_checkers(tmp_path), all_checkers(tmp_path, saved)):
+        assert f"entry {entry.pk}" in found["database"] and "repointed" in found["database"], found
+        assert "openai/gpt-7" in found["database"]
+        assert f"entry {entry.pk}" in found["export"] and "verify FAILED" in found["export"], found
+        assert "FAILED" in found["shipped"] and f"entry {entry.pk}" in found["shipped"], found
 
 
 def test_the_application_refuses_to_repoint_a_running_entry(demo):
@@ -112,6 +114,7 @@ def test_the_application_refuses_to_repoint_a_running_entry(demo):
 
 
 def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, client):
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
     newest = Checkpoint.objects.filter(scope="demo").order_by("-size").first()
     forged = sign("demo", newest.size, newest.head, Ed25519PrivateKey.generate())
     triggers_off()
@@ -121,6 +124,13 @@ def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, clien
     )
     found = arena_verify()
     assert f"checkpoint demo@{newest.size}" in found and "not in the history" in found, found
+    # The export carries the forged row as its newest checkpoint, with the public key of the
+    # key id it names in the history (none: the forger's key is not there), so its signature
+    # does not verify, with or without saved copies.
+    for found in (all_checkers(tmp_path), all_checkers(tmp_path, saved)):
+        assert "not in the history" in found["database"], found
+        for checker in ("export", "shipped"):
+            assert f"FAILED: checkpoint demo@{newest.size}: the signature" in found[checker], found
     served = client.get("/api/seals").json()["checkpoints"]
     assert served and all(cp["key_id"] != forged["key_id"] for cp in served)
     assert all(cp["size"] < newest.size for cp in served if cp["scope"] == "demo")
@@ -180,6 +190,9 @@ def test_an_export_resigned_with_another_key_fails_against_saved_checkpoints(
     assert "not in the export's key history" in found, found
     code, out = run_verifier(tmp_path, path, cp)
     assert code == 1 and "not in the export's key history" in out, out
+    code, out = run_verifier(tmp_path, path, saved)
+    assert code == 1 and "does not begin with the saved one" in out, out
+    assert "arena's" not in found + out  # the thief's key is never called the arena's
 
 
 def test_an_unsigned_tail_fails_the_export_checkers(demo, tmp_path):
@@ -220,28 +233,71 @@ def test_data_edits_are_named_by_the_export_checkers(demo, tmp_path, edit):
     assert what in found["shipped"] and "FAILED" in found["shipped"], found
 
 
-def test_a_rollback_is_named_given_a_saved_checkpoint(demo, tmp_path, client):
-    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+def test_a_database_rolled_back_to_an_older_checkpoint_is_named_given_saved_copies(
+    demo, tmp_path, client
+):
+    competitor = Entry.objects.filter(cohort__kind="demo").first().competitor
+    before = Checkpoint.objects.filter(scope="demo").order_by("-size").first().size
+    with transaction.atomic():  # what a restore of an older backup undoes
+        competitor.display_name = "Renamed through the application"
+        competitor.save()  # an identity record, signed at once
+        saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+        transaction.set_rollback(True)
+    assert Competitor.objects.get(pk=competitor.pk).display_name != competitor.display_name
+    newest = json.loads((tmp_path / "saved.json").read_text())["checkpoints"]
+    assert [cp["size"] for cp in newest if cp["scope"] == "demo"] == [before + 1]
+    found = all_checkers(tmp_path)
+    assert all(v.startswith("ok: ") for v in found.values()), found  # consistent on its own
+    found = all_checkers(tmp_path, saved)
+    assert all("rolled back" in v for v in found.values()), found
+
+
+def _rewrite_week(week: dict) -> None:
+    """Recompute a cohort-week's chain and its roots from its (edited) records."""
+    prev = genesis = record_hash(week["genesis"])
+    for n, d in enumerate(week["digests"], 1):
+        d["record_hash"] = record_hash(d["record"])
+        d["prev"], d["link"] = prev, link_hash(prev, d["record_hash"], n)
+        prev = d["link"]
+    for seal in week["seals"]:
+        seal["root"] = week["digests"][seal["count"] - 1]["link"] if seal["count"] else genesis
+
+
+@pytest.mark.parametrize("forgery", ["rewritten", "left_out"])
+def test_a_week_that_is_not_the_signed_logs_is_named(demo, tmp_path, forgery):
+    """The week roots are records of the signed log: a week's decisions rewritten in an export
+    with its chain and root recomputed (no key needed), or a sealed week left out of it."""
     doc = _export()
-    log = doc["event_logs"][0]
-    older = Checkpoint.objects.filter(scope="demo").order_by("size")[0]
-    log["entries"] = log["entries"][: older.size]
-    doc["checkpoints"] = [seal_sign.checkpoint_dict(older)]
-    path = _write(tmp_path / "rolled.json", doc)
-    doc.pop("current")  # what the site shows after a rollback agrees with the rolled-back log
-    path = _write(tmp_path / "rolled.json", doc)
-    assert arena_verify("--export", path).startswith("ok: ")  # alone, a rollback is consistent
-    found = arena_verify("--export", path, "--published", saved)
-    assert "rolled back" in found, found
-    code, out = run_verifier(tmp_path, path, saved)
-    assert code == 1 and "rolled back" in out, out
+    cohort = doc["cohorts"][0]
+    week = cohort["weeks"][0]
+    if forgery == "rewritten":
+        record = next(d for d in week["digests"] if d["record"].get("type") == "decision")
+        record["record"]["decision"]["reasoning"] = "what the operator wishes it had said"
+        _rewrite_week(week)
+        expected = f"cohort {cohort['id']} week {week['week']}: root #1 is not the root"
+    else:
+        cohort["weeks"].remove(week)
+        expected = f"cohort {cohort['id']} week {week['week']}: root #1 is in the event log"
+    path = _write(tmp_path / "forged.json", doc)
+    found = arena_verify("--export", path)
+    assert found.startswith("verify FAILED") and expected in found, found
+    code, out = run_verifier(tmp_path, path)
+    assert code == 1 and expected in out, out
 
 
-def test_the_shipped_verifier_reads_the_publish_directorys_json_lines(demo, tmp_path):
+def test_the_shipped_verifier_reads_the_publish_directorys_json_lines(
+    demo, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    settings.ARENA_SEAL_PUBLISH_DIR = str(tmp_path / "published")
+    competitor = Entry.objects.filter(cohort__kind="demo").first().competitor
+    for name in ("Renamed once", "Renamed twice"):  # two appends, two signed checkpoints
+        competitor.display_name = name
+        with django_capture_on_commit_callbacks(execute=True):
+            competitor.save()
+    jsonl = tmp_path / "published" / "checkpoints-demo.jsonl"
+    assert len(jsonl.read_text().splitlines()) == 2  # what made the verifier's json.load fail
     doc = _write(tmp_path / "seals.json", _export())
-    lines = [seal_sign.checkpoint_dict(cp) for cp in Checkpoint.objects.order_by("size")[:2]]
-    jsonl = tmp_path / "checkpoints-demo.jsonl"
-    jsonl.write_text("".join(json.dumps(cp) + "\n" for cp in lines))
     code, out = run_verifier(tmp_path, doc, str(jsonl))
     assert code == 0 and out.startswith("ok: "), out
     assert arena_verify("--published", str(jsonl)).startswith("ok: ")
+    assert arena_verify("--export", doc, "--published", str(jsonl)).startswith("ok: ")
