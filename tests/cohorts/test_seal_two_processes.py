@@ -20,6 +20,34 @@ SERVE = (
     "'health': c.get('/healthz').json()}))"
 )
 
+# An export read while another connection renames a competitor through the application (a new
+# identity record, signed), between the export's read of the log and of what the site shows: on
+# a SQLite file, as `./run up` keeps it, the export still agrees with itself.
+EXPORT_WHILE_WRITING = """
+import json, threading
+from django.db import connection
+from cohorts.models import Entry
+from cohorts.seals.verify import export_chunks, verify_export
+competitor = Entry.objects.filter(cohort__kind="demo").first().competitor
+chunks = export_chunks(kind="demo")
+parts = []
+for chunk in chunks:
+    parts.append(chunk)
+    if chunk.lstrip().startswith('{"scope": "demo"'):
+        break
+def rename():
+    competitor.display_name = "Renamed while the export was read"
+    competitor.save()
+    connection.close()
+thread = threading.Thread(target=rename)
+thread.start()
+thread.join()
+doc = json.loads("".join([*parts, *chunks]))
+shown = [c["state"]["display_name"] for c in doc["current"]["competitors"]]
+print(json.dumps({"problems": verify_export(doc).problems, "shown": shown,
+                  "now": type(competitor).objects.get(pk=competitor.pk).display_name}))
+"""
+
 
 def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -50,6 +78,13 @@ def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
     saved.write_text(json.dumps(doc["seals"]))
     checked = _run(signer, "arena", "verify", "--published", str(saved))
     assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stderr
+
+    # The export reads one snapshot while the signer's database takes a write.
+    done = _run(server, "shell", "-v", "0", "-c", EXPORT_WHILE_WRITING)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["problems"] == [] and found["now"] == "Renamed while the export was read", found
+    assert found["now"] not in found["shown"]
 
     # The same server without the configured key makes a key of its own: it serves nothing.
     alone = {**server, "ARENA_VAR_DIR": str(tmp_path / "c")}  # its own page cache too
