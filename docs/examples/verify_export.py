@@ -276,14 +276,20 @@ def check_logged_roots(doc: dict) -> None:
 
 def check_current(doc: dict) -> None:
     """What the site shows (`current`) and each decision's release against the logs' latest
-    records: a resolution, identity, entry or cohort changed outside the application."""
+    records: a resolution, identity, entry or cohort changed outside the application, a
+    settlement the log never had or a reversal it does not hold."""
     latest: dict[str, dict] = {"resolution": {}, "identity": {}, "entry": {}, "cohort_state": {}}
     subject = {"resolution": "market", "identity": "competitor", "entry": "entry",
                "cohort_state": "cohort"}  # fmt: skip
+    settled, reversals = set(), {}
     for log in doc["event_logs"]:
         for e in log["entries"]:
             rec = e["record"]
-            if rec["type"] in latest:
+            if rec["type"] == "settlement":
+                settled.add(rec["id"])
+            elif rec["type"] == "reversal":
+                reversals[rec["settlement"]] = rec["reversed_at"]
+            elif rec["type"] in latest:
                 value = rec["to"] if rec["type"] == "resolution" else rec["state"]
                 latest[rec["type"]][rec[subject[rec["type"]]]] = value
     for cohort in doc["cohorts"]:
@@ -308,6 +314,13 @@ def check_current(doc: dict) -> None:
         ):
             raise Failed(f"market {m['id']}: the site shows {m['status']} {m['outcome']!r}, "
                          "not the log's last resolution")  # fmt: skip
+    for s in current.get("settlements", []):
+        if s["id"] not in settled:
+            raise Failed(f"settlement {s['id']}: the site shows it and the log has no "
+                         "settlement record")  # fmt: skip
+        if reversals.get(s["id"]) != s["reversed_at"]:
+            raise Failed(f"settlement {s['id']}: the site shows it reversed at "
+                         f"{s['reversed_at']}, not as the log's reversal")  # fmt: skip
     for what, kind in (("competitors", "identity"), ("entries", "entry"),
                        ("cohorts", "cohort_state")):  # fmt: skip
         for item in current.get(what, []):

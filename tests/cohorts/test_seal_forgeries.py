@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -16,7 +17,7 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 
 from agents.models import Competitor, Release
-from cohorts.models import Entry
+from cohorts.models import Entry, Position, Settlement
 from cohorts.seals import sign as seal_sign
 from cohorts.seals.canonical import link_hash, record_hash
 from cohorts.seals.models import Checkpoint, SigningKey
@@ -212,9 +213,32 @@ def test_an_unsigned_tail_fails_the_export_checkers(demo, tmp_path):
     assert code == 1 and "come after the newest checkpoint" in out, out
 
 
-@pytest.mark.parametrize("edit", ["resolution", "competitor", "model_id"])
+@pytest.mark.parametrize(
+    "edit", ["resolution", "competitor", "model_id", "settlement_made", "settlement_reversed"]
+)
 def test_data_edits_are_named_by_the_export_checkers(demo, tmp_path, edit):
-    if edit == "resolution":
+    if edit == "settlement_made":  # a payout the site shows, made without the application
+        position = Position.objects.filter(
+            entry__cohort__kind="demo", status="open", shares__gt=0, settlements__isnull=True
+        ).first()
+        made = Settlement.objects.create(
+            position=position,
+            market=position.market,
+            kind="won",
+            outcome=position.outcome,
+            shares=position.shares,
+            cost_basis=position.cost_basis,
+            payout=position.shares.quantize(Decimal("0.01")),
+            settled_at=position.opened_at,
+        )
+        what = f"settlement {made.pk}"
+    elif edit == "settlement_reversed":  # a payout the site stops counting, without a reversal
+        settled = Settlement.objects.filter(
+            position__entry__cohort__kind="demo", reversed_at__isnull=True
+        ).first()
+        _sql("UPDATE cohorts_settlement SET reversed_at = settled_at WHERE id = %s", [settled.pk])
+        what = f"settlement {settled.pk}"
+    elif edit == "resolution":
         market = Market.objects.filter(status="resolved").exclude(resolved_outcome="").first()
         flipped = next(o for o in market.outcomes if o != market.resolved_outcome)
         _sql("UPDATE markets_market SET resolved_outcome = %s WHERE id = %s", [flipped, market.pk])
