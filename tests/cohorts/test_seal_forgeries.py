@@ -325,3 +325,66 @@ def test_the_shipped_verifier_reads_the_publish_directorys_json_lines(
     assert code == 0 and out.startswith("ok: "), out
     assert arena_verify("--published", str(jsonl)).startswith("ok: ")
     assert arena_verify("--export", doc, "--published", str(jsonl)).startswith("ok: ")
+
+
+def _sealed_forecast():
+    """A forecast of a done decision whose record the seal rebuilds from the live rows."""
+    from cohorts.models import Forecast
+
+    return (
+        Forecast.objects.filter(decision__entry__cohort__kind="demo", decision__status="done")
+        .select_related("decision__entry")
+        .order_by("pk")
+        .first()
+    )
+
+
+@pytest.mark.parametrize("edit", ["forecast", "deleted_week", "payout", "score", "recompute"])
+def test_the_forgeries_caught_before_stay_caught_by_every_checker(demo, tmp_path, client, edit):
+    """Plain SQL edits of a forecast, a deleted sealed week, a payout and a published score, and
+    a consistent recompute re-signed with the arena's key (caught by copies saved before it)."""
+    from cohorts.seals.events import event_records
+    from cohorts.seals.models import EventLogEntry, WeekSeal
+    from scoring.models import LeaderboardRow
+    from tests.cohorts.forgery import rewrite_db_log
+
+    saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
+    if edit == "forecast":
+        forecast = _sealed_forecast()
+        table = type(forecast)._meta.db_table
+        _sql(f"UPDATE {table} SET probability = 0.999 WHERE id = %s", [forecast.pk])
+        what = [f"cohort {forecast.decision.entry.cohort_id} week {forecast.decision.week}"]
+    elif edit == "deleted_week":
+        seal = WeekSeal.objects.filter(scope="demo").order_by("-pk").first()
+        triggers_off()
+        for table in ("cohorts_decisiondigest", "cohorts_weekseal"):
+            _sql(
+                f"DELETE FROM {table} WHERE cohort_id = %s AND week = %s",
+                [seal.cohort_id, seal.week],
+            )
+        # The database names the week that has no seal; an export, the log's missing seal.
+        what = [f"cohort {seal.cohort_id} week {seal.week}: no seal", "event log demo"]
+    elif edit == "payout":
+        _sql("UPDATE cohorts_settlement SET payout = payout + 1 WHERE id = %s",
+             [Settlement.objects.filter(payout__gt=0).first().pk])  # fmt: skip
+        what = ["event log demo"]
+    elif edit == "score":
+        row = LeaderboardRow.objects.filter(brier__isnull=False).order_by("-run_id", "pk").first()
+        _sql("UPDATE scoring_leaderboardrow SET brier = brier + 0.01 WHERE id = %s", [row.pk])
+        assert f"leaderboard row {row.pk} was edited" in arena_verify(), "the database"
+        assert "published figures differ" in arena_verify("--scores"), "the exports"
+        return  # the seal export carries the run's digest, not its rows: --scores checks them
+    else:
+        settlement = Settlement.objects.filter(payout__gt=0).first()
+        Settlement.objects.filter(pk=settlement.pk).update(payout=settlement.payout + 1)
+        rows = EventLogEntry.objects.filter(scope="demo", kind="settlement")
+        rewrite_db_log("demo", {e.seq: event_records(e.kind, [e.ref])[e.ref].record for e in rows})
+        found = all_checkers(tmp_path)
+        assert all(v.startswith("ok: ") for v in found.values()), found  # consistent alone
+        found = all_checkers(tmp_path, saved)
+        assert "rewritten after it was saved" in found["database"], found
+        assert "rewritten after it was saved" in found["export"], found
+        assert "does not begin with the saved one" in found["shipped"], found
+        return
+    for found in (all_checkers(tmp_path), all_checkers(tmp_path, saved)):
+        assert all("FAILED" in v and any(w in v for w in what) for v in found.values()), found
