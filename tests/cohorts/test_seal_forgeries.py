@@ -114,6 +114,30 @@ def test_the_application_refuses_to_repoint_a_running_entry(demo):
         entry.save()
 
 
+def test_staff_who_may_change_entries_cannot_repoint_one_in_the_admin(
+    demo, client, django_user_model
+):
+    from django.contrib.auth.models import Permission
+    from django.urls import reverse
+
+    entry = Entry.objects.filter(cohort__kind="demo", release__isnull=False).first()
+    pinned = entry.release_id
+    other = Release.objects.create(
+        competitor=entry.competitor, number=97, model_id="openai/gpt-7", provider="openai"
+    )
+    staff = django_user_model.objects.create_user("ops", password="x", is_staff=True)
+    staff.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_entry", "change_entry"])
+    )
+    client.force_login(staff)
+    url = reverse("admin:cohorts_entry_change", args=[entry.pk])
+    page = client.get(url)
+    assert page.status_code == 200 and "release" not in page.context["adminform"].form.fields
+    client.post(url, {"release": other.pk})
+    entry.refresh_from_db()
+    assert entry.release_id == pinned
+
+
 def test_a_forged_checkpoint_row_fails_and_is_never_served(demo, tmp_path, client):
     saved = _write(tmp_path / "saved.json", client.get("/api/seals").json())
     newest = Checkpoint.objects.filter(scope="demo").order_by("-size").first()

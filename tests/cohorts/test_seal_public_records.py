@@ -73,6 +73,9 @@ def test_staff_are_a_pseudonym_in_the_api_and_the_seal_and_old_records_still_ver
     log_events()
     shown = client.get(f"/api/markets/{market.pk}").content.decode()
     assert f'"staff {staff.pk}"' in shown and '"root"' not in shown
+    page = client.get(f"/markets/{market.pk}/")  # the public page's audit trail
+    assert page.status_code == 200
+    assert f"(staff {staff.pk})" in page.content.decode() and "(root)" not in page.content.decode()
     entry = EventLogEntry.objects.get(kind="resolution")
     sealed = json.loads(entry.record_bytes())
     assert sealed["changed_by"] == f"staff {staff.pk}" and sealed["format"] == "arena-seal/4"
