@@ -93,3 +93,22 @@ def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
     assert doc["seals"]["checkpoints"] == []
     assert "not the arena's latest key" in doc["health"]["signing_key"]["why"]
     assert "not the arena's latest key" in doc["seals"]["checkpoints_withheld"]
+
+
+def test_compose_gives_every_arena_container_one_key_on_a_volume_of_its_own():
+    """The shipped compose once let each container make its own key, anew on every recreate:
+    every container built from the arena's image reads one key file, on a named volume (shared,
+    kept across recreates), made once by the migrate service before the others start."""
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    arena = {name: svc for name, svc in compose["services"].items() if "build" in svc}
+    assert {"migrate", "web", "worker", "beat"} <= set(arena)
+    files = {svc["environment"]["ARENA_SEAL_SIGNING_KEY_FILE"] for svc in arena.values()}
+    assert len(files) == 1
+    folder = str(Path(files.pop()).parent)
+    for name, svc in arena.items():
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in svc.get("volumes", [])}
+        assert mounts.get(folder) in compose["volumes"], name
+    assert "arena signing-key" in " ".join(arena["migrate"]["command"])
+    for name in ("web", "worker", "beat"):
+        assert arena[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
