@@ -31,15 +31,30 @@ def without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
+def refuse_secret_in(variable: str, url: str, fix: str) -> None:
+    """Raise ValueError (one line, naming `variable` and the fix, never the secret) when `url`
+    carries a secret."""
+    what = secret_in_url(url) if url else ""
+    if what:
+        shown = urlsplit(without_userinfo(url))._replace(query="").geturl()
+        raise ValueError(
+            f"{variable}: {shown} carries a secret in its URL ({what}), which would be "
+            f"published with every call; {fix}"
+        )
+
+
 def refuse_secrets(raw: str) -> None:
     """Raise ValueError (one line) for the first ARENA_LLM_ENDPOINTS entry with a secret."""
     for entry in (e.strip() for e in raw.split(",")):
-        url = entry.partition("|")[0].strip()
-        what = secret_in_url(url) if url else ""
-        if what:
-            shown = urlsplit(without_userinfo(url))._replace(query="").geturl()
-            raise ValueError(
-                f"ARENA_LLM_ENDPOINTS: {shown} carries a secret in its URL ({what}), which "
-                "would be published with every call; write the entry as URL|KEY_VAR and put "
-                "the key in the environment variable KEY_VAR"
-            )
+        refuse_secret_in(
+            "ARENA_LLM_ENDPOINTS",
+            entry.partition("|")[0].strip(),
+            "write the entry as URL|KEY_VAR and put the key in the environment variable KEY_VAR",
+        )
+
+
+def refuse_default_secret(url: str) -> None:
+    """The default endpoint is recorded with every call to it, as the listed ones are."""
+    refuse_secret_in(
+        "ARENA_LLM_BASE_URL", url, "put the key in OPENROUTER_API_KEY (or ARENA_LLM_API_KEY)"
+    )

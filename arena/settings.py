@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.endpoint_secrets import refuse_secrets
+from agents.endpoint_secrets import refuse_default_secret, refuse_secrets
 from arena.logfmt import logging_dict
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -282,6 +282,7 @@ ARENA_LLM_API_KEY = (
 ARENA_LLM_ENDPOINTS = os.environ.get("ARENA_LLM_ENDPOINTS", "")
 try:  # every process refuses a key written into a URL that is shown and sealed
     refuse_secrets(ARENA_LLM_ENDPOINTS)
+    refuse_default_secret(ARENA_LLM_BASE_URL)
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 # Whole-page cache for anonymous readers (web/cache.py); off only to debug a page.

@@ -195,6 +195,11 @@ class Gated(Iterable[bytes]):
         if not self._released:
             self._released = True
             self.slots.give_back(self.client)
+        # A body left unread is closed now, not when it is collected: the seal export reads in
+        # a transaction of its own, which must end before the request gives its connection back.
+        close = getattr(self.body, "close", None)
+        if close is not None:
+            close()
 
 
 def client_of(request) -> str:

@@ -7,8 +7,8 @@ changed in the admin without its service) is named:
 
 - each market of the scope (in a frozen universe or the log) has the resolution of its latest
   resolution record, and a market resolved with no resolution record at all is a failure;
-- each settlement's payout ledger rows belong to a logged settlement, and each entry's cash is
-  the sum of its ledger;
+- each settlement's payout ledger rows belong to a logged settlement, every settlement is logged
+  and every reversed one has a logged reversal, and each entry's cash is the sum of its ledger;
 - each competitor with sealed decisions in the scope has the identity of its latest identity
   record, and each sealed cohort the state of its latest cohort record;
 - every week seal is in the log;
@@ -132,6 +132,17 @@ def _money(scope, records, cohort_ids, universes) -> str | None:
     first = unlogged.order_by("pk").values_list("pk", flat=True).first()
     if first is not None:
         return f"settlement {first} is not in the log"
+    # The pages count only settlements not reversed: a reversal is a logged event too.
+    reversals = {rec["settlement"] for kind, _, rec in records if kind == "reversal"}
+    silent = (
+        Settlement.objects.filter(position__entry__cohort__kind=scope, reversed_at__isnull=False)
+        .exclude(pk__in=reversals)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if silent is not None:
+        return f"settlement {silent} is reversed with no reversal in the log"
     entries = Entry.objects.filter(cohort__kind=scope).annotate(ledger_sum=Sum("ledger__amount"))
     for pk, cash, ledger in entries.order_by("pk").values_list("pk", "cash", "ledger_sum"):
         # SQLite sums decimals as floating point: back to cents before comparing.

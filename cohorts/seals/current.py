@@ -1,7 +1,7 @@
 """What the site shows now, carried by the seal export (`current`), and its comparison with the
 export's own event logs, so an export alone names an edit made outside the application: a
-flipped resolution, a renamed competitor, a repointed entry, a cohort moved by hand
-(docs/verification.md, "The export"). `arena verify` makes the same comparison from the
+flipped resolution, a renamed competitor, a repointed entry, a cohort moved by hand, a
+settlement made or reversed without the application (docs/verification.md, "The export"). `arena verify` makes the same comparison from the
 database (cohorts/seals/checks.py); the standard-library verifier re-implements this one.
 """
 
@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from cohorts.models import Entry, Universe
+from cohorts.models import Entry, Settlement, Universe
+from cohorts.seals.canonical import ts
 from cohorts.seals.models import EventLogEntry, StateRecord
 from cohorts.seals.state import COHORT, COMPETITOR, ENTRY, current_states
 from markets.models import Market, ResolutionChange
@@ -47,6 +48,16 @@ def current_section(scopes: Iterable[str], cohort_ids: list[int]) -> dict[str, A
             .order_by("pk")
             .values("pk", "status", "resolved_outcome")
         ],
+        # Settlement records are rebuilt from their rows, so an edited one no longer hashes; what
+        # only the site shows is one the log never had, or a reversal it does not hold.
+        "settlements": [
+            {"id": pk, "reversed_at": ts(reversed_at)}
+            for pk, reversed_at in Settlement.objects.filter(
+                position__entry__cohort_id__in=cohort_ids
+            )
+            .order_by("pk")
+            .values_list("pk", "reversed_at")
+        ],
         "competitors": _states(COMPETITOR, competitor_ids),
         "entries": _states(ENTRY, entry_ids),
         "cohorts": _states(COHORT, cohort_ids_all),
@@ -70,11 +81,17 @@ def check_current(doc: dict[str, Any]) -> str | None:
     releases) and the latest records of its event logs."""
     latest: dict[str, dict[int, Any]] = {"resolution": {}, "identity": {}, "entry": {}}
     latest["cohort_state"] = {}
+    settled: set[int] = set()
+    reversed_: dict[int, Any] = {}
     for log in doc.get("event_logs") or []:
         for e in log.get("entries") or []:
             rec = e.get("record") or {}
             kind = rec.get("type")
-            if kind == "resolution":
+            if kind == "settlement":
+                settled.add(rec["id"])
+            elif kind == "reversal":
+                reversed_[rec["settlement"]] = rec["reversed_at"]
+            elif kind == "resolution":
                 latest["resolution"][rec["market"]] = rec["to"]
             elif kind == "identity":
                 latest["identity"][rec["competitor"]] = rec["state"]
@@ -99,6 +116,17 @@ def check_current(doc: dict[str, Any]) -> str | None:
                 f"market {m['id']}: the site shows {m['status']} {m['outcome']!r}, the log's "
                 f"last resolution is {to['status']} {to['outcome']!r} (changed outside the "
                 "application)"
+            )
+    for s in current.get("settlements") or []:
+        if s["id"] not in settled:
+            return (
+                f"settlement {s['id']}: the site shows it and the log has no settlement record "
+                "(made outside the application)"
+            )
+        if reversed_.get(s["id"]) != s["reversed_at"]:
+            return (
+                f"settlement {s['id']}: the site shows it reversed at {s['reversed_at']}, the "
+                f"log's reversal at {reversed_.get(s['id'])} (changed outside the application)"
             )
     for what, kind, label in (
         ("competitors", "identity", "competitor"),

@@ -5,6 +5,9 @@ their latest signed checkpoints and the public key they verify with. Each entry'
 is rebuilt from the live rows (what the site shows now), so a database edited after sealing
 gives an export whose records no longer hash to their sealed values; superseded and pending
 records come from the seal rows.
+
+The whole export is read from one snapshot of the database (`one_snapshot`): its parts are read
+seconds apart, and an honest export must agree with itself when the arena writes meanwhile.
 """
 
 from __future__ import annotations
@@ -12,10 +15,20 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
 
 from cohorts.models import Cohort, Decision, Universe
-from cohorts.seals.canonical import DECISION_FORMAT, FORMAT, RECORD_FORMATS, canonical
+from cohorts.seals.canonical import (
+    DECISION_FORMAT,
+    FORMAT,
+    RECORD_FORMATS,
+    RESOLUTION_FORMAT,
+    canonical,
+)
 from cohorts.seals.current import current_section
 from cohorts.seals.events import event_records
 from cohorts.seals.keys import history, key_dict
@@ -41,6 +54,48 @@ def export_chunks(
 ) -> Iterator[str]:
     """The seal export as JSON text chunks: whole cohorts (week_start in [since, until), at most
     `limit` of them), then the event logs of their scopes. See docs/verification.md."""
+    with one_snapshot():
+        yield from _chunks(cohort_id, since, until, limit, kind)
+
+
+@contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Every read inside from one snapshot of the database. The export reads its cohorts, then
+    the logs, then what the site shows (`current`), and a week sealed or a competitor renamed
+    between two of them would make an honest export fail its own checks (a logged root missing
+    from the weeks, a name the log does not hold yet). Inside a caller's transaction (a test, a
+    command that opened one): the caller's."""
+    if connection.in_atomic_block:
+        yield
+        return
+    if connection.vendor == "sqlite":
+        # The settings' IMMEDIATE would hold the write lock for the whole export; a DEFERRED
+        # transaction reads one WAL snapshot and lets writers commit meanwhile.
+        connection.ensure_connection()
+        sqlite: Any = connection  # transaction_mode is the SQLite backend's own attribute
+        mode = sqlite.transaction_mode
+        sqlite.transaction_mode = "DEFERRED"
+        try:
+            with transaction.atomic():
+                sqlite.transaction_mode = mode
+                yield
+        finally:
+            sqlite.transaction_mode = mode
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
+def _chunks(
+    cohort_id: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    kind: str | None,
+) -> Iterator[str]:
     cohorts = Cohort.objects.order_by("id")
     if cohort_id is not None:
         cohorts = cohorts.filter(pk=cohort_id)
@@ -55,8 +110,9 @@ def export_chunks(
     head = {
         "format": EXPORT_FORMAT,
         "seal_format": FORMAT,
-        # Decision records are /2 (with their release) since releases, /1 before.
-        "record_formats": list(RECORD_FORMATS),
+        # Decision records are /2 (with their release) since releases, /1 before, /3 an outside
+        # agent's; resolution records /4 (staff by pseudonym) since pseudonyms, /1 before.
+        "record_formats": [*RECORD_FORMATS, RESOLUTION_FORMAT],
         "generated_at": clock.now().isoformat(),
         "cohort": cohort_id,
     }

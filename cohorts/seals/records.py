@@ -421,7 +421,7 @@ def _ledger_part(rows: Iterable[Row]) -> list[Record]:
 
 
 def resolution_record(rc: Row, legacy: bool = False) -> Record:
-    """A resolution change; staff as a pseudonym ("staff 3", format /3), or with `legacy` as
+    """A resolution change; staff as a pseudonym ("staff 3", format /4), or with `legacy` as
     format /1 sealed it: by username (how records logged before pseudonyms are rebuilt)."""
     who = rc["changed_by__username"] if legacy else staff_pseudonym(rc["changed_by_id"]) or None
     return {

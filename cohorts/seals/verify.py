@@ -40,7 +40,7 @@ from cohorts.seals.checks import check_scope, must_be_sealed
 from cohorts.seals.current import check_current
 from cohorts.seals.events import READERS, event_records
 from cohorts.seals.export import EXPORT_FORMAT, EXPORT_FORMATS, export_chunks  # noqa: F401
-from cohorts.seals.export_checks import export_ring, unsigned_tail
+from cohorts.seals.export_checks import export_ring, unlogged_roots, unsigned_tail
 from cohorts.seals.keys import check_history, database_ring, history, key_dict
 from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
 from cohorts.seals.published import compare
@@ -537,8 +537,9 @@ def verify_export(doc: dict, published: Any = None) -> Report:
             return report
     own = [{"checkpoints": doc.get("checkpoints") or []}]
     report.checkpoints = compare(report.problems, own, roots, links_now, ring, "the export")
-    for found in (unsigned_tail(doc), check_current(doc)):
-        if found and not report.problems:
+    for check in (unsigned_tail, unlogged_roots, check_current):
+        found = check(doc) if not report.problems else None
+        if found:
             report.problems.append(found)
     return report
 

@@ -245,16 +245,51 @@ def check_prefix(name: str, logs: dict[str, list[str]], scope: str, size: int, h
         raise Failed(f"{name}: today's log does not begin with the saved one")
 
 
-def check_current(doc: dict) -> None:
-    """What the site shows (`current`) and each decision's release against the logs' latest
-    records: a resolution, identity, entry or cohort changed outside the application."""
-    latest: dict[str, dict] = {"resolution": {}, "identity": {}, "entry": {}, "cohort_state": {}}
-    subject = {"resolution": "market", "identity": "competitor", "entry": "entry",
-               "cohort_state": "cohort"}  # fmt: skip
+def check_logged_roots(doc: dict) -> None:
+    """Every week root of the export is the `seal` record of its scope's log (the signed log ties
+    the week to a checkpoint), and every logged root of an exported cohort is in the export."""
+    logged = {}
     for log in doc["event_logs"]:
         for e in log["entries"]:
             rec = e["record"]
-            if rec["type"] in latest:
+            if rec["type"] == "seal":
+                logged[(log["scope"], rec["cohort"], rec["week"], rec["seq"])] = rec
+    exported = set()
+    for cohort in doc["cohorts"]:
+        for week in cohort["weeks"]:
+            for s in week["seals"]:
+                key = (cohort["kind"], cohort["id"], week["week"], s["seq"])
+                exported.add(key)
+                rec = logged.get(key)
+                where = f"cohort {cohort['id']} week {week['week']}: root #{s['seq']}"
+                if rec is None:
+                    raise Failed(f"{where} is not in the event log {cohort['kind']}")
+                if [rec[k] for k in ("root", "count", "genesis")] != [
+                    s[k] for k in ("root", "count", "genesis")
+                ]:
+                    raise Failed(f"{where} is not the root the event log {cohort['kind']} sealed")
+    ids = {c["id"] for c in doc["cohorts"]}
+    for key in sorted(k for k in logged if k[1] in ids and k not in exported):
+        raise Failed(f"cohort {key[1]} week {key[2]}: root #{key[3]} is in the event log "
+                     f"{key[0]} but not in the export: a sealed week was left out")  # fmt: skip
+
+
+def check_current(doc: dict) -> None:
+    """What the site shows (`current`) and each decision's release against the logs' latest
+    records: a resolution, identity, entry or cohort changed outside the application, a
+    settlement the log never had or a reversal it does not hold."""
+    latest: dict[str, dict] = {"resolution": {}, "identity": {}, "entry": {}, "cohort_state": {}}
+    subject = {"resolution": "market", "identity": "competitor", "entry": "entry",
+               "cohort_state": "cohort"}  # fmt: skip
+    settled, reversals = set(), {}
+    for log in doc["event_logs"]:
+        for e in log["entries"]:
+            rec = e["record"]
+            if rec["type"] == "settlement":
+                settled.add(rec["id"])
+            elif rec["type"] == "reversal":
+                reversals[rec["settlement"]] = rec["reversed_at"]
+            elif rec["type"] in latest:
                 value = rec["to"] if rec["type"] == "resolution" else rec["state"]
                 latest[rec["type"]][rec[subject[rec["type"]]]] = value
     for cohort in doc["cohorts"]:
@@ -279,6 +314,13 @@ def check_current(doc: dict) -> None:
         ):
             raise Failed(f"market {m['id']}: the site shows {m['status']} {m['outcome']!r}, "
                          "not the log's last resolution")  # fmt: skip
+    for s in current.get("settlements", []):
+        if s["id"] not in settled:
+            raise Failed(f"settlement {s['id']}: the site shows it and the log has no "
+                         "settlement record")  # fmt: skip
+        if reversals.get(s["id"]) != s["reversed_at"]:
+            raise Failed(f"settlement {s['id']}: the site shows it reversed at "
+                         f"{s['reversed_at']}, not as the log's reversal")  # fmt: skip
     for what, kind in (("competitors", "identity"), ("entries", "entry"),
                        ("cohorts", "cohort_state")):  # fmt: skip
         for item in current.get(what, []):
@@ -345,6 +387,7 @@ def verify(doc: dict, saved: list, warnings: list[str]) -> str:
             if len(links) > signed:
                 raise Failed(f"event log {scope}: links {signed + 1}..{len(links)} come after "
                              "the newest checkpoint: nothing the arena signed covers them")  # fmt: skip
+        check_logged_roots(doc)
     check_current(doc)
     events = sum(len(v) for v in logs.values())
     return (f"{weeks} weeks, {digests} decision records, {events} event-log records, "

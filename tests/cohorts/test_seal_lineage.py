@@ -123,7 +123,7 @@ def test_records_sealed_before_releases_keep_format_1_and_verify(mixed_week, tmp
     assert report.ok, report.problems
     doc = json.loads("".join(export_chunks(mixed_week.pk)))
     assert _formats(doc) == ["arena-seal/1", "arena-seal/1", "arena-seal/2"]
-    assert doc["record_formats"] == ["arena-seal/1", "arena-seal/2", "arena-seal/3"]
+    assert doc["record_formats"] == [f"arena-seal/{n}" for n in (1, 2, 3, 4)]
     records = [d["record"] for d in doc["cohorts"][0]["weeks"][0]["digests"]]
     assert ["release" in r for r in records] == [False, False, True]
     assert verify_export(doc).ok

@@ -38,9 +38,19 @@ def test_endpoints_with_secrets_are_refused_in_one_line(raw):
     assert without_userinfo("http://u:p@h:1/v1") == "http://h:1/v1"
 
 
-def test_manage_py_check_refuses_a_secret_endpoint_before_anything_runs(tmp_path):
+@pytest.mark.parametrize(
+    "variable, url, shown, fix",
+    [
+        ("ARENA_LLM_ENDPOINTS", "http://u:pw@h/v1|K_KEY", "http://h/v1", "URL|KEY_VAR"),
+        # The default endpoint is recorded with every call to it too.
+        ("ARENA_LLM_BASE_URL", "https://h/api/v1?api_key=pw", "https://h/api/v1", "API_KEY"),
+    ],
+)
+def test_manage_py_check_refuses_a_secret_endpoint_before_anything_runs(
+    tmp_path, variable, url, shown, fix
+):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    env |= {"ARENA_VAR_DIR": str(tmp_path), "ARENA_LLM_ENDPOINTS": "http://u:pw@h/v1|K_KEY"}
+    env |= {"ARENA_VAR_DIR": str(tmp_path), variable: url}
     done = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "check"],
         env=env,
@@ -50,8 +60,9 @@ def test_manage_py_check_refuses_a_secret_endpoint_before_anything_runs(tmp_path
         cwd=ROOT,
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: ARENA_LLM_ENDPOINTS: http://h/v1 carries a secret")
+    assert done.stderr.startswith(f"error: {variable}: {shown} carries a secret"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "pw" not in done.stderr
+    assert fix in done.stderr
 
 
 @pytest.mark.django_db
@@ -62,6 +73,9 @@ def test_staff_are_a_pseudonym_in_the_api_and_the_seal_and_old_records_still_ver
     log_events()
     shown = client.get(f"/api/markets/{market.pk}").content.decode()
     assert f'"staff {staff.pk}"' in shown and '"root"' not in shown
+    page = client.get(f"/markets/{market.pk}/")  # the public page's audit trail
+    assert page.status_code == 200
+    assert f"(staff {staff.pk})" in page.content.decode() and "(root)" not in page.content.decode()
     entry = EventLogEntry.objects.get(kind="resolution")
     sealed = json.loads(entry.record_bytes())
     assert sealed["changed_by"] == f"staff {staff.pk}" and sealed["format"] == "arena-seal/4"

@@ -20,6 +20,34 @@ SERVE = (
     "'health': c.get('/healthz').json()}))"
 )
 
+# An export read while another connection renames a competitor through the application (a new
+# identity record, signed), between the export's read of the log and of what the site shows: on
+# a SQLite file, as `./run up` keeps it, the export still agrees with itself.
+EXPORT_WHILE_WRITING = """
+import json, threading
+from django.db import connection
+from cohorts.models import Entry
+from cohorts.seals.verify import export_chunks, verify_export
+competitor = Entry.objects.filter(cohort__kind="demo").first().competitor
+chunks = export_chunks(kind="demo")
+parts = []
+for chunk in chunks:
+    parts.append(chunk)
+    if chunk.lstrip().startswith('{"scope": "demo"'):
+        break
+def rename():
+    competitor.display_name = "Renamed while the export was read"
+    competitor.save()
+    connection.close()
+thread = threading.Thread(target=rename)
+thread.start()
+thread.join()
+doc = json.loads("".join([*parts, *chunks]))
+shown = [c["state"]["display_name"] for c in doc["current"]["competitors"]]
+print(json.dumps({"problems": verify_export(doc).problems, "shown": shown,
+                  "now": type(competitor).objects.get(pk=competitor.pk).display_name}))
+"""
+
 
 def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -51,6 +79,13 @@ def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
     checked = _run(signer, "arena", "verify", "--published", str(saved))
     assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stderr
 
+    # The export reads one snapshot while the signer's database takes a write.
+    done = _run(server, "shell", "-v", "0", "-c", EXPORT_WHILE_WRITING)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["problems"] == [] and found["now"] == "Renamed while the export was read", found
+    assert found["now"] not in found["shown"]
+
     # The same server without the configured key makes a key of its own: it serves nothing.
     alone = {**server, "ARENA_VAR_DIR": str(tmp_path / "c")}  # its own page cache too
     alone.pop("ARENA_SEAL_SIGNING_KEY_FILE")
@@ -58,3 +93,22 @@ def test_two_processes_with_one_configured_key_verify_with_published(tmp_path):
     assert doc["seals"]["checkpoints"] == []
     assert "not the arena's latest key" in doc["health"]["signing_key"]["why"]
     assert "not the arena's latest key" in doc["seals"]["checkpoints_withheld"]
+
+
+def test_compose_gives_every_arena_container_one_key_on_a_volume_of_its_own():
+    """The shipped compose once let each container make its own key, anew on every recreate:
+    every container built from the arena's image reads one key file, on a named volume (shared,
+    kept across recreates), made once by the migrate service before the others start."""
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    arena = {name: svc for name, svc in compose["services"].items() if "build" in svc}
+    assert {"migrate", "web", "worker", "beat"} <= set(arena)
+    files = {svc["environment"]["ARENA_SEAL_SIGNING_KEY_FILE"] for svc in arena.values()}
+    assert len(files) == 1
+    folder = str(Path(files.pop()).parent)
+    for name, svc in arena.items():
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in svc.get("volumes", [])}
+        assert mounts.get(folder) in compose["volumes"], name
+    assert "arena signing-key" in " ".join(arena["migrate"]["command"])
+    for name in ("web", "worker", "beat"):
+        assert arena[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}

@@ -4,12 +4,15 @@ Each thread has its own connection, so the races happen inside the database; the
 (cohort, week, seq) and (scope, seq) constraints decide them.
 """
 
+import json
+
 import pytest
 
+from agents.models import Competitor
 from cohorts.decisions.run import run_decision
 from cohorts.seals import sealing as seals
 from cohorts.seals.models import DecisionDigest, EventLogEntry, WeekSeal
-from cohorts.seals.verify import verify_database
+from cohorts.seals.verify import export_chunks, verify_database, verify_export
 from cohorts.universe import freeze_universe
 from markets.resolution import record_resolution
 from tests.agents.helpers import AT, baseline_competitor, make_cohort, make_markets
@@ -67,3 +70,32 @@ def test_two_settlements_at_once_append_one_unbroken_log(decided):
     )
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 2
     assert verify_database().ok
+
+
+def test_an_export_read_while_the_arena_writes_agrees_with_itself(decided):
+    """The export reads its cohorts, its logs and what the site shows (`current`) one after the
+    other; a competitor renamed through the application in between (a new identity record,
+    signed) must not make an honest export fail its own checks."""
+    competitor = Competitor.objects.filter(entries__cohort=decided).first()
+    chunks = export_chunks(decided.pk)
+    parts = []
+    for chunk in chunks:
+        parts.append(chunk)
+        if chunk.lstrip().startswith('{"scope": "live"'):
+            break  # the live log is read; `current` is not yet
+
+    def rename():
+        competitor.display_name = "Renamed while the export was read"
+        competitor.save()
+
+    assert at_once(rename) == [(None, None)]
+    doc = json.loads("".join([*parts, *chunks]))
+    report = verify_export(doc)
+    assert report.ok, report.problems
+    shown = {c["id"]: c["state"] for c in doc["current"]["competitors"]}
+    assert shown[competitor.pk]["display_name"] != "Renamed while the export was read"
+    # The rename is committed and logged: the next export shows it, and agrees with itself too.
+    assert EventLogEntry.objects.filter(scope="live", kind="identity").count() > sum(
+        e["kind"] == "identity" for e in doc["event_logs"][0]["entries"]
+    )
+    assert verify_export(json.loads("".join(export_chunks(decided.pk)))).ok
