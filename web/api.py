@@ -159,7 +159,7 @@ def cohort_series(
 @page({"scope": KIND, "range": RANGE})
 @api_view
 def overview_series(request: HttpRequest, scope: str, range_key: str) -> HttpResponse:
-    """The home chart: each competitor's chain-linked return (%) over its entries of a scope.
+    """The home chart: each competitor's chain-linked growth (%) over its entries of a scope.
     `?scope=live|replay|demo` (default: the scope the site shows by default), `?range=` as for
     cohort series. Each series has its competitor's fixed `color`; `annotations` mark cohorts
     opening and staff corrections."""

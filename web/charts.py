@@ -123,7 +123,7 @@ def cohort_window(heads: dict, range_key: str) -> series_chart.Window | None:
 
 
 OVERVIEW_MEASURE = (
-    "chain-linked return (%): each step, the mean growth of the competitor's entries that were "
+    "chain-linked growth (%): each step, the mean growth of the competitor's entries that were "
     "alive over the whole step (an entry opened during the step grows from its starting "
     "balance), compounded from the start of the range; an entry opening or ending moves nothing"
 )

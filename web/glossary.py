@@ -16,7 +16,7 @@ class Term:
     title: str
     text: str
     # The rule the text states, by name, where it is a formula a reader can recompute:
-    # tests/scoring/test_glossary_recomputed.py recomputes each named formula on the demo's
+    # tests/scoring/test_published_spec.py recomputes each named formula on the demo's
     # exports as the text writes it and compares it with the published figure, so a text and
     # the code cannot say two things. None: a definition with no figure of its own.
     formula: str | None = None

@@ -299,7 +299,7 @@ PUBLIC_PATHS = {
         missing=True,
     ),
     "/api/overview": _read(
-        "each competitor's chain-linked return over time", _ref("OverviewSeries"),
+        "each competitor's chain-linked growth over time (not the leaderboard's pooled return)", _ref("OverviewSeries"),
         _query("scope", _t("string", enum=[str(s) for s in selectors.SCOPES]), "cohort kind"), RANGE,
     ),
     "/api/markets": _read(

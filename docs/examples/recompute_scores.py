@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Recompute every published figure of a scope's latest score run from the arena's exports.
 
-    python3 recompute_scores.py EXPORT_DIR [--scope demo]
+    python3 recompute_scores.py EXPORT_DIR [--scope demo|replay|live|rehearsal]
 
 EXPORT_DIR holds the JSON exports of one scope (`/exports/<what>.json?scope=demo&limit=100000`
-or `arena export --what <what> --format json --scope demo --limit 100000`): scores, forecasts,
-trades, snapshots, positions, universes and decisions. Prints "ok: ..." and exits 0 when every
+or `arena export --what <what> --format json --scope demo --limit 100000`; for the live scope
+add a `since` before its first cohort, §1.1): scores, forecasts, trades, snapshots, positions,
+universes and decisions. Prints "ok: ..." and exits 0 when every
 figure of every row of the latest run matches, else prints each difference and exits 1.
 
 Written from docs/scoring-spec.md alone: the Python standard library and numpy, nothing of the
@@ -31,6 +32,10 @@ import numpy as np
 CHUNK_CELLS = 4_000_000  # §2: the largest resample block, in cells (rows x markets)
 TOLERANCE = 1e-9
 EXPORTS = ("scores", "forecasts", "trades", "snapshots", "positions", "universes", "decisions")
+# Columns of the scores export that name a row rather than state a figure; every other column is
+# recomputed and compared.
+IDENTITY = frozenset({"run_id", "cohort_kind", "as_of", "methodology_hash", "methodology_version",
+                      "cohort_id", "competitor", "competitor_simulated", "cohort_root"})  # fmt: skip
 
 
 # --- reading (§1) -------------------------------------------------------------------------------
@@ -714,7 +719,8 @@ def dm_pairs(sc, qs, competitors):
 
 
 def ranks_and_letters(rows, figures, different):
-    """§4.6: the headline, the ranks the pages print, and the letters of ranked rows."""
+    """§4.6: the ranks the pages print and why a row has none; §6.3 the letters of ranked
+    rows."""
     use_skill = any(figures[r["competitor"]].get("skill_vs_market") is not None for r in rows)
     head = "skill_vs_market" if use_skill else "return_pct"
 
@@ -725,21 +731,26 @@ def ranks_and_letters(rows, figures, different):
         return (primary is None, -(primary or 0.0), -(ret if ret is not None else -math.inf))
 
     order = sorted(rows, key=key)  # ties keep the published order (the competitor id)
-    ranked = []
+    ranked, reasons = [], {}
     for r in order:
         f = figures[r["competitor"]]
         if f["n_forecasts"] == 0 and not f.get("_tokens") and not f.get("pnl"):
-            continue  # §4.6: no forecast made yet
-        if f.get(head) is None:
-            continue
-        ranked.append(r["competitor"])
+            reasons[r["competitor"]] = "no forecast made yet"
+        elif f.get(head) is None:
+            reasons[r["competitor"]] = (
+                "none of its forecasts has resolved"
+                if f["n_resolved"] == 0
+                else "no resolved forecast with a market price"
+            )
+        else:
+            ranked.append(r["competitor"])
     rank = {s: i + 1 for i, s in enumerate(ranked)}
     # §6.3: letters only under the skill headline, once two competitors have scored questions.
     tested = sum(1 for r in rows if figures[r["competitor"]]["n_resolved"] > 0) >= 2
     if head != "skill_vs_market" or not tested:
-        return rank, {}
+        return rank, reasons, {}
     found = letters(ranked, [(a, b) for a, b in different if a in rank and b in rank])
-    return rank, found
+    return rank, reasons, found
 
 
 def check(directory, scope):
@@ -752,7 +763,7 @@ def check(directory, scope):
         cohorts = set(sc.cohorts) if cohort is None else {int(cohort)}
         present = sorted({e[1] for e in sc.entries if e[0] in cohorts})
         figures = recompute_group(sc, cohorts, present)
-        rank, found = ranks_and_letters(rows, figures, figures.pop("_dm"))
+        rank, reasons, found = ranks_and_letters(rows, figures, figures.pop("_dm"))
         where = "all cohorts" if cohort is None else f"cohort {cohort}"
         if sorted(r["competitor"] for r in rows) != present:
             problems.append(f"{where}: rows for {sorted(r['competitor'] for r in rows)}, "
@@ -760,10 +771,15 @@ def check(directory, scope):
         for r in rows:
             f = figures.get(r["competitor"], {})
             f["rank"] = rank.get(r["competitor"])
+            f["unranked_reason"] = reasons.get(r["competitor"])
             f["group_letters"] = found.get(r["competitor"]) or None
-            for name, value in f.items():
-                if name.startswith("_"):
-                    continue
+            # Every published column but the identity ones: one this script has no figure for
+            # (a group without trades has no return interval) must be published empty, so a
+            # figure the specification does not produce cannot pass unseen.
+            names = [n for n in f if not n.startswith("_")]
+            names += [n for n in r if n not in IDENTITY and n not in f]
+            for name in names:
+                value = f.get(name)
                 figures_checked += 1
                 if differs(r.get(name), value):
                     problems.append(f"{where}, {r['competitor']}: {name} published "

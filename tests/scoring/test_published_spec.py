@@ -1,10 +1,11 @@
-"""The published words recomputed: the scoring specification and the glossary against a demo.
+"""The published words recomputed: the scoring specification and the glossary against a demo
+and a replay.
 
-One small demo is built, scored and exported as a visitor downloads it (the JSON exports of the
-demo scope); then
+One small demo and one small ForecastBench replay are built, scored and exported as a visitor
+downloads them (the JSON exports of the demo and the replay scope); then
 - docs/examples/recompute_scores.py, run as its own process with nothing of the arena on its
-  path, reproduces every figure of the latest run from those files alone (the "Done when" of
-  an outsider's recomputation);
+  path, reproduces every figure of each scope's latest run from those files alone (the "Done
+  when" of an outsider's recomputation);
 - every glossary entry that states a formula is recomputed as its text writes it and compared
   with the published figure; the four readings the glossary once printed (return intervals
   over entries, multi-outcome outcomes scored one-vs-rest, skill against a constant 0.25, win
@@ -20,15 +21,17 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 from django.db import transaction
+from django.test import override_settings
 
 from agents.services import ensure_default_lineup
 from core import methodology
+from simulations.replay import replay
 from tests import demo_snapshot
 from web import exports, glossary
 
@@ -36,6 +39,27 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "examples" / "recompute_scores.py"
 SPEC = ROOT / "docs" / "scoring-spec.md"
 NOW = datetime(2026, 4, 4, 12, 0, tzinfo=UTC)  # five weekly cohorts from 2026-03-01
+# ForecastBench sets in the real format (tests/replay/): 2026-01-04 resolved by 2026-03-01,
+# 2026-01-18 without a resolution set yet.
+REPLAY_SETS = ROOT / "tests" / "replay" / "fixtures"
+REPLAY_NOW = datetime(2026, 3, 2, tzinfo=UTC)
+# The module's builds need the test database, which pytest-django sets up only when a selected
+# test asks for it: every test does, so any selection (-k) of the ones that read files works.
+pytestmark = pytest.mark.django_db
+SCRIPT_EXPORTS = ("scores", "forecasts", "trades", "snapshots", "positions", "universes",
+                  "decisions")  # fmt: skip
+# The scores export's columns that name a row; every other one is a figure the script checks.
+IDENTITY = {"run_id", "cohort_kind", "as_of", "methodology_hash", "methodology_version",
+            "cohort_id", "competitor", "competitor_simulated", "cohort_root"}  # fmt: skip
+
+
+def _export(scope: str, folder: Path) -> Path:
+    b = exports.bounds(scope=scope, limit=exports.MAX_LIMIT)
+    for what in SCRIPT_EXPORTS:
+        text = "".join(exports.stream(what, "json", b))
+        assert not json.loads(text)["row_cap_reached"], what
+        (folder / f"{what}.json").write_text(text)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +69,30 @@ def exported(tmp_path_factory, django_db_setup, django_db_blocker):
     with django_db_blocker.unblock(), transaction.atomic():
         ensure_default_lineup()
         demo_snapshot.demo(weeks=5, seed=42, n_markets=160, now=NOW, latency_scale=0)
-        b = exports.bounds(scope="demo", limit=exports.MAX_LIMIT)
-        for what in SCRIPT_EXPORTS:
-            text = "".join(exports.stream(what, "json", b))
-            (folder / f"{what}.json").write_text(text)
+        _export("demo", folder)
         transaction.set_rollback(True)
     return folder
 
 
-SCRIPT_EXPORTS = ("scores", "forecasts", "trades", "snapshots", "positions", "universes",
-                  "decisions")  # fmt: skip
+@pytest.fixture(scope="module")
+def replay_exported(tmp_path_factory, django_db_setup, django_db_blocker):
+    """A replay scope's exports: the resolved set answered by the default lineup, whose
+    language models (no API key) skip, and the unresolved one by the baselines and the
+    simulated models: two cohorts, one ranked by skill with letters and entries asked questions
+    they never forecast, one ranked by return with open positions marked at the last prices."""
+    folder = tmp_path_factory.mktemp("replay-exports")
+    with (
+        django_db_blocker.unblock(),
+        transaction.atomic(),
+        override_settings(ARENA_LLM_API_KEY=""),
+    ):
+        ensure_default_lineup()
+        sets = str(REPLAY_SETS)
+        replay(sets, [date(2026, 1, 4)], score=False, now=REPLAY_NOW)
+        replay(sets, [date(2026, 1, 18)], simulated=True, now=REPLAY_NOW)
+        _export("replay", folder)
+        transaction.set_rollback(True)
+    return folder
 
 
 def _script():
@@ -64,30 +102,75 @@ def _script():
     return module
 
 
-def test_the_example_reproduces_every_figure_from_the_exports_alone(exported, tmp_path):
-    # Its own process, started in an empty folder with an empty PYTHONPATH and -I (isolated
-    # mode: no user site, no current directory on the path): nothing of the arena importable.
+def _run_script(folder: Path, scope: str, cwd: Path) -> int:
+    """The example in its own process, started in an empty folder with an empty PYTHONPATH and
+    -I (isolated mode: no user site, no current directory on the path): nothing of the arena
+    importable. Returns how many figures it compared, having checked it compared every figure
+    column of every row of the scope's latest run."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
     done = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT), str(exported), "--scope", "demo"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-I", str(SCRIPT), str(folder), "--scope", scope],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert done.stdout.startswith("ok: ")
     figures = int(done.stdout.split()[1])
-    rows = json.loads((exported / "scores.json").read_text())["rows"]
+    rows = json.loads((folder / "scores.json").read_text())["rows"]
     latest = [r for r in rows if r["run_id"] == max(x["run_id"] for x in rows)]
-    checked = {k for r in latest for k, v in r.items() if v not in (None, "")}
-    # Every published figure column is one the script recomputes (identity columns aside).
-    identity = {"run_id", "cohort_kind", "as_of", "methodology_hash", "cohort_id", "competitor",
-                "competitor_simulated", "cohort_root", "unranked_reason", "methodology_version"}  # fmt: skip
-    assert figures >= len(latest) * len(checked - identity) * 0.9
+    columns = set(latest[0])
+    assert all(set(r) == columns for r in latest) and columns > IDENTITY
+    assert figures == len(latest) * len(columns - IDENTITY)
+    return figures
+
+
+def test_the_example_reproduces_every_figure_from_the_exports_alone(exported, tmp_path):
+    _run_script(exported, "demo", tmp_path)
+    assert _script().IDENTITY == IDENTITY
     # The script imports nothing of the arena: only the standard library and numpy.
     source = SCRIPT.read_text()
     imports = {line.split()[1].split(".")[0] for line in source.splitlines()
                 if line.startswith(("import ", "from "))}  # fmt: skip
     assert imports <= {"__future__", "argparse", "json", "math", "statistics", "sys",
                        "collections", "datetime", "decimal", "pathlib", "numpy"}  # fmt: skip
+
+
+def test_the_example_reproduces_a_replays_figures(replay_exported, tmp_path):
+    rows = json.loads((replay_exported / "scores.json").read_text())["rows"]
+    assert {r["cohort_kind"] for r in rows} == {"replay"}
+    _run_script(replay_exported, "replay", tmp_path)
+    # The replay is the one its docstring promises: a cohort ranked by skill with letters, one
+    # ranked by return without them, and rows asked questions they never answered.
+    cohorts = defaultdict(list)
+    for r in rows:
+        cohorts[r["cohort_id"]].append(r)
+    by_skill = [c for c in cohorts.values() if any(r["skill_vs_market"] is not None for r in c)]
+    by_return = [
+        c for c in cohorts.values()
+        if all(r["skill_vs_market"] is None for r in c) and any(r["rank"] for r in c)
+    ]  # fmt: skip
+    assert by_skill and all(r["group_letters"] for c in by_skill for r in c if r["rank"])
+    assert by_return and not any(r["group_letters"] for c in by_return for r in c)
+    assert any(r["questions_asked"] > r["questions_scored"] == 0 for r in rows)
+    assert any(r["unranked_reason"] == "no forecast made yet" for r in rows)
+
+
+def test_a_published_figure_without_a_rule_is_caught(replay_exported, tmp_path):
+    """A figure the specification does not produce (a common-question count for a cohort with
+    no resolved question, a reason for a ranked row) is reported, not skipped."""
+    for path in replay_exported.iterdir():
+        (tmp_path / path.name).write_text(path.read_text())
+    doc = json.loads((tmp_path / "scores.json").read_text())
+    latest = max(r["run_id"] for r in doc["rows"])
+    unresolved = next(r for r in doc["rows"] if r["run_id"] == latest and r["rank"]
+                      and r["common_questions"] is None)  # fmt: skip
+    unresolved["common_questions"] = 5
+    ranked = next(r for r in doc["rows"] if r["run_id"] == latest and r["rank"])
+    ranked["unranked_reason"] = "none of its forecasts has resolved"
+    (tmp_path / "scores.json").write_text(json.dumps(doc))
+    _sc, problems, _n = _script().check(tmp_path, "replay")
+    assert len(problems) == 2, problems
+    assert sorted(p.split(": ")[1].split()[0] for p in problems) == [
+        "common_questions", "unranked_reason"]  # fmt: skip
 
 
 def test_a_wrong_figure_is_caught(exported, tmp_path):
@@ -311,3 +394,13 @@ def test_the_seed_claim_is_the_monte_carlo_error(client, db):
     assert client.get("/methodology/spec.md?download=1")["Content-Disposition"].startswith(
         "attachment"
     )
+
+
+def test_the_pages_that_name_the_example_serve_it(client):
+    """An outsider gets the example from the site, beside the spec and the exports: the link on
+    /methodology/ and /exports/ serves the script's own bytes."""
+    url = "/method/examples/recompute_scores.py"
+    for page in ("/methodology/", "/exports/"):
+        assert f'href="{url}"' in client.get(page).content.decode(), page
+    served = client.get(url)
+    assert served.status_code == 200 and served.content == SCRIPT.read_bytes()

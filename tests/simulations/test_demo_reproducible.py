@@ -19,7 +19,9 @@ from simulations.demo import DEFAULT_ANCHOR
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--weeks", "2", "--markets", "40"]
-EXPORTS = ("scores", "decisions", "trades", "forecasts", "snapshots")
+# Every row export (web/export_specs.py), positions and universes included: the scoring
+# specification's recomputation reads them too.
+EXPORTS = ("scores", "decisions", "trades", "forecasts", "snapshots", "positions", "universes")
 
 
 def test_the_default_demo_is_anchored_in_the_past_and_the_flag_moves_it():

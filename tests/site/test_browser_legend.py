@@ -4,7 +4,7 @@ arena forced is told from one the model chose.
 - Hovering (or focusing) a legend entry leaves exactly that competitor's line at full strength
   and fades the others; leaving restores them all. The home and cohort charts carry each
   competitor's name at its line's last point, in its colour, without labels on top of each
-  other.
+  other; at 1,400 and at 390 px, where a long name is cut.
 - An LLM competitor whose answer cannot be used twice (the fake model server answers prose,
   then prose again after the repair prompt) ends its decision as a forced HOLD: the decision
   page says so, and the cohort's list of decisions links it as "week 1: forced HOLD", never a
@@ -86,15 +86,17 @@ LABELS = """(sel) => {
 }"""
 
 
-def _check_legend_and_labels(v: Visitor, selector: str, names: list[str]) -> None:
+def _check_legend_and_labels(v: Visitor, selector: str, names: list[str], width: int) -> None:
     page = v.page
     v.wait_drawn(selector)
     opacities = page.evaluate(LINE_OPACITIES, selector)
     assert len(opacities) == len(names) and all(o == 1 for o in opacities), opacities
 
-    # Direct labels: one per line, each a competitor's full name, shown as text.
+    # Direct labels: one per line, each a competitor's name, shown as text; on a phone a long
+    # name is cut to 13 characters to keep the plot wide (whole in the legend and on hover).
+    label_of = {n: n if width >= 640 or len(n) <= 13 else n[:12] + "\u2026" for n in names}
     assert int(page.locator(selector).get_attribute("data-direct-labels")) == len(names)
-    assert sorted(page.evaluate(LABELS, selector)) == sorted(names)
+    assert sorted(page.evaluate(LABELS, selector)) == sorted(label_of.values())
     assert page.locator(f"{selector} g.annotation b").count() == 0  # the markup stayed text
     boxes = page.locator(f"{selector} g.annotation").evaluate_all(
         "gs => gs.map(g => { const r = g.getBoundingClientRect(); return [r.top, r.bottom]; })"
@@ -111,13 +113,13 @@ def _check_legend_and_labels(v: Visitor, selector: str, names: list[str]) -> Non
         assert opacities.count(1) == 1 and all(o < 0.5 for o in opacities if o != 1), opacities
         shown = page.locator(selector).get_attribute("data-highlight")
         legend_name = entries.nth(i).text_content()
-        label = page.locator(f"{selector} g.annotation").filter(has_text=legend_name)
+        label = page.locator(f"{selector} g.annotation").filter(has_text=label_of[legend_name])
         assert (
             shown
             and label.count() == 1
             and label.evaluate("g => getComputedStyle(g).opacity") in ("1", "")
         ), (shown, legend_name)
-    v.shot(f"legend-{selector.strip('#')}-hover")
+    v.shot(f"legend-{selector.strip('#')}-hover-{width}")
     page.mouse.move(2, 2)
     assert all(o == 1 for o in page.evaluate(LINE_OPACITIES, selector))
 
@@ -128,15 +130,16 @@ def _check_legend_and_labels(v: Visitor, selector: str, names: list[str]) -> Non
     assert all(o == 1 for o in page.evaluate(LINE_OPACITIES, selector))
 
 
-def test_legend_highlight_and_direct_labels(browser, live_server, held):
+@pytest.mark.parametrize("width", (1400, 390))
+def test_legend_highlight_and_direct_labels(browser, live_server, held, width):
     cohort, _ = held
     names = [e.competitor.display_name for e in cohort.entries.select_related("competitor")]
-    v = Visitor(browser, live_server.url, viewport={"width": 1400, "height": 900})
+    v = Visitor(browser, live_server.url, viewport={"width": width, "height": 900})
     try:
         v.go(f"/cohorts/{cohort.pk}/")
-        _check_legend_and_labels(v, "#value-chart-plot", names)
+        _check_legend_and_labels(v, "#value-chart-plot", names, width)
         v.go("/?scope=live")
-        _check_legend_and_labels(v, "#overview-plot", names)
+        _check_legend_and_labels(v, "#overview-plot", names, width)
         assert v.errors == [], v.errors
     finally:
         v.close()

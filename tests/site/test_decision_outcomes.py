@@ -1,16 +1,19 @@
 """A decision followed to its score: the Brier its page shows for each question is the one the
 leaderboard averages, so a competitor's questions, read off its decision pages, average to its
-published Brier."""
+published Brier; and the scope's header counts the forecasts the rows are scored on."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
-from cohorts.models import Decision, Settlement, Trade
+from cohorts.models import Cohort, Decision, Forecast, Position, Settlement, Trade, Universe
+from markets.models import Market
 from scoring.models import LeaderboardRow
 from scoring.selectors import latest_run
 from tests import demo_snapshot
@@ -91,3 +94,33 @@ def test_the_live_page_says_why_markets_are_missing_while_the_sync_fails(client)
     assert "has failed 2 times since it last succeeded (it is running again now)" in status
     assert f"Last failure at {now - timedelta(minutes=15):%Y-%m-%d %H:%M} UTC" in status
     assert "HTTP 502 &lt;from&gt; gamma" in status and "<from>" not in status
+
+
+def test_the_home_header_counts_what_the_rows_count(demo, client):
+    """The scope's header, in words, counts the markets and forecasts its rows are scored on: a
+    forecast is one question (a decision's probabilities for one market), so the rows' own
+    counts add up to it."""
+    run = latest_run("demo")
+    assert run is not None
+    rows = LeaderboardRow.objects.filter(run=run, cohort__isnull=True)
+    cohorts = Cohort.objects.filter(kind="demo")
+    by = {"created_at__lte": run.as_of, "decision__entry__cohort__in": cohorts}
+    markets = set(Forecast.objects.filter(**by).values_list("market_id", flat=True))
+    by = {"opened_at__lte": run.as_of, "entry__cohort__in": cohorts}
+    markets |= set(Position.objects.filter(**by).values_list("market_id", flat=True))
+    by = {"frozen_at__lte": run.as_of, "cohort__in": cohorts}
+    for sample in Universe.objects.filter(**by).values_list("forecast_sample", flat=True):
+        markets |= {int(m) for m in sample}
+    resolved = Market.objects.filter(pk__in=markets, status=Market.Status.RESOLVED).count()
+    common = {r.details["common"]["questions"] for r in rows}
+    assert len(common) == 1 and resolved > 0
+    page = client.get("/?scope=demo").content.decode()
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    expected = (
+        f"{cohorts.count()} cohorts · {len(markets):,} markets asked, forecast or traded, "
+        f"{resolved:,} resolved · {rows.count()} competitors · "
+        f"{sum(r.n_forecasts for r in rows):,} forecasts (one competitor's probabilities for one "
+        f"market at one decision), {sum(r.n_resolved for r in rows):,} of them on resolved "
+        f"markets · {common.pop():,} common questions"
+    )
+    assert expected in text, text[:3000]
