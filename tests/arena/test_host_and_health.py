@@ -53,10 +53,13 @@ def test_staff_get_the_full_report_from_anywhere(client, deployed):
 
 @pytest.mark.parametrize("path", ["/healthz", "/cohorts/", "/methodology/", "/api/markets"])
 def test_a_disallowed_host_is_a_400_for_public_callers_cached_or_not(client, deployed, path):
+    # /healthz may say 503 (degraded: no worker heartbeat in a test, a slow broker check on a
+    # loaded machine): the point here is the Host, which it answers either way.
+    allowed = (200, 503) if path == "/healthz" else (200,)
     first = client.get(path, REMOTE_ADDR=PUBLIC, HTTP_HOST="arena.example.org")
-    assert first.status_code == 200
+    assert first.status_code in allowed
     again = client.get(path, REMOTE_ADDR=PUBLIC, HTTP_HOST="arena.example.org")
-    assert again.status_code == 200
+    assert again.status_code in allowed
     if path != "/healthz":
         assert again["X-Cache"] == "hit"  # the page is cached now
 
