@@ -81,6 +81,17 @@ def _refuse_live_data(**kwargs) -> None:
     exit_on_live_data()
 
 
+@signals.worker_ready.connect
+@signals.beat_init.connect
+def _say_ready(**kwargs) -> None:
+    """Under `arena up` (arena/up.py), a file named after this process's role once it can take
+    a stop: the worker is ready and beat has its handlers by these signals."""
+    folder, role = os.environ.get("ARENA_UP_READY_DIR"), os.environ.get("ARENA_ROLE")
+    if folder and role:
+        with contextlib.suppress(OSError):  # arena up then says the process never got ready
+            open(os.path.join(folder, role), "a").close()
+
+
 app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

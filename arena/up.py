@@ -8,11 +8,14 @@ out of memory?"). Each child logs in the one key=value format with its role (web
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -21,6 +24,8 @@ from django.core.management.base import CommandError
 from core import clock
 
 LISTEN_TIMEOUT = 60  # seconds the web server may take to start listening
+READY_TIMEOUT = 60  # and the worker and beat to be ready (arena.celery._say_ready)
+READY_DIR_ENV = "ARENA_UP_READY_DIR"
 
 
 def up_arguments(parser) -> None:
@@ -133,16 +138,25 @@ def up(cmd, options) -> None:
     if env.get("ARENA_CLOCK_RATE") or env.get("ARENA_CLOCK_START"):
         # One anchor for web, worker and beat, so the three agree on the accelerated time.
         env.setdefault("ARENA_CLOCK_ANCHOR", clock.wall().isoformat())
+    # The worker and beat each leave a file here once they can take a stop (their signal
+    # handlers installed): "arena is up" is said only then, so a Ctrl-C right after it stops
+    # every process cleanly instead of killing one still starting.
+    ready = Path(tempfile.mkdtemp(prefix="arena-up-"))
+    env[READY_DIR_ENV] = str(ready)
     children: list[tuple[str, subprocess.Popen]] = []
-    for name, argv in _commands(options):
-        # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
-        child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name}, start_new_session=True)
-        children.append((name, child))
     try:
-        _wait_until_listening(children, host, port)
-    except BaseException:
-        _shutdown(children)
-        raise
+        for name, argv in _commands(options):
+            # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
+            child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name}, start_new_session=True)
+            children.append((name, child))
+        try:
+            _wait_until_listening(children, host, port)
+            _wait_until_ready(children, ready)
+        except BaseException:
+            _shutdown(children)
+            raise
+    finally:
+        shutil.rmtree(ready, ignore_errors=True)
     cmd.stdout.write(
         f"arena is up on http://{options['host']}:{options['port']}/ "
         f"({', '.join(n for n, _ in children)}); Ctrl-C stops everything"
@@ -192,6 +206,20 @@ def _wait_until_listening(children, host: str, port: int) -> None:
             raise CommandError(
                 f"the web server did not listen on {host}:{port} within {LISTEN_TIMEOUT} s"
             )
+        time.sleep(0.2)
+
+
+def _wait_until_ready(children, ready: Path) -> None:
+    """Return once every child but the web server has said it is ready; fail if one dies or
+    takes longer than READY_TIMEOUT."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    waiting = [name for name, _ in children if name != "web"]
+    while waiting := [name for name in waiting if not (ready / name).exists()]:
+        for name, proc in children:
+            if proc.poll() is not None:
+                raise CommandError(f"{name} exited with {proc.returncode} while starting")
+        if time.monotonic() > deadline:
+            raise CommandError(f"{', '.join(waiting)} not ready within {READY_TIMEOUT} s")
         time.sleep(0.2)
 
 

@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -57,20 +58,37 @@ def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    said = bytearray()
+    up = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            said.extend(line)
+            if b"arena is up" in line:
+                up.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         assert _wait_for_http(f"http://127.0.0.1:{port}/", proc) == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
             assert resp.status == 200
         assert (tmp_path / "up.sqlite3").exists()  # it migrated the configured database
+        # The web answers before the worker and beat are ready; "arena is up" waits for them,
+        # and a Ctrl-C any time after it must stop all three cleanly.
+        assert up.wait(180), said.decode(errors="replace")[-3000:]
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            out, _ = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError("arena up did not stop within 30 s of Ctrl-C") from None
-    text = out.decode(errors="replace")
+        reader.join(10)
+    text = said.decode(errors="replace")
     assert "arena is up" in text
+    # Beat logs its start before the signal that says it is ready: never after "arena is up".
+    assert text.index("beat: Starting") < text.index("arena is up"), text[-3000:]
     # A clean Ctrl-C says so: the children get one SIGTERM each from `up`, none is SIGKILLed.
     assert "stopping on Ctrl-C: web, worker, beat" in text, text[-3000:]
     assert "stopped cleanly: every process exited with 0" in text, text[-3000:]
