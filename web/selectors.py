@@ -148,11 +148,20 @@ def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None
         return None, []
     # The rows are read for the run just fetched, so the run the page names and the rows it
     # shows are the same run.
+    # Only the all-cohorts row's details are shown (its calibration, tests, measures): a row's
+    # details are about a kilobyte of JSON, and a competitor in twenty cohorts has twenty more
+    # rows whose details the per-cohort table never reads.
+    overall_details = Case(When(cohort__isnull=True, then=F("details")), output_field=JSONField())
     rows = list(
         LeaderboardRow.objects.filter(run=run, competitor=competitor)
         .select_related("cohort", "competitor")
+        .defer("details")
+        .annotate(overall_details=overall_details)
         .order_by(F("cohort__week_start").desc(nulls_first=True), "pk")
     )
+    for row in rows:
+        if row.cohort_id is None:
+            row.details = row.overall_details
     return run, rows
 
 

@@ -3,6 +3,8 @@ number of queries of each route named here (a query costs a cold render about a 
 Django's work, whatever it reads), and links written without a reverse() each that are the
 links reverse() writes."""
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -123,3 +125,14 @@ def test_competitor_entries_value_is_the_series_heads_latest_total(client, arena
     head = Entry.objects.select_related("series_head").get(pk=entry.pk).series_head
     body = client.get(f"/competitors/{entry.competitor.slug}/").content.decode()
     assert f"{head.last_total:,.2f}" in body
+
+
+def test_the_competitor_page_reads_the_details_of_its_all_cohorts_row_only(client, arena_world):
+    """A row's details are about a kilobyte of JSON; the per-cohort table shows columns only."""
+    slug = arena_world.entries[0].competitor.slug
+    rows = [
+        q for q in queries(client, f"/competitors/{slug}/") if 'FROM "scoring_leaderboardrow"' in q
+    ]
+    assert len(rows) == 1, rows
+    assert re.search(r'THEN "scoring_leaderboardrow"\."details"', rows[0])
+    assert not re.search(r'(?<!THEN )"scoring_leaderboardrow"\."details"', rows[0]), rows[0]
