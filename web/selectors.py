@@ -532,14 +532,21 @@ def decision_or_none(decision_id: int) -> Decision | None:
 
 
 def _decisions(submissions: bool = True):
+    # Of each market, not its upstream payload and rules (MARKET_HEAVY: kilobytes a market
+    # that neither the page nor the audit record shows).
     related = [
         Prefetch("llm_calls", queryset=LLMCall.objects.order_by("attempt")),
-        Prefetch("forecasts", queryset=Forecast.objects.select_related("market").order_by("id")),
+        Prefetch(
+            "forecasts",
+            queryset=Forecast.objects.select_related("market")
+            .defer(*(f"market__{f}" for f in MARKET_HEAVY))
+            .order_by("id"),
+        ),
         Prefetch(
             "trades",
-            queryset=Trade.objects.select_related("position__market").order_by(
-                "executed_at", "id"
-            ),
+            queryset=Trade.objects.select_related("position__market")
+            .defer(*(f"position__market__{f}" for f in MARKET_HEAVY))
+            .order_by("executed_at", "id"),
         ),
     ]
     if submissions:

@@ -136,3 +136,14 @@ def test_the_competitor_page_reads_the_details_of_its_all_cohorts_row_only(clien
     assert len(rows) == 1, rows
     assert re.search(r'THEN "scoring_leaderboardrow"\."details"', rows[0])
     assert not re.search(r'(?<!THEN )"scoring_leaderboardrow"\."details"', rows[0]), rows[0]
+
+
+def test_a_decisions_markets_are_read_without_their_upstream_payload(client, arena_world):
+    """A market's upstream payload and rules weigh kilobytes; a decision's page and its audit
+    record show neither, for any of the markets it forecast or traded."""
+    decision = arena_world.decisions[0]
+    for url in (f"/decisions/{decision.pk}/", f"/api/decisions/{decision.pk}"):
+        joined = [q for q in queries(client, url) if 'JOIN "markets_market"' in q]
+        assert len(joined) == 2, (url, joined)  # the forecasts' markets and the trades'
+        for q in joined:
+            assert '"markets_market"."raw"' not in q and '"markets_market"."description"' not in q
