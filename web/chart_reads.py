@@ -149,11 +149,10 @@ def annotate_cohort(
 ) -> dict:
     """A cohort's (or one entry's) value series with the events that moved it: the cohort's
     weekly decisions and lifecycle, and staff corrections of markets its entries held
-    (`corrections`: selectors.staff_corrections of the whole cohort, `frozen`:
-    selectors.cohort_universes' weeks, when the caller has them)."""
+    (`corrections`: selectors.staff_corrections of the whole cohort, or of the one entry of
+    `entry_ids`, `frozen`: selectors.cohort_universes' weeks, when the caller has them)."""
     if payload.get("x"):
-        held = corrections if entry_ids is None else None
-        events = cohort_events(cohort, frozen) + correction_events([cohort], entry_ids, held)
+        events = cohort_events(cohort, frozen) + correction_events([cohort], entry_ids, corrections)
         payload["annotations"] = _within(events, payload["x"])
     return payload
 
@@ -279,11 +278,13 @@ def cohort_chart(
     frozen: list[tuple[int, datetime]] | None = None,
 ):
     """A cohort's value chart (all entries, or the entries `only`). `entries` (with their
-    competitors), `corrections` (selectors.staff_corrections of the cohort) and `frozen`
-    (selectors.cohort_universes' weeks) save queries when the caller has them."""
+    competitors), `corrections` (selectors.staff_corrections of the cohort, or of the one
+    entry `only` names) and `frozen` (selectors.cohort_universes' weeks) save queries when the
+    caller has them."""
     rows = entries
     if rows is None:
-        rows = Entry.objects.filter(cohort=cohort).select_related("competitor")
+        # With their series heads: the chart's range reads them (_heads_of), one query fewer.
+        rows = Entry.objects.filter(cohort=cohort).select_related("competitor", "series_head")
         if only is not None:
             rows = rows.filter(pk__in=only)
     payload = cohort_payload(cohort, range_key, list(rows))
@@ -381,6 +382,8 @@ def correction_events(
         # `known` are all the staff changes of markets the one cohort's entries held (fewer
         # than the limit, so none was cut off): the same rows the queries below would read.
         changes = sorted(known, key=lambda rc: (rc.changed_at, rc.pk))
+        if not changes:
+            return []  # nothing to place: a replay's snapshots need not be read either
         held = {(rc.market_id, cohorts[0].pk) for rc in changes}
     elif staff_corrections is False or (
         staff_corrections is None

@@ -5,6 +5,8 @@ the latest score runs stored and ordered by web/standings.py as the leaderboard 
 
 from __future__ import annotations
 
+from django.db.models import OuterRef, Subquery
+
 from cohorts.models import Cohort
 from scoring import selectors as scoring_selectors
 from scoring.models import LeaderboardRow, ScoreRun
@@ -18,13 +20,17 @@ NO_DETAILS = RunDetails()  # a board its run did not score
 
 def _latest_runs(scopes) -> dict[str, ScoreRun]:
     """The latest run of each scope, without its details: each board reads its own slice
-    (scoring.selectors.board_details), not every group's tests."""
-    runs = {}
-    for scope in scopes:
-        run = scoring_selectors.done_runs(scope).defer("details").first()
-        if run is not None:
-            runs[scope] = run
-    return runs
+    (scoring.selectors.board_details), not every group's tests. One query for all the scopes
+    (each run kept only when it is its scope's latest): a query per scope cost the competitors
+    page four, about a fifth of its cold render."""
+    # done_runs' own order decides "latest", against each candidate's scope.
+    latest = scoring_selectors.done_runs(OuterRef("scope")).values("pk")[:1]  # type: ignore[arg-type]
+    rows = (
+        ScoreRun.objects.filter(scope__in=list(scopes), status=ScoreRun.Status.DONE)
+        .filter(pk=Subquery(latest))
+        .defer("details")
+    )
+    return {run.scope: run for run in rows}
 
 
 def cohort_leaders(cohorts: list[Cohort]) -> dict[int, dict]:

@@ -325,19 +325,23 @@ def entry_detail(
     with colours.in_scope(entry.cohort.kind):
         open_positions, closed_positions = selectors.entry_positions(entry)
         visitor_reads.with_value(entry, open_positions)  # the header's value and return
+        # The entry's staff corrections are the ones its chart marks: read once for both.
+        corrections = selectors.staff_corrections(entry.cohort, entry)
         context = {
             "entry": entry,
             "cohort": entry.cohort,
             "competitor": entry.competitor,
             "replicates": selectors.entry_replicates(entry),
-            "series": chart_reads.cohort_chart(entry.cohort, range_key, [entry], only=[entry.pk]),
+            "series": chart_reads.cohort_chart(
+                entry.cohort, range_key, [entry], only=[entry.pk], corrections=corrections
+            ),
             "range": range_key,
             "ranges": list(charts.RANGES),
             "series_url": reverse("api-cohort-series", args=[entry.cohort_id])
             + f"?entry={entry.pk}",
             "extra_query": f"replicate={entry.replicate}" if entry.replicate > 1 else "",
             "decisions": selectors.entry_decisions(entry),
-            "corrections": selectors.staff_corrections(entry.cohort, entry),
+            "corrections": corrections,
             "open_positions": open_positions,
             "closed_positions": closed_positions,
             "trades": selectors.entry_trades(entry),
@@ -481,7 +485,8 @@ def market_detail(
 @page(depends=("data",))
 @require_safe
 def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
-    decision = selectors.get_decision(decision_id)
+    # Submissions are shown for an outside agent's decision only (its template reads them).
+    decision = selectors.get_decision(decision_id, submissions=False)
     # Baselines answer through the same path but no model runs: zero tokens and latency would
     # read as a model answering instantly for free, so the page says so instead.
     model_called = bool(decision.llm_calls.all()) and decision.entry.competitor.kind != "baseline"

@@ -48,7 +48,6 @@ from cohorts.models import (
     LLMCall,
     Position,
     Settlement,
-    Snapshot,
     Trade,
     Universe,
 )
@@ -149,11 +148,20 @@ def competitor_rows(competitor: Competitor, scope: str) -> tuple[ScoreRun | None
         return None, []
     # The rows are read for the run just fetched, so the run the page names and the rows it
     # shows are the same run.
+    # Only the all-cohorts row's details are shown (its calibration, tests, measures): a row's
+    # details are about a kilobyte of JSON, and a competitor in twenty cohorts has twenty more
+    # rows whose details the per-cohort table never reads.
+    overall_details = Case(When(cohort__isnull=True, then=F("details")), output_field=JSONField())
     rows = list(
         LeaderboardRow.objects.filter(run=run, competitor=competitor)
         .select_related("cohort", "competitor")
+        .defer("details")
+        .annotate(overall_details=overall_details)
         .order_by(F("cohort__week_start").desc(nulls_first=True), "pk")
     )
+    for row in rows:
+        if row.cohort_id is None:
+            row.details = row.overall_details
     return run, rows
 
 
@@ -323,8 +331,10 @@ def _universe_weeks() -> QuerySet:
 
 
 def get_entry(cohort_id: int, slug: str, replicate: int) -> Entry:
+    """The entry with its cohort, competitor and series head (the header's value and the
+    chart's range read the head: with it here neither queries it again)."""
     return get_object_or_404(
-        Entry.objects.select_related("cohort", "competitor"),
+        Entry.objects.select_related("cohort", "competitor", "series_head"),
         cohort_id=cohort_id,
         competitor__slug=slug,
         replicate=replicate,
@@ -437,7 +447,8 @@ def competitor_costs(competitor: Competitor) -> dict[str, Any]:
 
 
 def competitor_entries(competitor: Competitor, limit: int = 50) -> list[Entry]:
-    latest = Snapshot.objects.filter(entry=OuterRef("pk")).order_by("-ts")
+    # Each entry's value is its latest snapshot's total, which its series head keeps as
+    # snapshots are written (entry_rows reads the same): a join, not a subquery per entry.
     money = DecimalField(max_digits=14, decimal_places=2)
     open_cost = (
         Position.objects.filter(entry=OuterRef("pk"), status=Position.Status.OPEN)
@@ -450,7 +461,7 @@ def competitor_entries(competitor: Competitor, limit: int = 50) -> list[Entry]:
         Entry.objects.filter(competitor=competitor)
         .select_related("cohort", "competitor")
         .annotate(
-            snap_total=Subquery(latest.values("total")[:1], output_field=money),
+            snap_total=F("series_head__last_total"),
             invested=Coalesce(Subquery(open_cost, output_field=money), ZERO),
         )
         .order_by("-cohort__week_start", "replicate")[:limit]
@@ -479,9 +490,12 @@ def market_search(q: str = "", status: str = "") -> QuerySet[Market]:
 
 
 def market_holders(market: Market, limit: int = 200) -> list[Position]:
+    # The holders' competitors as tables show them: a busy market has dozens of holders, and
+    # every competitor column read costs each row its conversion.
     return list(
         Position.objects.filter(market=market, status=Position.Status.OPEN)
         .select_related("entry__competitor", "entry__cohort")
+        .defer(*unshown_competitor("entry__competitor"))
         .order_by("-cost_basis", "id")[:limit]
     )
 
@@ -506,32 +520,42 @@ def market_resolution_trail(market: Market) -> list[ResolutionChange]:
 # --- decisions -----------------------------------------------------------------------------
 
 
-def get_decision(decision_id: int) -> Decision:
-    return get_object_or_404(_decisions(), pk=decision_id)
+def get_decision(decision_id: int, submissions: bool = True) -> Decision:
+    """The decision with everything its audit record shows. `submissions=False` leaves an
+    outside agent's submissions unread (the page reads them itself, for an outside agent's
+    decision only: for every other one the query would read nothing)."""
+    return get_object_or_404(_decisions(submissions), pk=decision_id)
 
 
 def decision_or_none(decision_id: int) -> Decision | None:
     return _decisions().filter(pk=decision_id).first()
 
 
-def _decisions():
-    return (
-        Decision.objects.select_related(
-            "entry__competitor", "entry__cohort", "release"
-        ).prefetch_related(
-            Prefetch("llm_calls", queryset=LLMCall.objects.order_by("attempt")),
-            Prefetch(
-                "forecasts", queryset=Forecast.objects.select_related("market").order_by("id")
-            ),
-            Prefetch(
-                "trades",
-                queryset=Trade.objects.select_related("position__market").order_by(
-                    "executed_at", "id"
-                ),
-            ),
-            Prefetch("submissions", queryset=AgentSubmission.objects.order_by("received_at", "id")),
+def _decisions(submissions: bool = True):
+    # Of each market, not its upstream payload and rules (MARKET_HEAVY: kilobytes a market
+    # that neither the page nor the audit record shows).
+    related = [
+        Prefetch("llm_calls", queryset=LLMCall.objects.order_by("attempt")),
+        Prefetch(
+            "forecasts",
+            queryset=Forecast.objects.select_related("market")
+            .defer(*(f"market__{f}" for f in MARKET_HEAVY))
+            .order_by("id"),
+        ),
+        Prefetch(
+            "trades",
+            queryset=Trade.objects.select_related("position__market")
+            .defer(*(f"position__market__{f}" for f in MARKET_HEAVY))
+            .order_by("executed_at", "id"),
+        ),
+    ]
+    if submissions:
+        related.append(
+            Prefetch("submissions", queryset=AgentSubmission.objects.order_by("received_at", "id"))
         )
-    )
+    return Decision.objects.select_related(
+        "entry__competitor", "entry__cohort", "release"
+    ).prefetch_related(*related)
 
 
 def staff_corrections(

@@ -103,8 +103,13 @@ def final_prices(market: Market) -> list[tuple[str, object]]:
 def with_value(entry: Entry, open_positions: list[Position]) -> Entry:
     """The entry with the value and return its row on the cohort page shows (its series head,
     or cash plus open positions at cost before the first snapshot)."""
-    head = series.entry_heads([entry.pk]).get(entry.pk)
-    entry.snap_total = head[2] if head else None
+    cached = entry._state.fields_cache
+    if "series_head" in cached:  # read with the entry (selectors.get_entry): no query
+        h = cached["series_head"]
+        entry.snap_total = h.last_total if h is not None and h.last_ts is not None else None
+    else:
+        head = series.entry_heads([entry.pk]).get(entry.pk)
+        entry.snap_total = head[2] if head else None
     entry.invested = sum((p.cost_basis for p in open_positions), Decimal("0.00"))
     selectors.decorate_entry(entry)
     return entry
