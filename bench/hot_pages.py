@@ -6,18 +6,18 @@
 Runs `arena rehearse --weeks N` (its own gunicorn, Celery worker, beat and stand-ins on an
 accelerated clock, every write of a live week: ticks every 10 arena minutes, decision rounds,
 resolutions, seals and score runs; the database must be migrated and hold no live cohorts) and
-meanwhile V
-visitor threads read the hot pages (web/prerender.py: /, /api/leaderboard, /api/overview,
+meanwhile V visitor threads read the hot pages (web/prerender.py: /, /api/leaderboard, /api/overview,
 /markets/ and each running cohort's page) one after another, anonymously, with a pause between
 two requests. Then it reads the web's access log, where every request says what the page cache
 answered (cache=hit|stale|miss), and prints per page: requests, hits, stale answers and misses
 (a visitor rendered). Each page's first request is the warm-up. Target: no miss after it. The
 pages a worker renders on write do not appear in the access log (rendered in the worker).
 
-A visitor renders only between a write's commit and the worker's round taking the page's render
-lock: at the default rate (5040: a tick every 0.12 s of wall) that gap is a real share of the
-time, at a lower --rate a smaller one, and at the real pace (a tick every 10 minutes) a
-negligible one. The report says the rate and the writes' pace with the figures.
+A write in a worker reserves each hot page's render for the worker's round before its new
+tokens are published (web/prerender.py), so a visitor renders a hot page only after a write made
+in a web process (an outside agent's submission, a staff correction), which reserves nothing,
+or when the round comes later than the reservation lasts (5 s). The report says the rate and the
+writes' pace with the figures.
 """
 
 from __future__ import annotations
