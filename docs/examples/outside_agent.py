@@ -43,6 +43,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -230,6 +231,10 @@ class Follower:
         self.cohorts: set[int] = set()  # cohorts seen that may still have decision weeks
         self.heard: tuple[datetime, float] | None = None  # (server time, monotonic) last answer
         self.clients: dict[int | None, Client] = {}  # a cohort's own, kept for keep-alive
+        # Weeks a thread is submitting: the newest cohort is also looked at as "None", and two
+        # threads sending one week at once would spend its one repair on each other.
+        self.sending: set[tuple[int, int]] = set()
+        self.sending_lock = threading.Lock()
 
     def server_now(self) -> datetime:
         """The server's time now: its last answer's, moved on by the wall time since at
@@ -284,6 +289,11 @@ class Follower:
             return "waiting", {}  # asked again on the next pass
         if state != "open":
             return state, week
+        mine = (week["cohort"], week["week"])
+        with self.sending_lock:
+            if mine in self.sending:
+                return "waiting", week  # another thread is sending it; looked at next pass
+            self.sending.add(mine)
         try:
             decision = submit(client, week, key=self.key, shrink=self.shrink)
         except (Stop, ValueError) as exc:
@@ -291,6 +301,9 @@ class Follower:
             # arrived after all), closed, or still open to try again.
             print(f"not decided yet: {exc}", file=sys.stderr, flush=True)
             return "waiting", week
+        finally:
+            with self.sending_lock:
+                self.sending.discard(mine)
         print(f"decision {decision['id']}: {decision['action']} {client.url}{decision['url']} "
               f"(cohort {week['cohort']} week {week['week']})", flush=True)
         return "settled", week

@@ -170,3 +170,20 @@ def test_a_refused_bet_is_dropped_and_the_answer_sent_once_more(live_server, tmp
     outcomes = list(AgentSubmission.objects.filter(entry=agent.entry).order_by("pk")
                     .values_list("outcome", flat=True))  # fmt: skip
     assert outcomes == [AgentSubmission.Outcome.INVALID, AgentSubmission.Outcome.ACCEPTED]
+
+
+def test_a_week_another_thread_is_sending_is_not_sent_twice(live_server):
+    """--follow looks at the newest cohort both by its id and as "the newest": a week one thread
+    is sending is left to it (two sends at once would spend the week's one repair on each
+    other), then decided by that thread alone."""
+    agent = outside_agent(markets=6)
+    example = _example()
+    client = example.Client(live_server.url, agent.token, tries=2, backoff=0.05, timeout=10)
+    follower = example.Follower(client, shrink=0.8, poll=0.1, rate=1.0,
+                                key=agent.key)  # fmt: skip
+    follower.sending.add((agent.cohort.pk, 1))
+    assert follower.one(None)[0] == "waiting"
+    assert not AgentSubmission.objects.exists()
+    follower.sending.clear()
+    assert follower.one(agent.cohort.pk)[0] == "settled"
+    assert AgentSubmission.objects.count() == 1
