@@ -84,6 +84,28 @@ def _isolated_cache_and_broker():
     app.conf.broker_url = previous
 
 
+@pytest.fixture(autouse=True)
+def _arena_celery_app_stays_current():
+    """Fail the test that leaves another Celery app current, and put the arena's back.
+
+    `Celery(broker=...)` makes itself the current app (set_as_current defaults to True), and every
+    shared task resolves through the current app: a producer made for a private broker and left
+    current sends the arena's own tasks (the scorer, the hot-page round) to that broker, gone
+    with its test, so a later test in the same process finds dispatch broken. Producers in tests
+    pass set_as_current=False.
+    """
+    from celery import current_app
+
+    from arena.celery import app
+
+    yield
+    left = current_app._get_current_object()
+    if left is not app:
+        app.set_current()
+        pytest.fail(f"the test left Celery app {left.main or left!r} current: "
+                    "make producers with Celery(..., set_as_current=False)")
+
+
 @pytest.fixture
 def db_vendor():
     return connection.vendor

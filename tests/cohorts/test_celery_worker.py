@@ -47,7 +47,7 @@ def test_worker_runs_the_snapshot_task(tmp_path):
         cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        producer = Celery(broker=os.environ["REDIS_URL"])
+        producer = Celery(broker=os.environ["REDIS_URL"], set_as_current=False)
         producer.send_task("cohorts.tasks.snapshot", queue=queue)
         deadline = time.monotonic() + 90
         # The job's record is finished last, after the snapshot rows are committed.

@@ -112,11 +112,41 @@ def child_env(tmp_path: Path, broker_url: str, **extra: str) -> dict:
         ARENA_VAR_DIR=str(tmp_path),
         LOG_LEVEL="INFO",
         PYTHONUNBUFFERED="1",
+        # Names the child's backends in pg_stat_activity: a backend left holding a lock says whose.
+        PGAPPNAME=f"arena-test-child:{tmp_path.name}",
     )
     if db.get("PASSWORD"):
         env["PGPASSWORD"] = db["PASSWORD"]
     env.update(extra)
     return env
+
+
+def release_database(timeout: float = 20) -> list[str]:
+    """Wait until no other backend holds a lock in this test's PostgreSQL database.
+
+    The teardown's flush (TRUNCATE) waits on any lock another backend holds, with no deadline;
+    a backend that lingers after its process was stopped would hang the suite for pytest's
+    timeout instead of saying whose it was. Past `timeout` the holders are terminated and
+    returned (application name, state, query) for the caller to report.
+    """
+    sql = (
+        "SELECT DISTINCT a.pid, a.application_name, a.state, left(a.query, 200) "
+        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND l.granted"
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cur:
+            cur.execute(sql)
+            holders = cur.fetchall()
+        if not holders:
+            return []
+        if time.monotonic() > deadline:
+            with connection.cursor() as cur:
+                for pid, *_ in holders:
+                    cur.execute("SELECT pg_terminate_backend(%s)", [pid])
+            return [" | ".join(str(v) for v in row) for row in holders]
+        time.sleep(0.2)
 
 
 @pytest.fixture

@@ -156,7 +156,7 @@ def test_a_worker_whose_connection_drops_mid_settlement_retries_and_settles_once
     market, entries = _resolved_market_with_positions()
     inject_fault("payout ledger rows", 2, "terminate")
     worker = procs("worker", worker_args("w"), child_env(tmp_path, redis_server.url))
-    Celery(broker=redis_server.url).send_task("cohorts.tasks.settle", args=[market.pk])
+    Celery(broker=redis_server.url, set_as_current=False).send_task("cohorts.tasks.settle", args=[market.pk])
 
     wait_until(
         lambda: JobRun.objects.filter(job="settle", status=JobRun.Status.OK).exists(),

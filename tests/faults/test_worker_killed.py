@@ -110,7 +110,7 @@ def test_worker_killed_at_each_point_of_a_model_call_leaves_every_call_on_the_re
                         ARENA_LLM_ENDPOINTS=allowed_endpoints(server),
                         ARENA_LLM_TIMEOUT="60", ARENA_LLM_MAX_RETRIES="1",
                         ARENA_LLM_BACKOFF_BASE="0.01")  # fmt: skip
-        producer = Celery(broker=redis_server.url)
+        producer = Celery(broker=redis_server.url, set_as_current=False)
 
         with transaction.atomic():
             if point == "before_send":
