@@ -17,12 +17,18 @@ test holds a shared lock for its set-up, call and tear-down; an exclusive test w
 running ones to finish, holds the lock to itself and meanwhile keeps the others from starting
 (writer first: it holds the turnstile every test passes on its way in). Without xdist both
 locks are skipped.
+
+The order: xdist deals whole modules (`--dist loadfile`), the longest first by the seconds in
+tests/module_seconds.json, modules with an exclusive test last. Refresh the figures with
+`./run test --record-module-seconds` after adding a long test.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import statistics
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -30,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # set by xdist before its worker configures
+SECONDS = Path(__file__).with_name("module_seconds.json")
 
 
 def _worker_redis_url(url: str, index: int) -> str:
@@ -74,14 +81,78 @@ def _locked(config, exclusive: bool):
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _measured_seconds() -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in json.loads(SECONDS.read_text())["modules"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def pytest_collection_modifyitems(config, items):
-    # Long tests first (marked slow, or driving a browser), the rest in their order: xdist's load
-    # scheduling deals the first items out round-robin, so the long ones start at once on
-    # different workers instead of ending the run one after another. Every worker sorts the same
-    # way (xdist requires one order), and without xdist the order is as collected.
+    # xdist deals the suite out a module at a time (`--dist loadfile`: a module's fixtures are
+    # built once, on one worker), in the order collected. So the longest modules come first, by
+    # their measured seconds (a module not measured yet counts as the median one): they start at
+    # once on different workers instead of ending the run one after another. Modules with a test
+    # that runs alone come last: an exclusive test waits for every running test to end, which
+    # costs least when the others are short. Every worker sorts the same way (xdist requires
+    # one order); without xdist the order is as collected.
     if WORKER:
-        items.sort(key=lambda item: not (item.get_closest_marker("slow")
-                                         or item.get_closest_marker("browser")))  # fmt: skip
+        deal_order(items, _measured_seconds())
+
+
+def deal_order(items: list, seconds: dict[str, float]) -> None:
+    """Sorts `items` in place: modules by their seconds, longest first (a module not measured
+    counts as the median one), those with an exclusive test last; a module's tests keep their
+    order."""
+    default = statistics.median(seconds.values()) if seconds else 1.0
+    alone = {_module(item.nodeid) for item in items if item.get_closest_marker("exclusive")}
+
+    def place(item) -> tuple[bool, float, str]:
+        module = _module(item.nodeid)
+        return module in alone, -seconds.get(module, default), module
+
+    items.sort(key=place)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-module-seconds", action="store_true",
+        help=f"write each module's seconds of this run into {SECONDS.name} (the order xdist deals "
+             "modules in); run the whole suite on PostgreSQL on an idle machine",
+    )  # fmt: skip
+
+
+class _Recorder:
+    """Sums each module's set-up, call and tear-down seconds as the reports reach the controller."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        module = _module(report.nodeid)
+        self.seconds[module] = self.seconds.get(module, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session) -> None:
+        if session.testsfailed or not self.seconds:
+            return  # a failed run's figures would move modules for the wrong reason
+        known = _measured_seconds()
+        known.update({m: round(s, 1) for m, s in self.seconds.items()})
+        doc = {
+            "about": "Seconds each test module took in a whole run (set-up, call, tear-down), "
+                     "written by `./run test --record-module-seconds`: xdist deals the longest "
+                     "first (tests/xdist_worker.py).",
+            "modules": dict(sorted(known.items(), key=lambda kv: -kv[1])),
+        }  # fmt: skip
+        SECONDS.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def pytest_configure(config):
+    if not WORKER and config.getoption("--record-module-seconds"):
+        config.pluginmanager.register(_Recorder(), "module-seconds-recorder")
 
 
 @pytest.hookimpl(hookwrapper=True)
