@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from web import exports
+from web.exports import files as exports
 
 
 def export_arguments(parser) -> None:

@@ -105,8 +105,8 @@ MIDDLEWARE = [
     "arena.security.LoopbackOnlyWhenDebugMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Exports take their slot or get their 429 here, before sessions, auth and the page cache:
-    # a flood of refused exports must cost next to nothing (web/export_door.py).
-    "web.export_door.ExportDoorMiddleware",
+    # a flood of refused exports must cost next to nothing (web/exports/door.py).
+    "web.exports.door.ExportDoorMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every /api/ error as JSON, whichever layer below produced it.
     "web.api_errors.ApiErrorMiddleware",
@@ -289,7 +289,7 @@ except ValueError as exc:
 ARENA_PAGE_CACHE = env_bool("ARENA_PAGE_CACHE", True)
 # Hot pages rendered again by a worker after each committed write (web/prerender.py).
 ARENA_PRERENDER = env_bool("ARENA_PRERENDER", True)
-# Exports read at once per web process, and per client network (web/export_gate.py); beyond
+# Exports read at once per web process, and per client network (web/exports/gate.py); beyond
 # them a 429. One per process keeps a CPU-heavy export from crowding a worker's other threads.
 ARENA_EXPORTS_CONCURRENT = env_int("ARENA_EXPORTS_CONCURRENT", 1)
 ARENA_EXPORTS_PER_CLIENT = env_int("ARENA_EXPORTS_PER_CLIENT", 1)

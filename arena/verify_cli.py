@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from cohorts.seals import cli as seal_cli
 from core.progress import Progress
 from scoring import verify_scores
-from web import exports
+from web.exports import files as exports
 
 # The exports the scores rest on, by the file name `--scores --export DIR` reads.
 SCORE_EXPORTS = ("scores", "forecasts", "trades")

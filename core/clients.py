@@ -1,6 +1,6 @@
 """Who a request comes from: its address, and the network that counts as one client.
 
-Login throttling (arena/login.py) and the export limits (web/export_gate.py) count clients by
+Login throttling (arena/login.py) and the export limits (web/exports/gate.py) count clients by
 network, not address: one IPv6 host is routinely given a whole /64 and can pick a new address
 in it for every request (an attack run counted 40 wrong passwords from 8 addresses of one /64,
 then logged in). IPv4 clients are counted by address (ARENA_CLIENT_IPV4_PREFIX, 32), IPv6

@@ -125,6 +125,6 @@ def _outside_a_worker(monkeypatch):
 def _export_slots():
     """Fresh export slots per test: the test client frees a streamed export's slot only when
     its body is read to the end, and many tests only look at the headers."""
-    from web import export_gate
+    from web.exports import gate as export_gate
 
     export_gate.SLOTS = export_gate._Slots()

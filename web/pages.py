@@ -29,7 +29,6 @@ from web import (
     colours,
     competitor_view,
     decision_outcomes,
-    exports,
     glossary,
     leaders,
     lineage,
@@ -43,6 +42,7 @@ from web import (
     visitor_reads,
 )
 from web.cache import is_partial, page
+from web.exports import files as exports
 from web.plain_text import strip_markdown
 from web.templatetags.arena import version
 
@@ -535,7 +535,7 @@ def _mc_error(p: float, resamples: int) -> str:
 
 @require_safe
 def exports_page(request: HttpRequest) -> HttpResponse:
-    """What can be downloaded, with every filter, cap and default window (web/exports.py)."""
+    """What can be downloaded, with every filter, cap and default window (web/exports/files.py)."""
     kinds = selectors.scopes_with_cohorts()
     own_clock = [k for k in kinds if k in exports.OWN_CLOCK]
     items = []

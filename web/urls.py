@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from web import agent_api, api, doc_pages, exports, leaderboard_api, method, openapi, pages
+from web import agent_api, api, doc_pages, leaderboard_api, method, openapi, pages
+from web.exports import files as exports
 
 urlpatterns = [
     path("", pages.home, name="home"),

@@ -134,7 +134,7 @@ def test_an_unreadable_cache_file_is_a_miss(settings, tmp_path):
 
 def _every_public_route(world: World, cohort) -> dict[str, list[str]]:
     """One or more paths for each named route of web/urls.py, filled from the world."""
-    from web.exports import FORMATS, SEALS, WHATS
+    from web.exports.files import FORMATS, SEALS, WHATS
 
     entry, market, decision = world.entries[0], world.markets[0], world.decisions[0]
     return {

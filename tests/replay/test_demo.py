@@ -251,7 +251,7 @@ def test_interrupted_demo_resumes_without_gaps_or_duplicates(db, settings):
 
 def test_simulated_models_are_labelled_on_every_page_api_row_and_export(small_demo, client):
     from agents.models import Competitor
-    from web import exports
+    from web.exports import files as exports
 
     sim = Competitor.objects.get(slug="sim-skilled")
     entry = sim.entries.order_by("pk").first()

@@ -24,7 +24,7 @@ from scoring.models import LeaderboardRow
 from scoring.services import compute_scores
 from tests.factories import make_cohort_with_entries, make_competitor, make_market
 from tests.scoring.conftest import WEEK_START, add_buy, add_forecasts, make_decision
-from web import exports
+from web.exports import files as exports
 
 pytestmark = pytest.mark.django_db
 

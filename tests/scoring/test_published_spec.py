@@ -33,7 +33,8 @@ from agents.services import ensure_default_lineup
 from core import methodology
 from simulations.replay import replay
 from tests import demo_snapshot
-from web import exports, glossary
+from web import glossary
+from web.exports import files as exports
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "examples" / "recompute_scores.py"

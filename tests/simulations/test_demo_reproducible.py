@@ -19,7 +19,7 @@ from simulations.demo import DEFAULT_ANCHOR
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--weeks", "2", "--markets", "40"]
-# Every row export (web/export_specs.py), positions and universes included: the scoring
+# Every row export (web/exports/specs.py), positions and universes included: the scoring
 # specification's recomputation reads them too.
 EXPORTS = ("scores", "decisions", "trades", "forecasts", "snapshots", "positions", "universes")
 

@@ -6,7 +6,7 @@ from django.core.cache import cache
 from django.http import StreamingHttpResponse
 
 from core.versions import data_changed
-from web import export_gate
+from web.exports import gate as export_gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WIDE = "/exports/snapshots.csv?since=2026-01-01&until=2026-12-31"
@@ -74,7 +74,7 @@ def test_a_refused_export_frees_its_slot(client, arena_world):
 def test_a_refused_export_runs_no_query_and_no_middleware_behind_the_door(
     client, arena_world, django_user_model
 ):
-    """The 429 is answered by web/export_door.py before sessions, auth and the page cache: a
+    """The 429 is answered by web/exports/door.py before sessions, auth and the page cache: a
     flood of refusals costs no database query (not even the session of a signed-in reader) and
     no Set-Cookie or Vary: Cookie from the stack behind."""
     from django.db import connection

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from cohorts.models import Decision, Forecast, Position, Snapshot
 from markets.models import Market
 from scoring.models import LeaderboardRow
-from web import exports
-from web.export_text import csv_cell, json_text, number_text
+from web.exports import files as exports
+from web.exports.text import csv_cell, json_text, number_text
 
 pytestmark = pytest.mark.django_db
 WIDE = "since=2026-01-01&until=2026-12-31"

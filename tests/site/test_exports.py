@@ -13,7 +13,7 @@ from django.http import StreamingHttpResponse
 
 from cohorts.models import Cohort, Decision, Forecast, Snapshot, Trade
 from tests.site.conftest import build_arena
-from web import exports
+from web.exports import files as exports
 
 pytestmark = pytest.mark.django_db
 WIDE = "since=2026-01-01&until=2026-12-31"

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from arena.health import record_heartbeat
 from markets.models import Market
-from web import charts, exports, selectors
+from web import charts, selectors
+from web.exports import files as exports
 
 pytestmark = pytest.mark.django_db
 

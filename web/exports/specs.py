@@ -1,5 +1,5 @@
 """What each export emits: its rows (a queryset builder), its date field and its columns, in the
-order they are published (web/exports.py streams them; docs/verification.md names the hashes).
+order they are published (web/exports/files.py streams them; docs/verification.md names the hashes).
 A column added after an export was published goes in `appended`, so every existing column keeps
 its place in CSV and JSON."""
 

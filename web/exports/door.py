@@ -1,4 +1,4 @@
-"""The export gate at the door: `/exports/<what>.<fmt>` is admitted (web/exports.admit) before
+"""The export gate at the door: `/exports/<what>.<fmt>` is admitted (files.admit) before
 any other middleware runs.
 
 An attack run flooded the site with 50 concurrent expensive exports: each refusal was already a
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
-from web import export_gate, exports
+from web.exports import files, gate
 
 PATH = re.compile(r"/exports/(?P<what>[-\w]+)\.(?P<fmt>[-\w]+)")
 
@@ -31,17 +31,17 @@ class ExportDoorMiddleware:
         if (
             found is None
             or request.method not in ("GET", "HEAD")
-            or found["what"] not in exports.WHATS
-            or found["fmt"] not in exports.FORMATS
+            or found["what"] not in files.WHATS
+            or found["fmt"] not in files.FORMATS
         ):
             return self.get_response(request)  # the view answers (404, 405) as it would
         try:
             request.get_host()
         except DisallowedHost:
             return self.get_response(request)  # its 400 comes from the stack, as for any page
-        admission = exports.admit(request, found["what"], found["fmt"])
+        admission = files.admit(request, found["what"], found["fmt"])
         if admission is None:
-            return export_gate.busy()
+            return gate.busy()
         request.export_admission = admission  # type: ignore[attr-defined]
         try:
             return self.get_response(request)

@@ -10,7 +10,7 @@ twelve at once once held every gunicorn thread while the cached home page timed 
   ARENA_EXPORTS_PER_CLIENT per client network (core/clients.py); beyond that the answer is a
   429 with Retry-After at once, so a flood never holds the threads cached pages are served on.
 - The slot is held while the body streams and freed when it ends or the client goes away.
-- The decision (kept copy, slot or 429) is taken by web/export_door.py before any other
+- The decision (kept copy, slot or 429) is taken by web/exports/door.py before any other
   middleware runs: under a flood of exports each refusal is a cache read and a one-line 429,
   not a pass through sessions, auth, CSRF and the page cache competing with the cached pages
   for the same threads and CPU (an attack run saw cached `/` go from 13 ms p99 to over 1 s).

@@ -20,7 +20,7 @@ Every row carries its cohort's kind, so replay and demo rows can never pass for 
 whether its competitor is simulated (the built-in simulated model endpoint, not a real model).
 Money columns are strings with two decimals, as in the JSON API. Every number is written
 positionally and every CSV cell that a spreadsheet would run as a formula is defused
-(web/export_text.py). Every row also carries a seal hash (docs/verification.md): `record_hash`
+(web/exports/text.py). Every row also carries a seal hash (docs/verification.md): `record_hash`
 (+ `week_root`) of a decision, `decision_hash` of the decision a trade or forecast came from,
 `cohort_root` for snapshots and scores. `seals.json` is the full sealed record that
 `arena verify --export` checks (whole cohorts, JSON only).
@@ -48,9 +48,10 @@ from markets.models import Market
 from scoring.models import LeaderboardRow, ScoreRun
 from scoring.selectors import board_details
 from scoring.stored import RunDetails
-from web import export_gate, params, standings
-from web.export_specs import SPECS, Spec
-from web.export_text import csv_cell, json_row, number_text
+from web import params, standings
+from web.exports import gate
+from web.exports.specs import SPECS, Spec
+from web.exports.text import csv_cell, json_row, number_text
 
 DEFAULT_DAYS = 90
 DEFAULT_LIMIT = 10_000
@@ -401,8 +402,8 @@ def _json(what: str, b: Bounds, source: Iterator[dict], note: str | None) -> Ite
     yield f'\n], "row_cap_reached": {json.dumps(n >= b.limit)}}}\n'
 
 
-def admit(request: HttpRequest, what: str, fmt: str) -> export_gate.Admission | None:
-    """The gate's decision for `/exports/<what>.<fmt>` (web/export_gate.py): bounds refused (a
+def admit(request: HttpRequest, what: str, fmt: str) -> gate.Admission | None:
+    """The gate's decision for `/exports/<what>.<fmt>` (web/exports/gate.py): bounds refused (a
     400 to come), a kept copy (no slot needed), a slot taken, or None: answer the 429. Reads
     the cache only, never the database or the session, so a refusal costs next to nothing."""
     try:
@@ -414,15 +415,15 @@ def admit(request: HttpRequest, what: str, fmt: str) -> export_gate.Admission | 
             scope=request.GET.get("scope"),
         )
     except ExportError as exc:
-        return export_gate.Admission(error=str(exc))
-    key, _ = export_gate.cache_key(f"{what}.{fmt}|{b}")
-    kept = export_gate.cached(key)
+        return gate.Admission(error=str(exc))
+    key, _ = gate.cache_key(f"{what}.{fmt}|{b}")
+    kept = gate.cached(key)
     if kept is not None:
-        return export_gate.Admission(b, key=key, kept=kept)
-    client = export_gate.client_of(request)
-    if not export_gate.SLOTS.take(client):
+        return gate.Admission(b, key=key, kept=kept)
+    client = gate.client_of(request)
+    if not gate.SLOTS.take(client):
         return None
-    return export_gate.Admission(b, key=key, client=client)
+    return gate.Admission(b, key=key, client=client)
 
 
 @require_safe
@@ -430,12 +431,12 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
     """`/exports/<what>.<csv|json>?since=&until=&scope=&cohort=&limit=` (see /exports/)."""
     if what not in WHATS or fmt not in FORMATS:
         raise Http404("no such export")
-    # Normally admitted by web/export_door.py before any other middleware (which settles it);
+    # Normally admitted by web/exports/door.py before any other middleware (which settles it);
     # without that middleware (a stack that lacks it) the view admits and settles itself.
     given = getattr(request, "export_admission", None)
     admission = given or admit(request, what, fmt)
     if admission is None:
-        return export_gate.busy()
+        return gate.busy()
     try:
         return _respond(request, what, fmt, admission)
     finally:
@@ -444,7 +445,7 @@ def export_view(request: HttpRequest, what: str, fmt: str) -> HttpResponse:
 
 
 def _respond(
-    request: HttpRequest, what: str, fmt: str, admission: export_gate.Admission
+    request: HttpRequest, what: str, fmt: str, admission: gate.Admission
 ) -> HttpResponse:
     if admission.error is not None:
         return params.bad_request(request, admission.error)
@@ -471,7 +472,7 @@ def _respond(
         headers["X-Export-Note"] = note
     slots = admission.slots
     response = StreamingHttpResponse(
-        export_gate.Gated(body, slots, admission.hand_over(), admission.key, headers),
+        gate.Gated(body, slots, admission.hand_over(), admission.key, headers),
         content_type=content_type,
     )
     for name, value in headers.items():
