@@ -316,19 +316,22 @@ def submit(row: AgentSubmission) -> Answer:
         AgentSubmission.objects.filter(entry=entry, week=week, decision=None).exclude(
             pk=row.pk
         ).update(decision=decision)
-    decision.refresh_from_db()
-    ref = _decision_ref(decision)
-    if problems:
-        answer = Answer(
-            422,
-            {"error": "the answer is invalid again: the decision is recorded as HOLD",
-             "problems": problems, "tries_left": 0, "decision": ref},
-            outcome=S.FINAL_INVALID,
-            problems=problems,
-        )  # fmt: skip
-    else:
-        answer = Answer(201, {"decision": ref}, outcome=S.ACCEPTED)
-    close(row, answer)  # the row as the seal will read it
+        decision.refresh_from_db()
+        ref = _decision_ref(decision)
+        if problems:
+            answer = Answer(
+                422,
+                {"error": "the answer is invalid again: the decision is recorded as HOLD",
+                 "problems": problems, "tries_left": 0, "decision": ref},
+                outcome=S.FINAL_INVALID,
+                problems=problems,
+            )  # fmt: skip
+        else:
+            answer = Answer(201, {"decision": ref}, outcome=S.ACCEPTED)
+        # The row as the seal will read it, committed with the decision: a connection lost
+        # between the two would leave the deciding submission "received" and unlinked, and the
+        # agent's retry answered "already final" by a refusal on the record instead.
+        close(row, answer)
     seals.after_decision(decision)  # the week seals once its last decision is final
     return answer
 

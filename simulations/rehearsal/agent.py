@@ -238,6 +238,8 @@ def check_outside_agent(run: Any) -> Check:
         subs = list(decision.submissions.all())
         if not subs or not all(s.signature and s.signature_verified for s in subs):
             problems.append(f"{where}: submissions not all signed and verified")
+        if not any(s.outcome == AgentSubmission.Outcome.ACCEPTED for s in subs):
+            problems.append(f"{where}: no accepted submission on decision {decision.pk}'s record")
         if (cohort.pk, week) not in sealed:
             problems.append(f"{where}: not sealed")
         page = _page(run.base_url, f"/decisions/{decision.pk}/")

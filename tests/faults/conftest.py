@@ -168,3 +168,54 @@ def procs(tmp_path):
 def worker_args(name: str, concurrency: int = 2) -> list[str]:
     return ["worker", "--pool", "threads", "--concurrency", str(concurrency), "-n", f"{name}@%h",
             "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "info"]  # fmt: skip
+
+
+# --- faults injected in PostgreSQL itself (test-only triggers) -------------------------------
+
+FAULT_SQL = """
+CREATE SEQUENCE fault_rows;
+CREATE FUNCTION fault_inject() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('fault_rows') = TG_ARGV[0]::int THEN
+        IF TG_ARGV[1] = 'terminate' THEN
+            PERFORM pg_terminate_backend(pg_backend_pid());
+        ELSE
+            RAISE EXCEPTION 'injected fault';
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+"""
+# Where to strike: (table, timing/event, row filter). Rows are counted per test from 1.
+POINTS = {
+    "settlement rows": ("cohorts_settlement", "AFTER INSERT", "TRUE"),
+    "payout ledger rows": ("cohorts_ledgerentry", "AFTER INSERT", "NEW.kind = 'payout'"),
+    "entry cash updates": ("cohorts_entry", "BEFORE UPDATE", "OLD.cash IS DISTINCT FROM NEW.cash"),
+    "accepted submission": ("cohorts_agentsubmission", "BEFORE UPDATE",
+                            "NEW.outcome = 'accepted' AND OLD.outcome <> 'accepted'"),
+}
+
+
+@pytest.fixture
+def inject_fault():
+    """inject_fault(point, nth, action) arms a one-shot fault; it is removed at teardown (the
+    test database outlives the test, and a flush does not drop triggers)."""
+    armed: list[str] = []
+
+    def arm(point: str, nth: int, action: str) -> None:
+        table, when, condition = POINTS[point]
+        with connection.cursor() as cur:
+            cur.execute(FAULT_SQL)
+            cur.execute(
+                f"CREATE TRIGGER fault_trigger {when} ON {table} FOR EACH ROW "
+                f"WHEN ({condition}) EXECUTE FUNCTION fault_inject('{nth}', '{action}')"
+            )
+        armed.append(table)
+
+    yield arm
+    connection.close()  # the test may have left a dead connection behind
+    with connection.cursor() as cur:
+        for table in armed:
+            cur.execute(f"DROP TRIGGER IF EXISTS fault_trigger ON {table}")
+        cur.execute("DROP FUNCTION IF EXISTS fault_inject() CASCADE")
+        cur.execute("DROP SEQUENCE IF EXISTS fault_rows")
