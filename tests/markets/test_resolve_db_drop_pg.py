@@ -20,7 +20,7 @@ from markets.models import Market
 from markets.services import resolve_markets, sync_markets
 from tests.factories import make_cohort_with_entries
 from tests.fakes.gamma_server import example_resolved_binary
-from tests.faults.test_settlement_db_drop import inject_fault  # noqa: F401 (fixture)
+from tests.faults.conftest import inject_fault  # noqa: F401 (fixture)
 from tests.markets.test_resolve import trading_copy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
