@@ -27,16 +27,46 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if not item.get_closest_marker("llama")]
     # Tests that make a SQLite database of their own run the same on either pass: once, in the
     # SQLite pass (deselected, counted as such, when the suite runs on PostgreSQL).
+    # So do tests that touch no database at all (the math, the parsers, the HTTP clients against
+    # their fakes): on PostgreSQL they would run the same code on the same input again. A test
+    # whose processes read DATABASE_URL while it opens no connection itself takes the django_db
+    # mark to run on both.
     if is_pg:
-        own = [item for item in items if item.get_closest_marker("own_sqlite")]
-        if own:
-            config.hook.pytest_deselected(items=own)
-            items[:] = [item for item in items if not item.get_closest_marker("own_sqlite")]
+        once = [item for item in items if item.get_closest_marker("own_sqlite")
+                or not _on_the_database(item)]  # fmt: skip
+        if once:
+            config.hook.pytest_deselected(items=once)
+            gone = set(map(id, once))
+            items[:] = [item for item in items if id(item) not in gone]
     for item in items:
         if "postgres" in item.keywords and not is_pg:
             item.add_marker(pytest.mark.skip(reason="needs DATABASE_URL=postgres://..."))
         if "redis" in item.keywords and not has_redis:
             item.add_marker(pytest.mark.skip(reason="needs REDIS_URL"))
+
+
+# Fixtures through which a test reaches the test database (pytest-django's, and the project's
+# that build on them); a test with none of them and no django_db mark never opens a connection.
+DATABASE_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+    "live_server", "admin_client", "admin_user", "django_user_model",
+})  # fmt: skip
+
+
+def _on_the_database(item) -> bool:
+    if any(item.get_closest_marker(m) for m in ("django_db", "postgres", "redis")):
+        return True
+    if DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    # A fixture of ours that opens the database itself (a demo built once for a module, with
+    # django_db_blocker.unblock()); pytest-django's own autouse fixtures ask for the blocker too.
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        for fixturedef in defs:
+            module = getattr(fixturedef.func, "__module__", "") or ""
+            if "django_db_blocker" in fixturedef.argnames and not module.startswith("pytest_django"):
+                return True
+    return False
 
 
 @pytest.fixture(autouse=True, scope="session")
