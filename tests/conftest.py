@@ -30,10 +30,14 @@ def pytest_collection_modifyitems(config, items):
     # So do tests that touch no database at all (the math, the parsers, the HTTP clients against
     # their fakes): on PostgreSQL they would run the same code on the same input again. A test
     # whose processes read DATABASE_URL while it opens no connection itself takes the django_db
-    # mark to run on both.
+    # mark to run on both. And the browser tests: what they check is what Chromium does with a
+    # page (layout, scripts, charts), the same on either engine; the reads behind every page
+    # and partial run on PostgreSQL through the client tests (tests/site/test_url_properties.py
+    # walks every route). Both passes are CPU-bound on the 2-core CI machine, so a test run
+    # twice for nothing is paid for in wall time.
     if is_pg:
         once = [item for item in items if item.get_closest_marker("own_sqlite")
-                or not _on_the_database(item)]  # fmt: skip
+                or item.get_closest_marker("browser") or not _on_the_database(item)]  # fmt: skip
         if once:
             config.hook.pytest_deselected(items=once)
             gone = set(map(id, once))
