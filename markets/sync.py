@@ -167,8 +167,8 @@ def _store(
         except REFUSED_ROW as exc:
             report.refused += 1
             reason = " ".join(str(exc).split())[:300]
-            log.warning("skipping Gamma market %s: the database refused it: %s",
-                        market.external_id, reason)  # fmt: skip
+            log.warning("skipping a Gamma market: the database refused it",
+                        extra={"external_id": market.external_id, "reason": reason})  # fmt: skip
         else:
             stored.add(market.external_id)
     return points, stored
@@ -193,7 +193,8 @@ def _parse_all(raw_markets: Iterable, report: SyncReport, seen: set[str]) -> lis
         seen.add(market.external_id)
         if market.price_error:
             report.bad_prices += 1
-            log.warning("market %s: prices rejected: %s", market.external_id, market.price_error)
+            log.warning("prices rejected", extra={"external_id": market.external_id,
+                                                  "reason": market.price_error})  # fmt: skip
         parsed.append(market)
     return parsed
 
@@ -344,7 +345,7 @@ def backfill_markets(markets: QuerySet, *, days: int = 2, client: ClobClient | N
             summary["points"] += backfill_price_history(market, days=days, client=client)
             summary["markets"] += 1
         except Exception:  # one market's upstream trouble must not stop the others
-            log.exception("back-filling market %s failed", market.pk)
+            log.exception("back-filling a market's price history failed", extra={"market": market.pk})
             summary["failed"] += 1
     if summary["points"]:
         data_changed()

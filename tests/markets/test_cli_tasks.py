@@ -107,6 +107,6 @@ def test_a_warning_repeated_per_market_is_said_once_with_a_count(gamma, gamma_se
     call_command("arena", "sync-markets", "--limit", "6", stdout=StringIO(), stderr=err)
     rejected = [r for r in caplog.records if "prices rejected" in r.getMessage()]
     assert len(rejected) == 1  # the first of the four, in full
+    assert rejected[0].external_id == gamma.markets[0]["id"] and "NaN" in rejected[0].reason
     summary = err.getvalue().strip().splitlines()
-    assert len(summary) == 1 and summary[0].startswith("4 warnings in all like: market ")
-    assert "prices rejected" in summary[0]
+    assert summary == ["4 warnings in all like: prices rejected"]

@@ -101,7 +101,7 @@ class _Formatter(argparse.HelpFormatter):
 class _Repeats(logging.Filter):
     """Lets the first record of each kind through and counts the rest.
 
-    A kind is the logger and the message template ("market %s: prices rejected: %s"), so the same
+    A kind is the logger and the message template ("prices rejected", its ids as fields), so the same
     warning about five hundred markets is one line, not five hundred.
     """
 
