@@ -152,3 +152,26 @@ def test_the_renders_are_reserved_before_a_visitor_can_read_the_new_tokens(a_coh
     assert all(published.get(k) != v for k, v in tokens.items())  # not published yet
     assert reserved == 0  # every hot page's lock under the new tokens was already held
     assert cache.get_many(list(tokens)) == tokens  # then published
+
+
+def test_two_writes_on_two_threads_leave_the_version_they_publish_together_reserved(
+    client, a_cohort, monkeypatch
+):
+    """Two writes in one worker, interleaved as two threads can: each reserves its own new token
+    beside the other's old one, then both publish. The version they make together is reserved
+    by the one that publishes last, so its visitors get the previous version, never a render."""
+    from core import versions
+
+    prerender.render_hot_pages()  # every hot page cached at this version
+    monkeypatch.setattr(tasks, "_worker", True)  # not eager: the round waits in the broker
+    cache.delete(prerender.QUEUED_KEY)
+    ticked = {versions.VALUES_KEY: "v-new"}
+    synced = {versions.DATA_KEY: "d-new"}
+    versions.replacing.send(sender=None, tokens=ticked)  # the tick's thread reserves
+    versions.replacing.send(sender=None, tokens=synced)  # the sync's thread reserves
+    for tokens in (ticked, synced):  # then each publishes and announces it
+        cache.set_many(tokens, None)
+        versions.replaced.send(sender=None, keys=tuple(tokens))
+    seen = _visitor_sees(client, prerender.hot_paths())
+    assert set(seen.values()) == {"stale"}, seen
+
