@@ -16,7 +16,9 @@ Who asks: a write committed in a Celery worker (ticks, decision rounds, resoluti
 all run there) queues one `prerender_hot_pages` task; writes that commit while one is queued
 and not yet started ride along with it, so a burst of writes costs one round of renders, and a
 write during a round queues the next. Each such write also takes the hot pages' render locks
-for the new tokens (`reserve`) before it publishes them (core.versions.replacing), so no visitor
+for the new tokens (`reserve`) before it publishes them (core.versions.replacing), and again
+under the tokens published once they are (two writes on two threads each reserved its own new
+token beside the other's old one), so no visitor
 sees a new token unreserved: until the round has rendered a page, its visitors get the previous
 version instead of rendering it themselves (the wait for a worker is the broker's delivery plus
 the renders before it in the round: tenths of a second). Writes made in web processes (an
