@@ -42,6 +42,12 @@ class Agent:
         envelope = {"cohort": self.cohort.pk, "week": week or self.universe.week, "answer": answer}
         return json.dumps(envelope).encode()
 
+    def first_market_bet(self, amount: int = 100, probability: float = 0.9) -> dict:
+        """A bet on Yes of the universe's first market."""
+        market = self.universe.markets[0]
+        return {"market_id": str(market["market_id"]), "outcome": "Yes", "amount": amount,
+                "probability": probability}  # fmt: skip
+
     def valid_answer(self, bets: list | None = None) -> dict:
         backed = {b["market_id"] for b in bets or []}
         forecasts = [

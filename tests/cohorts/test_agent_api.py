@@ -77,9 +77,7 @@ def test_tokens_wrong_revoked_in_a_url_or_of_another_competitor(client):
 
 def test_a_valid_answer_is_the_decision_and_trades_at_the_frozen_price(client):
     agent = outside_agent()
-    market = agent.universe.markets[0]
-    bet = {"market_id": str(market["market_id"]), "outcome": "Yes", "amount": 100,
-           "probability": 0.9}  # fmt: skip
+    bet = agent.first_market_bet()
     body = agent.body(agent.valid_answer([bet]))
     shown = client.get(WEEK, **agent.headers()).json()["prompt"]["user"]
     response = post(client, agent, body, HTTP_IDEMPOTENCY_KEY="k1")
@@ -89,7 +87,7 @@ def test_a_valid_answer_is_the_decision_and_trades_at_the_frozen_price(client):
     # The prompt recorded is the one GET week showed (the same minute: the prompt names it).
     assert decision.user_prompt.splitlines()[1:] == shown.splitlines()[1:]
     trade = Trade.objects.get(decision=decision)
-    assert trade.price == Decimal(market["prices"]["Yes"])  # the frozen price
+    assert trade.price == Decimal(agent.universe.markets[0]["prices"]["Yes"])  # the frozen price
     assert Forecast.objects.filter(decision=decision).count() >= len(agent.universe.forecast_sample)
 
     again = post(client, agent, body, HTTP_IDEMPOTENCY_KEY="k1")  # a retry: the same answer

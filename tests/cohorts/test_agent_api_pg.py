@@ -23,9 +23,7 @@ def _post(agent, body: bytes):
 
 def test_four_submissions_at_once_make_exactly_one_decision():
     agent = outside_agent()
-    market = agent.universe.markets[0]
-    bet = {"market_id": str(market["market_id"]), "outcome": "Yes", "amount": 100,
-           "probability": 0.9}  # fmt: skip
+    bet = agent.first_market_bet()
     body = agent.body(agent.valid_answer([bet]))
     results = at_once(*[_post(agent, body) for _ in range(4)])
     assert [exc for _, exc in results] == [None] * 4

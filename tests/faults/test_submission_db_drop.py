@@ -32,9 +32,7 @@ def _post(agent, body: bytes, key: str):
 
 def test_a_connection_lost_while_the_deciding_submission_is_recorded_loses_nothing(inject_fault):
     agent = outside_agent()
-    market = agent.universe.markets[0]
-    bet = {"market_id": str(market["market_id"]), "outcome": "Yes", "amount": 100,
-           "probability": 0.9}  # fmt: skip
+    bet = agent.first_market_bet()
     body = agent.body(agent.valid_answer([bet]))
     inject_fault("accepted submission", 1, "terminate")
 
