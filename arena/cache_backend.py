@@ -258,6 +258,38 @@ class ResilientFileBasedCache(FileBasedCache):
         self.set(key, value, timeout, version)
         return not self._failing
 
+    def _cull(self):
+        """Past MAX_ENTRIES, Django deletes a third of the files at random, the version tokens
+        among them: one culled token makes every page depending on it a miss at once, and a
+        culled page has no previous version to serve while it renders again, so each of its
+        visitors at that moment renders it (over a rehearsal, about 4 hot-page renders a
+        second-long burst, every few seconds). Here the expired files go first (the render
+        locks of past versions are most of them), then the least recently written; the
+        version tokens never."""
+        files = self._list_cache_files()
+        if len(files) < self._max_entries:
+            return
+        tokens = {self._key_to_file(key) for key in KEYS}
+        aged, kept = [], 0
+        for path in files:
+            if path in tokens:
+                kept += 1
+                continue
+            try:
+                with open(path, "rb") as f:
+                    if self._is_expired(f):  # closes and removes the file
+                        continue
+                aged.append((os.stat(path).st_mtime, path))
+            except (FileNotFoundError, EOFError, pickle.UnpicklingError):
+                continue
+        over = kept + len(aged) - self._max_entries
+        if over < 0:  # the expired files made the room
+            return
+        share = len(files) // self._cull_frequency if self._cull_frequency else len(aged)
+        aged.sort()
+        for _, path in aged[: max(over + 1, share)]:
+            self._delete(path)
+
     def touch(self, key, timeout=DEFAULT_TIMEOUT, version=None):
         # Django's touch, reading this cache's values (not deflated) with _value.
         try:

@@ -214,6 +214,10 @@ else:
             # A full or read-only var/ = pages served uncached, never a 500.
             "BACKEND": "arena.cache_backend.ResilientFileBasedCache",
             "LOCATION": str(VAR_DIR / "cache"),
+            # Django's 300 is less than a site's pages with their variants and render locks:
+            # past it every write culls (expired files, then the oldest; cache_backend._cull).
+            # 2,000 pages of 20-80 kB are at most about 160 MB of var/.
+            "OPTIONS": {"MAX_ENTRIES": 2000},
         }
     }
 

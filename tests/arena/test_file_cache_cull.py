@@ -1,0 +1,43 @@
+"""The file cache, once full, removes expired files first and then the least recently written,
+never a version token: Django's own cull removed a third of the files at random, tokens
+included (every page depending on one a miss at once) and hot pages (no previous version left to
+serve while one renders again, so each of its visitors rendered it)."""
+
+import os
+
+from arena.cache_backend import ResilientFileBasedCache
+from core.versions import KEYS
+
+
+def _cache(tmp_path, entries: int) -> ResilientFileBasedCache:
+    return ResilientFileBasedCache(str(tmp_path), {"OPTIONS": {"MAX_ENTRIES": entries}})
+
+
+def _written(cache, key: str, when: float, timeout: float | None = 300) -> None:
+    cache.set(key, f"value of {key}", timeout)
+    os.utime(cache._key_to_file(key), (when, when))  # an order the test decides, no sleeps
+
+
+def test_the_tokens_survive_and_the_oldest_written_go_first(tmp_path):
+    cache = _cache(tmp_path, 12)
+    for n, key in enumerate(KEYS):
+        _written(cache, key, 1_000 + n, None)  # written first: the oldest files of all
+    for n in range(30):
+        _written(cache, f"page-{n}", 2_000 + n)
+    assert all(cache.get(key) == f"value of {key}" for key in KEYS)
+    kept = [n for n in range(30) if cache.get(f"page-{n}") is not None]
+    assert len(cache._list_cache_files()) <= 12
+    assert kept == list(range(30 - len(kept), 30)) and 29 in kept  # the newest, in one run
+
+
+def test_expired_files_go_before_any_live_one(tmp_path):
+    cache = _cache(tmp_path, 10)
+    for n in range(6):
+        _written(cache, f"live-{n}", 1_000 + n)  # older than the locks, but live
+    for n in range(3):
+        _written(cache, f"lock-{n}", 5_000 + n, timeout=0)  # expired at once
+    _written(cache, "one-more", 6_000)  # the tenth file: the cull runs on the next write
+    _written(cache, "page", 7_000)
+    assert all(cache.get(f"live-{n}") is not None for n in range(6))
+    assert not any(os.path.exists(cache._key_to_file(f"lock-{n}")) for n in range(3))
+    assert cache.get("page") is not None and cache.get("one-more") is not None
