@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import pickle
+import tempfile
 import threading
 import time
 import uuid
@@ -251,12 +252,36 @@ class ResilientFileBasedCache(FileBasedCache):
             self._worked()
 
     def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
-        # Not atomic across processes in Django's file cache either; "not added" when the disk
-        # refuses the write, so no caller believes it holds a lock it never stored.
-        if self.has_key(key, version):
+        """Atomic across threads and processes: the value is written to a file of its own and
+        linked under the key's name, which fails when the name exists. Django's add (does the
+        file exist? then write it) let two web processes both take a page's render lock and
+        both render (bursts of two or three renders of one page over a rehearsal). An expired
+        file under the name is removed and the link tried once more. "Not added" when the disk
+        refuses the write, so no caller believes it holds a lock it never stored."""
+        name = self._key_to_file(key, version)
+        try:
+            self._createdir()
+            self._cull()
+            fd, tmp = tempfile.mkstemp(dir=self._dir)
+            try:
+                with open(fd, "wb") as f:
+                    self._write_content(f, timeout, value)
+                for _ in range(2):
+                    try:
+                        os.link(tmp, name)
+                    except FileExistsError:
+                        if self.has_key(key, version):  # live: another holds it
+                            return False
+                        continue  # expired, and has_key removed it
+                    self._worked()
+                    return True
+                return False
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp)
+        except OSError as exc:
+            self._failed("write", exc)
             return False
-        self.set(key, value, timeout, version)
-        return not self._failing
 
     def _cull(self):
         """Past MAX_ENTRIES, Django deletes a third of the files at random, the version tokens

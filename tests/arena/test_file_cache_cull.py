@@ -41,3 +41,29 @@ def test_expired_files_go_before_any_live_one(tmp_path):
     assert all(cache.get(f"live-{n}") is not None for n in range(6))
     assert not any(os.path.exists(cache._key_to_file(f"lock-{n}")) for n in range(3))
     assert cache.get("page") is not None and cache.get("one-more") is not None
+
+
+def test_one_add_wins_however_many_race_for_a_key(tmp_path):
+    """A render lock is taken once: threads (as processes do) racing to add the same key see
+    exactly one True, and an expired lock can be taken again."""
+    import threading
+
+    cache = _cache(tmp_path, 2000)
+    threads, keys = 6, 150
+    gates = [threading.Barrier(threads) for _ in range(keys)]
+    won = [[0] * keys for _ in range(threads)]
+
+    def race(me: int) -> None:
+        for k in range(keys):
+            gates[k].wait()
+            won[me][k] = int(cache.add(f"lock-{k}", me, 5))
+
+    workers = [threading.Thread(target=race, args=(me,)) for me in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [sum(won[me][k] for me in range(threads)) for k in range(keys)] == [1] * keys
+    _written(cache, "old-lock", 1_000, timeout=0)  # expired
+    assert cache.add("old-lock", "mine", 5) and cache.get("old-lock") == "mine"
+    assert not cache.add("old-lock", "theirs", 5)
