@@ -254,8 +254,8 @@ class ResilientFileBasedCache(FileBasedCache):
     def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
         """Atomic across threads and processes: the value is written to a file of its own and
         linked under the key's name, which fails when the name exists. Django's add (does the
-        file exist? then write it) let two web processes both take a page's render lock and
-        both render (bursts of two or three renders of one page over a rehearsal). An expired
+        file exist? then write it) let several threads or processes take one render lock (six
+        threads racing over 150 keys: up to five winners for one key). An expired
         file under the name is removed and the link tried once more. "Not added" when the disk
         refuses the write, so no caller believes it holds a lock it never stored."""
         name = self._key_to_file(key, version)
@@ -287,8 +287,7 @@ class ResilientFileBasedCache(FileBasedCache):
         """Past MAX_ENTRIES, Django deletes a third of the files at random, the version tokens
         among them: one culled token makes every page depending on it a miss at once, and a
         culled page has no previous version to serve while it renders again, so each of its
-        visitors at that moment renders it (over a rehearsal, about 4 hot-page renders a
-        second-long burst, every few seconds). Here the expired files go first (the render
+        visitors at that moment renders it. Here the expired files go first (the render
         locks of past versions are most of them), then the least recently written; the
         version tokens never."""
         files = self._list_cache_files()
