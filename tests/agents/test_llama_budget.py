@@ -124,8 +124,14 @@ def test_the_prompt_shows_what_fits_the_servers_context(settings):
 def test_a_bet_on_a_market_that_was_cut_is_refused(settings):
     with FakeLlamaServer(n_ctx=4096) as server:
         entry, universe = _setup(server, settings)
-        cut_id = universe.markets[-1]["market_id"]
-        assert str(cut_id) not in {str(m) for m in universe.forecast_sample}
+        # The sample is drawn from the seeded universe and is always shown, so the market
+        # that is cut is the last one outside it (the sample can hold the very last market).
+        sample = {str(m) for m in universe.forecast_sample}
+        cut_id = next(
+            item["market_id"]
+            for item in reversed(universe.markets)
+            if str(item["market_id"]) not in sample
+        )
         bet = [{"market_id": str(cut_id), "outcome": "Yes", "amount": 60, "probability": 0.9}]
         server.enqueue(success(answer(universe, bets=bet)), success(answer(universe, bets=bet)))
         decision = run_decision(entry.pk, 1, AT)
