@@ -199,13 +199,19 @@ class OutsideAgent:
                 **margins(self.slug)}  # fmt: skip
 
 
+# The submissions that decide a week: accepted, or invalid a second time and so held. A bet
+# that arrives after the frozen-price window can meet stale quotes and be refused twice (a
+# saturated rehearsal marks prices late): the week is still the agent's own decision.
+DECIDING = (AgentSubmission.Outcome.ACCEPTED, AgentSubmission.Outcome.FINAL_INVALID)
+
+
 def margins(slug: str) -> dict[str, Any]:
-    """How long after each week's freeze its accepted submission arrived (arena minutes)."""
+    """How long after each week's freeze its deciding submission arrived (arena minutes)."""
     out = []
-    accepted = AgentSubmission.objects.filter(
-        competitor__slug=slug, decision__isnull=False, outcome=AgentSubmission.Outcome.ACCEPTED
+    deciding = AgentSubmission.objects.filter(
+        competitor__slug=slug, decision__isnull=False, outcome__in=DECIDING
     ).select_related("entry")
-    for sub in accepted:
+    for sub in deciding:
         universe = Universe.objects.filter(cohort_id=sub.entry.cohort_id, week=sub.week).first()
         if universe is not None:
             out.append(round((sub.received_at - universe.frozen_at).total_seconds() / 60, 2))
@@ -238,8 +244,8 @@ def check_outside_agent(run: Any) -> Check:
         subs = list(decision.submissions.all())
         if not subs or not all(s.signature and s.signature_verified for s in subs):
             problems.append(f"{where}: submissions not all signed and verified")
-        if not any(s.outcome == AgentSubmission.Outcome.ACCEPTED for s in subs):
-            problems.append(f"{where}: no accepted submission on decision {decision.pk}'s record")
+        if not any(s.outcome in DECIDING for s in subs):
+            problems.append(f"{where}: no deciding submission on decision {decision.pk}'s record")
         if (cohort.pk, week) not in sealed:
             problems.append(f"{where}: not sealed")
         page = _page(run.base_url, f"/decisions/{decision.pk}/")

@@ -1,7 +1,7 @@
 """The rehearsal's outside agent (simulations/rehearsal/agent.py): staff enter it through the
 admin's forms (its public key, its token read once from the page), the reference agent then runs
 as its own process with --follow and decides the open week, signed; and the rehearsal's check
-fails a week recorded as HOLD "no submission"."""
+fails a week recorded as HOLD "no submission" or without a submission that decided it."""
 
 from __future__ import annotations
 
@@ -93,6 +93,30 @@ def test_a_week_without_a_submission_fails_the_check(live_server):
     check = check_outside_agent(run)
     assert not check.ok
     assert f"cohort {cohort.pk} week 1: HOLD {NO_SUBMISSION} (decision {held.pk})" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("outcome", "decides"),
+    [(AgentSubmission.Outcome.FINAL_INVALID, True), (AgentSubmission.Outcome.ACCEPTED, True),
+     (AgentSubmission.Outcome.REFUSED, False), (AgentSubmission.Outcome.RECEIVED, False)],
+)  # fmt: skip
+def test_the_check_needs_a_submission_that_decided_the_week(live_server, outcome, decides):
+    """Accepted, or invalid twice and held (late bets can meet stale quotes): the agent's own
+    decision. A refusal alone ("already final") or a row left "received" is not."""
+    competitor = Competitor.objects.create(slug=SLUG, display_name="Outside", team="Team",
+                                           kind=Competitor.Kind.OUTSIDE)  # fmt: skip
+    cohort = _week(competitor, frozen_ago=WINDOW + timedelta(minutes=1))
+    decision = run_decision(cohort.entries.get().pk, 1)
+    Decision.objects.filter(pk=decision.pk).update(hold_reason="invalid decision after one more try")
+    AgentSubmission.objects.create(
+        competitor=competitor, entry=decision.entry, week=1, decision=decision,
+        received_at=clock.now(), token_prefix="arena_x", body=b"{}", body_bytes=2,
+        signature="c2ln", signature_verified=True, outcome=outcome,
+    )  # fmt: skip
+    run = SimpleNamespace(cohort_ids=[cohort.pk], end=clock.now(), base_url=live_server.url)
+    detail = check_outside_agent(run).detail
+    missing = f"submission on decision {decision.pk}'s record"  # the check's complaint
+    assert (missing not in detail) is decides, detail
 
 
 def test_the_rehearsal_window_is_refused_outside_rehearsal_scope(tmp_path):
