@@ -1,11 +1,14 @@
-"""A demo built once per test process, then copied into each test that asks for the same one.
+"""A demo built once per test run, then copied into each test that asks for the same one.
 
 `run_demo` takes 3-10 s on SQLite and 15-35 s on PostgreSQL (it plays every week through the
 real decision path), and about forty tests start from one of a handful of demos. The first test
 that asks for a demo builds it with `run_demo` and the database is read out table by table
 (PostgreSQL's COPY, SQLite's rows); the later ones get the same rows back after a flush, with the
 sequences moved past them, plus the files the build left in VAR_DIR (the seal signing key, whose
-public half the sealed rows name) and the same DemoReport. Works inside a test's transaction
+public half the sealed rows name) and the same DemoReport. Under xdist the snapshot is also
+written to a file the run's workers share (tests/xdist_worker.py names the folder): the first
+worker to ask builds it under a lock, the others wait for it and read it back instead of
+building the same demo again on their own database. Works inside a test's transaction
 (`db`: the copy is rolled back with the test) and outside it (`transactional_db`, live-server
 tests: the copy is committed, and the test's own flush removes it).
 
@@ -16,7 +19,14 @@ last saw), the cached signing key and the content-type cache.
 from __future__ import annotations
 
 import copy
+import fcntl
+import hashlib
+import os
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.apps import apps
@@ -39,6 +49,8 @@ class _Snapshot:
 
 
 _SNAPSHOTS: dict[tuple, _Snapshot] = {}
+# The folder the run's xdist workers share (set by tests/xdist_worker.py); unset: no sharing.
+SHARED_ENV = "ARENA_TEST_SHARED_DIR"
 
 
 def _tables() -> list[str]:
@@ -104,8 +116,26 @@ def _restore_key(content: bytes | None) -> None:
     path.chmod(0o600)
 
 
+@contextmanager
+def _shared(key: tuple) -> Iterator[Path | None]:
+    """The file the run's workers keep this snapshot in, held under an exclusive lock (one
+    worker builds, the others wait for the file); None when no folder is shared."""
+    folder = os.environ.get(SHARED_ENV)
+    if not folder:
+        yield None
+        return
+    path = Path(folder) / "demo-snapshots" / hashlib.sha256(repr(key).encode()).hexdigest()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def demo(**params: Any) -> Any:
-    """`run_demo(**params)`'s database (and report) in this test, built once per process."""
+    """`run_demo(**params)`'s database (and report) in this test, built once per run."""
     from agents.models import Competitor
     from simulations.demo import run_demo
 
@@ -114,9 +144,18 @@ def demo(**params: Any) -> Any:
     key = (connection.vendor, tuple(sorted(params.items())), settings.ARENA_LLM_API_KEY, lineup)
     snap = _SNAPSHOTS.get(key)
     if snap is None:
-        report = run_demo(**params)
-        _SNAPSHOTS[key] = _Snapshot(connection.vendor, _read(), _key_file(), copy.deepcopy(report))
-        return report
+        with _shared(key) as path:
+            if path is not None and path.exists():
+                snap = _SNAPSHOTS[key] = pickle.loads(path.read_bytes())
+            else:
+                report = run_demo(**params)
+                snap = _Snapshot(connection.vendor, _read(), _key_file(), copy.deepcopy(report))
+                _SNAPSHOTS[key] = snap
+                if path is not None:
+                    part = path.with_suffix(".part")
+                    part.write_bytes(pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL))
+                    part.replace(path)  # whole or absent, whatever stops this worker
+                return report
     _write(snap.tables)
     _restore_key(snap.key)
     seal_sign.forget_key()
@@ -124,7 +163,3 @@ def demo(**params: Any) -> Any:
     cache.clear()
     return copy.deepcopy(snap.report)
 
-
-def clear() -> None:
-    """Forget every snapshot (a test that changes what a build makes)."""
-    _SNAPSHOTS.clear()

@@ -12,6 +12,9 @@ Under xdist (`./run test` runs `-n 3`: pyproject's addopts), each worker has its
   db 15; 12, 11, 10 from db 12), or higher where that would go below 0. The Redis tests clear
   their database (the page cache's FLUSHDB) and read a queue they fill.
 
+Demos built for tests (tests/demo_snapshot.py) are shared by the run's workers through files in
+the run's temporary folder, whose path each worker finds in ARENA_TEST_SHARED_DIR.
+
 Tests marked `exclusive` measure time (a latency band, a phase deadline): they run alone. Every
 test holds a shared lock for its set-up, call and tear-down; an exclusive test waits for the
 running ones to finish, holds the lock to itself and meanwhile keeps the others from starting
@@ -153,6 +156,12 @@ class _Recorder:
 def pytest_configure(config):
     if not WORKER and config.getoption("--record-module-seconds"):
         config.pluginmanager.register(_Recorder(), "module-seconds-recorder")
+
+
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has its factory
+def pytest_sessionstart(session):
+    if WORKER:
+        os.environ["ARENA_TEST_SHARED_DIR"] = str(_lock_paths(session.config)[0].parent)
 
 
 @pytest.hookimpl(hookwrapper=True)
