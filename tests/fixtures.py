@@ -116,7 +116,7 @@ SMALL_DEMO = {"weeks": 2, "seed": 7, "n_markets": 40, "now": DEMO_NOW, "latency_
 @pytest.fixture
 def small_demo(db, settings):
     """The offline demo (`arena demo`, simulations.demo.run_demo) at SMALL_DEMO's size in this
-    test's database (built once per test process, then copied: tests/demo_snapshot.py); no API
+    test's database (built once per test run, then copied: tests/demo_snapshot.py); no API
     key, so the simulated models answer through the model path."""
     from tests import demo_snapshot
 

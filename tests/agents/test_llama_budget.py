@@ -11,6 +11,7 @@ import json
 import time
 
 import pytest
+from django.db import connection
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -350,7 +351,12 @@ def test_a_decision_cannot_be_claimed_twice_while_its_call_runs(settings):
 
     def while_running(request: RecordedRequest) -> FakeResponse:
         # In the server's thread, while the decision's call is in flight: another runner tries.
-        seen.append(claim_decision(entry.pk, 1))
+        try:
+            seen.append(claim_decision(entry.pk, 1))
+        finally:
+            # That thread's own connection, closed: left open, PostgreSQL would refuse to drop
+            # the test database at the end of the run ("accessed by other users").
+            connection.close()
         return FakeResponse(200, {}, {}, delay=60)
 
     with FakeLlamaServer(n_ctx=None) as server:
