@@ -144,35 +144,36 @@ def up(cmd, options) -> None:
     ready = Path(tempfile.mkdtemp(prefix="arena-up-"))
     env[READY_DIR_ENV] = str(ready)
     children: list[tuple[str, subprocess.Popen]] = []
-    try:
-        for name, argv in _commands(options):
-            # Own session: the terminal's Ctrl-C is ours alone; we stop the children in order.
-            child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name}, start_new_session=True)
-            children.append((name, child))
-        try:
-            _wait_until_listening(children, host, port)
-            _wait_until_ready(children, ready)
-        except BaseException:
-            _shutdown(children)
-            raise
-    finally:
-        shutil.rmtree(ready, ignore_errors=True)
-    cmd.stdout.write(
-        f"arena is up on http://{options['host']}:{options['port']}/ "
-        f"({', '.join(n for n, _ in children)}); Ctrl-C stops everything"
-    )
-    cmd.stdout.flush()
-
-    stopping = False
+    stopping, announced = False, False
     failed: str | None = None
+    why = "stopping on SIGTERM"
+    before = None  # the SIGTERM handler to put back
 
     def _stop(signum, frame):
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, _stop)
-    why = "stopping on SIGTERM"
+    # One try from the first child to the last line: a Ctrl-C at any instant, even between
+    # "arena is up" and the wait below, reaches the `finally` that stops the children (they
+    # run in sessions of their own, so nothing else would).
     try:
+        try:
+            for name, argv in _commands(options):
+                # Own session: the terminal's Ctrl-C is ours alone; we stop them in order.
+                child = subprocess.Popen(argv, env={**env, "ARENA_ROLE": name},
+                                         start_new_session=True)  # fmt: skip
+                children.append((name, child))
+            _wait_until_listening(children, host, port)
+            _wait_until_ready(children, ready)
+        finally:
+            shutil.rmtree(ready, ignore_errors=True)
+        before = signal.signal(signal.SIGTERM, _stop)
+        announced = True
+        cmd.stdout.write(
+            f"arena is up on http://{options['host']}:{options['port']}/ "
+            f"({', '.join(n for n, _ in children)}); Ctrl-C stops everything"
+        )
+        cmd.stdout.flush()
         while not stopping:
             for name, proc in children:
                 if proc.poll() is not None:
@@ -181,12 +182,16 @@ def up(cmd, options) -> None:
                     break
             time.sleep(0.5)
     except KeyboardInterrupt:
+        if not announced:
+            raise  # still starting: the children are stopped below, the verb says "interrupted"
         why = "stopping on Ctrl-C"
     finally:
-        if not failed:
+        if announced and not failed:
             cmd.stdout.write(f"{why}: {', '.join(n for n, _ in children)}")
             cmd.stdout.flush()
         codes = _shutdown(children)
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
     if failed:
         raise CommandError(failed)
     unclean = [f"{name} exited with {code}" for name, code in codes if code != 0]

@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,3 +102,36 @@ def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
     # Everything it started is gone: the port is free again.
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, text[-2000:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ctrl_c_the_instant_it_says_up_still_stops_the_children():
+    """The Ctrl-C lands exactly as "arena is up" is written (someone pressing it on seeing the
+    line): `up` says it is stopping, and the web server it started is gone when it returns. The
+    children run in sessions of their own, so a Ctrl-C that escaped `up` would leave them
+    running (seen once in CI: "interrupted", and no stop)."""
+    from arena.up import up
+
+    port = _free_port()
+    said: list[str] = []
+
+    class Terminal:
+        def write(self, text: str) -> None:
+            said.append(text)
+            if text.startswith("arena is up"):
+                raise KeyboardInterrupt
+
+        def flush(self) -> None:
+            pass
+
+    options = {"host": "127.0.0.1", "port": port, "no_worker": True, "no_beat": True,
+               "web_workers": 1}  # fmt: skip
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        up(SimpleNamespace(stdout=Terminal()), options)
+    except KeyboardInterrupt:
+        pytest.fail(f"the Ctrl-C escaped `up`, its web server left running: {said}")
+    assert said[-2:] == ["stopping on Ctrl-C: web", "stopped cleanly: every process exited with 0"]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    assert signal.getsignal(signal.SIGTERM) == handler  # put back as it was
