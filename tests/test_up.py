@@ -108,8 +108,8 @@ def test_arena_up_serves_home_and_stops_cleanly(tmp_path):
 def test_a_ctrl_c_the_instant_it_says_up_still_stops_the_children():
     """The Ctrl-C lands exactly as "arena is up" is written (someone pressing it on seeing the
     line): `up` says it is stopping, and the web server it started is gone when it returns. The
-    children run in sessions of their own, so a Ctrl-C that escaped `up` would leave them
-    running (seen once in CI: "interrupted", and no stop)."""
+    children run in sessions of their own, so a Ctrl-C that escaped `up` (the verb's
+    "interrupted") would leave them running."""
     from arena.up import up
 
     port = _free_port()
