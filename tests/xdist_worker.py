@@ -4,12 +4,13 @@ Loaded with `-p tests.xdist_worker` (pyproject's addopts), so it is imported bef
 pytest-django reads the settings: what it sets in the environment here is what the settings,
 the tests and every process they start see.
 
-Under xdist (`./run test` runs `-n 3`: pyproject's addopts), each worker has its own
+Under xdist (`./run test` runs `-n auto`: pyproject's addopts; two workers a core, at most
+MAX_WORKERS, from `pytest_xdist_auto_num_workers` below), each worker has its own
 - test database: pytest-django suffixes the name with the worker id (test_arena_gw0, ...);
 - ARENA_VAR_DIR: `$ARENA_VAR_DIR/gw0` (or var/pytest-gw0), so files made on first use (the seal
   signing key, created with O_EXCL and then written) and rehearsal folders never race;
-- Redis database: REDIS_URL's number for gw0, then one lower a worker (15, 14, 13 from CI's
-  db 15; 12, 11, 10 from db 12), or higher where that would go below 0. The Redis tests clear
+- Redis database: REDIS_URL's number for gw0, then one lower a worker (15, 14, 13, 12 from
+  CI's db 15), or higher where that would go below 0. The Redis tests clear
   their database (the page cache's FLUSHDB) and read a queue they fill.
 
 Demos built for tests (tests/demo_snapshot.py) are shared by the run's workers through files in
@@ -40,6 +41,20 @@ import pytest
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # set by xdist before its worker configures
 SECONDS = Path(__file__).with_name("module_seconds.json")
+# More workers than this would each build a test database and collect the suite for little:
+# the long modules (the rehearsal, the deploy docs' run) bound the run's length anyway.
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own (one a core)
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """`-n auto`: two workers a core (PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own setting,
+    overrides it). Why: much of a test's wall time is a wait (a subprocess starting, a server
+    answering, the database committing); on the 2-core CI machine, 3 workers left the
+    PostgreSQL pass's cores idle a quarter of the time, 4 keep them busy."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist reads it
+    return max(1, min(2 * len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
 def _worker_redis_url(url: str, index: int) -> str:
