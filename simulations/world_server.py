@@ -57,7 +57,10 @@ class WorldServer:
         self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._http.daemon_threads = True
         self._http.standin = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        # A stop waits for serve_forever's next look (0.5 s apart by default).
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -94,7 +94,11 @@ class FakeGamma:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False  # a handler stuck in a "timeout" must not block stop()
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # serve_forever looks for a shutdown every poll_interval: at its default 0.5 s every
+        # test that stops a fake waited up to half a second for nothing.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
