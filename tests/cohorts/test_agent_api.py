@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import timedelta
 from decimal import Decimal
 
+import django_ratelimit.core
 import pytest
 
 from agents import tokens
@@ -212,9 +214,22 @@ def test_the_sealed_record_carries_the_signed_submission_and_verify_checks_it(cl
     assert not verify_database(agent.cohort.pk).ok
 
 
-def test_a_token_over_its_rate_gets_429_another_token_does_not(client):
+class _OneInstant:
+    """django-ratelimit's clock, held still: it counts in fixed one-minute windows, so three
+    requests that straddle a window's end (a second apart on a loaded machine) would start the
+    count again and never reach the limit."""
+
+    now = time.time()
+
+    @classmethod
+    def time(cls) -> float:
+        return cls.now
+
+
+def test_a_token_over_its_rate_gets_429_another_token_does_not(client, monkeypatch):
     agent, other = outside_agents(slugs=("team-agent", "other-agent"))
     agent.competitor.tokens.update(rate_per_minute=2)
+    monkeypatch.setattr(django_ratelimit.core, "time", _OneInstant)
     statuses = [client.get(WEEK, **agent.headers()).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
     assert client.get(WEEK, **other.headers()).status_code == 200
