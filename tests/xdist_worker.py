@@ -54,7 +54,9 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     PostgreSQL pass's cores idle a quarter of the time, 4 keep them busy."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist reads it
-    return max(1, min(2 * len(os.sched_getaffinity(0)), MAX_WORKERS))
+    # The cores this process may use (Linux); elsewhere (macOS has no sched_getaffinity) all.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(2 * (cores or 1), MAX_WORKERS))
 
 
 def _worker_redis_url(url: str, index: int) -> str:
