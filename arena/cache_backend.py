@@ -146,13 +146,22 @@ UNREADABLE = (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError)
 
 class _DiskState:
     """Whether one cache directory refuses writes, shared by every thread's cache object (Django
-    makes one per thread) so the process logs a streak once, not once per thread."""
+    makes one per thread) so the process logs a streak once, not once per thread; and how many
+    more writes this process may make before it lists the directory again (`_cull`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.failing = False
         self.logged = False
         self.quiet_until = 0.0
+        self.unlisted_writes = 0  # since the last listing
+        self.write_budget = 0  # writes the last listing's room allows before the next
+
+
+# A process spends at most this share of the room the last listing saw before listing again:
+# with up to this many processes writing at once the folder stays within MAX_ENTRIES, with more
+# it may run past by a share per extra process until their next listings cull it.
+ROOM_SHARE = 8
 
 
 _DISKS: dict[str, _DiskState] = {}
@@ -289,8 +298,22 @@ class ResilientFileBasedCache(FileBasedCache):
         culled page has no previous version to serve while it renders again, so each of its
         visitors at that moment renders it. Here the expired files go first (the render
         locks of past versions are most of them), then the least recently written; the
-        version tokens never."""
+        version tokens never.
+
+        Django lists the whole directory before every write to count it, and a worker's
+        committed write takes a render lock per hot page (web/prerender.py): with the render
+        locks of past versions in it (hundreds of files) the listings were a quarter of a
+        rehearsal worker's CPU. The count is taken again only once this process's writes could
+        have filled a share of the room the last listing left (ROOM_SHARE)."""
+        disk = self._disk
+        with disk.lock:
+            if disk.unlisted_writes < disk.write_budget:
+                disk.unlisted_writes += 1
+                return
         files = self._list_cache_files()
+        with disk.lock:
+            disk.unlisted_writes = 0
+            disk.write_budget = max(0, self._max_entries - len(files)) // ROOM_SHARE
         if len(files) < self._max_entries:
             return
         tokens = {self._key_to_file(key) for key in KEYS}

@@ -67,3 +67,29 @@ def test_one_add_wins_however_many_race_for_a_key(tmp_path):
     _written(cache, "old-lock", 1_000, timeout=0)  # expired
     assert cache.add("old-lock", "mine", 5) and cache.get("old-lock") == "mine"
     assert not cache.add("old-lock", "theirs", 5)
+
+
+def test_a_write_lists_the_folder_only_when_it_could_have_filled_the_room(tmp_path):
+    """Counting the folder is a listing of every file; a worker's write takes a render lock per
+    hot page. With room for 2,000 files, 400 writes list it a handful of times, not 400; and
+    near the limit every write counts again, so a full folder is still culled."""
+    listings = []
+
+    class Counting(ResilientFileBasedCache):
+        def _list_cache_files(self):
+            files = super()._list_cache_files()
+            listings.append(len(files))
+            return files
+
+    roomy = Counting(str(tmp_path / "roomy"), {"OPTIONS": {"MAX_ENTRIES": 2000}})
+    for n in range(400):
+        roomy.add(f"lock-{n}", 1, 5)
+    assert len(roomy._list_cache_files()) == 400
+    assert 1 <= len(listings) - 1 <= 5, listings  # (the count just above is one of them)
+
+    listings.clear()
+    tight = Counting(str(tmp_path / "tight"), {"OPTIONS": {"MAX_ENTRIES": 40}})
+    for n in range(100):
+        tight.set(f"page-{n}", n, 300)
+    assert len(tight._list_cache_files()) <= 40
+    assert len(listings) > 50  # within ROOM_SHARE files of the limit, each write counts
