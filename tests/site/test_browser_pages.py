@@ -4,8 +4,8 @@ Data: the offline demo, a ForecastBench replay of the small fixture sets (sparse
 market quoted once: the charts that used to come out blank) and a staff correction (a demo
 market reopened in the admin's service). On every page: no console error, no page wider than
 the screen, the key tables readable without sideways scrolling, every chart whose data (the
-JSON API) has values actually drawn with lines, and a screenshot in test-artifacts/ named
-<page>-<width>.png for review.
+JSON API) has values actually drawn with lines; with ARENA_TEST_SCREENSHOTS=1, a screenshot in
+test-artifacts/ named <page>-<width>.png for review.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from cohorts.models import Cohort, Decision, Entry, Settlement
 from markets.models import Market
 from markets.services import set_resolution
 from tests import demo_snapshot
-from tests.site.test_browser import ARTIFACTS, DEMO_NOW, Visitor
+from tests.site.test_browser import DEMO_NOW, Visitor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -195,4 +195,3 @@ def test_pages_state_what_they_mean(browser, live_server, site):
         assert v.errors == []
     finally:
         v.close()
-    ARTIFACTS.mkdir(exist_ok=True)

@@ -21,7 +21,7 @@ Issue 38's part of the walk, on the same pages and more:
 - the live page saying why markets are missing while the sync fails;
 - the admin lists printing costs as the site does (never "0.0000000000").
 
-Screenshots: test-artifacts/walk-<page>-<width>.png.
+Screenshots (with ARENA_TEST_SCREENSHOTS=1): test-artifacts/walk-<page>-<width>.png.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q
 from django.test import Client
+from playwright.sync_api import expect
 
 from cohorts.models import Decision, Settlement, Trade
 from core import clock
@@ -373,6 +374,8 @@ def test_walk_every_page_type(browser, live_server, site, staff_cookie, width): 
             if name == "admin-correct":
                 # The preview waits for a choice (the outcome starts empty), then shows what
                 # the correction changes (tests/site/test_browser_corrections.py follows it).
+                # The preview is loaded after the page: wait for it, not for a screenshot's time.
+                expect(page.locator(".preview-empty")).to_be_visible()
                 content = page.locator("#content").inner_text()
                 assert "What this changes" in content and "Choose an outcome" in content
             if name == "admin-resolution-changes" and width == 1400:
