@@ -19,8 +19,10 @@ the run's temporary folder, whose path each worker finds in ARENA_TEST_SHARED_DI
 Tests marked `exclusive` measure time (a latency band, a phase deadline): they run alone. Every
 test holds a shared lock for its set-up, call and tear-down; an exclusive test waits for the
 running ones to finish, holds the lock to itself and meanwhile keeps the others from starting
-(writer first: it holds the turnstile every test passes on its way in). Without xdist both
-locks are skipped.
+(writer first: it holds the turnstile every test passes on its way in). A test whose set-up is
+long and not measured (a worker's start) runs only its measured block alone, inside the `alone`
+fixture's `with alone():`, instead of keeping every other worker idle through its set-up.
+Without xdist both locks are skipped.
 
 The order: xdist deals whole modules (`--dist loadfile`), the longest first by the seconds in
 tests/module_seconds.json, modules with an exclusive test last. Refresh the figures with
@@ -33,8 +35,10 @@ import fcntl
 import json
 import os
 import statistics
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -83,8 +87,12 @@ def _lock_paths(config) -> tuple[Path, Path]:
     return folder / "exclusive.turnstile", folder / "exclusive.lock"
 
 
+_held: IO | None = None  # the running test's shared lock (one test at a time per worker)
+
+
 @contextmanager
 def _locked(config, exclusive: bool):
+    global _held
     turnstile_path, lock_path = _lock_paths(config)
     with open(turnstile_path, "a") as turnstile, open(lock_path, "a") as lock:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
@@ -93,12 +101,43 @@ def _locked(config, exclusive: bool):
         finally:
             if not exclusive:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+        _held = None if exclusive else lock
         try:
             yield
         finally:
+            _held = None
             fcntl.flock(lock, fcntl.LOCK_UN)
             if exclusive:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _alone(config) -> Iterator[None]:
+    lock = _held
+    if lock is None:  # not under xdist, or already the whole test runs alone
+        yield
+        return
+    turnstile_path, _ = _lock_paths(config)
+    # Our shared lock goes first: a test of another worker waiting in here for the turnstile
+    # would otherwise hold its shared lock while we wait for it to let go (a deadlock).
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    with open(turnstile_path, "a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # no test starts meanwhile
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the running ones end first
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def alone(request) -> Callable[[], AbstractContextManager[None]]:
+    """`with alone(): ...` runs the block while no other test runs (as `exclusive` does a
+    whole test): for the measured part of a test whose set-up need not run alone."""
+    return lambda: _alone(request.config)
 
 
 def _module(nodeid: str) -> str:
@@ -124,12 +163,16 @@ def pytest_collection_modifyitems(config, items):
         deal_order(items, _measured_seconds())
 
 
+def _runs_alone(item) -> bool:
+    return bool(item.get_closest_marker("exclusive")) or "alone" in getattr(item, "fixturenames", ())
+
+
 def deal_order(items: list, seconds: dict[str, float]) -> None:
     """Sorts `items` in place: modules by their seconds, longest first (a module not measured
     counts as the median one), those with an exclusive test last; a module's tests keep their
     order."""
     default = statistics.median(seconds.values()) if seconds else 1.0
-    alone = {_module(item.nodeid) for item in items if item.get_closest_marker("exclusive")}
+    alone = {_module(item.nodeid) for item in items if _runs_alone(item)}
 
     def place(item) -> tuple[bool, float, str]:
         module = _module(item.nodeid)
