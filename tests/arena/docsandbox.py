@@ -477,11 +477,11 @@ def main(work: Path) -> int:
             parts.append(f"{hook_cmd} {block['before']}")
         if block.get("cd"):
             parts.append(f"cd {shlex.quote(block['cd'])}")
-        parts.append(f"echo '== block {block['name']}'")
+        parts.append(f"echo '== block {block['name']}' \"(at $SECONDS s)\"")  # where time went
         parts.append(block["text"])
         if block.get("after"):
             parts.append(f"{hook_cmd} {block['after']}")
-    parts.append("echo '== every block ran'")
+    parts.append("echo '== every block ran' \"(at $SECONDS s)\"")
     script = work / "blocks.sh"
     script.write_text("\n".join(parts) + "\n")
     env = {k: v for k, v in os.environ.items() if k in KEEP}
