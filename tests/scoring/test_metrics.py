@@ -7,19 +7,20 @@ libraries (scikit-learn, properscoring, statsmodels) on random inputs.
 import math
 
 import numpy as np
-import properscoring
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from scipy import stats
-from sklearn.calibration import calibration_curve
-from sklearn.metrics import brier_score_loss
-from sklearn.metrics import log_loss as sk_log_loss
-from statsmodels.stats.proportion import proportion_confint
 
 from core.methodology import CONSTANTS as C
 from scoring import metrics
+from tests.scoring.reference import (
+    properscoring,
+    proportion,
+    sklearn_calibration,
+    sklearn_metrics,
+    stats,
+)
 from tests.scoring.vectors import BRIER_RAIN_EXAMPLES, CONSTANTINOU_FENTON_2012
 
 FAST = settings(max_examples=40, deadline=None)
@@ -64,7 +65,7 @@ def test_brier_of_always_half_is_a_quarter_whatever_happens():
 def test_brier_matches_sklearn(data):
     p, o = data
     # sklearn halves only the multiclass score; the binary one is the plain mean (p - o)^2.
-    expected = brier_score_loss(o, p, labels=[0, 1])
+    expected = sklearn_metrics.brier_score_loss(o, p, labels=[0, 1])
     assert metrics.brier(p, o) == pytest.approx(expected, abs=1e-12)
 
 
@@ -91,7 +92,7 @@ def test_multiclass_brier_of_two_classes_is_brier_1950_double(data):
 def test_multiclass_brier_matches_sklearn_unhalved(data):
     P, o = data
     k = P.shape[1]
-    halved = brier_score_loss(o, P, labels=list(range(k)), scale_by_half=True)
+    halved = sklearn_metrics.brier_score_loss(o, P, labels=list(range(k)), scale_by_half=True)
     assert metrics.brier_multiclass(P, o) == pytest.approx(2 * halved, abs=1e-12)
     assert 0.0 <= metrics.brier_multiclass(P, o) <= 2.0
 
@@ -169,7 +170,7 @@ def test_log_score_of_a_certain_wrong_forecast_is_capped_by_eps():
 def test_log_score_matches_sklearn_inside_the_clip_range(data):
     p, o = data
     p = np.clip(p, C.log_eps, 1 - C.log_eps)
-    expected = sk_log_loss(o, p, labels=[0, 1])
+    expected = sklearn_metrics.log_loss(o, p, labels=[0, 1])
     assert metrics.log_score(p, o) == pytest.approx(expected, rel=1e-9)
 
 
@@ -179,7 +180,7 @@ def test_multiclass_log_score_matches_sklearn(data):
     P, o = data
     P = np.clip(P, 2e-3, 1)  # after renormalising every entry stays inside [eps, 1 - eps]
     P = P / P.sum(axis=1, keepdims=True)
-    expected = sk_log_loss(o, P, labels=list(range(P.shape[1])))
+    expected = sklearn_metrics.log_loss(o, P, labels=list(range(P.shape[1])))
     assert metrics.log_score(P, o) == pytest.approx(expected, rel=1e-9)
 
 
@@ -326,7 +327,7 @@ def test_calibration_matches_sklearn_on_filled_bins(data):
     p = _off_edges(p)
     rows = metrics.calibration(p, o)
     filled = [r for r in rows if r["n"] > 0]
-    prob_true, prob_pred = calibration_curve(o, p, n_bins=10, strategy="uniform")
+    prob_true, prob_pred = sklearn_calibration.calibration_curve(o, p, n_bins=10, strategy="uniform")
     np.testing.assert_allclose([r["freq"] for r in filled], prob_true, atol=1e-12)
     np.testing.assert_allclose([r["mean_p"] for r in filled], prob_pred, atol=1e-12)
     assert sum(r["n"] for r in rows) == p.size
@@ -345,7 +346,7 @@ def test_calibration_keeps_empty_bins_and_puts_one_in_the_last_bin():
 def test_wilson_interval_matches_statsmodels(k, n):
     k = min(k, n)
     lo, hi = metrics.wilson_interval(k, n)
-    ref_lo, ref_hi = proportion_confint(k, n, alpha=1 - C.ci_level, method="wilson")
+    ref_lo, ref_hi = proportion.proportion_confint(k, n, alpha=1 - C.ci_level, method="wilson")
     assert float(lo) == pytest.approx(ref_lo, abs=1e-12)
     assert float(hi) == pytest.approx(ref_hi, abs=1e-12)
 

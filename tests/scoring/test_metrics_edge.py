@@ -4,15 +4,14 @@ import math
 
 import numpy as np
 import pytest
-import statsmodels.api as sm
-from arch.bootstrap import optimal_block_length as arch_block_length
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import special, stats
-from statsmodels.tsa.stattools import diebold_mariano_test
+from scipy import special
 
 from core.methodology import CONSTANTS as C
 from scoring import metrics
+from tests.scoring.reference import arch_bootstrap, stats, stattools
+from tests.scoring.reference import statsmodels_api as sm
 from tests.scoring.vectors import informed_vs_noisy_market
 
 FAST = settings(max_examples=30, deadline=None)
@@ -69,7 +68,7 @@ def test_dm_matches_statsmodels(n, h, which, seed):
     loss_a = rng.random(n) ** 2
     loss_b = np.clip(loss_a + rng.normal(0.01, 0.1, n), 0, 1)
     lags = metrics.nw_bandwidth(n, h) if which == "rule" else h - 1
-    ref = diebold_mariano_test(
+    ref = stattools.diebold_mariano_test(
         np.zeros(n), loss_a, loss_b, criterion=lambda y, f: f, lags=lags, harvey_adj=True, horizon=h
     )
     stat, p = metrics.diebold_mariano(loss_a, loss_b, h=h, lags=lags)
@@ -269,7 +268,7 @@ def test_block_length_matches_arch():
         for phi in (-0.4, 0.0, 0.3, 0.6, 0.8, 0.95):
             for seed in range(3):
                 x = _ar1(n, phi, seed)
-                theirs = max(float(arch_block_length(x).iloc[0, 0]), C.sb_min_block_length)
+                theirs = max(float(arch_bootstrap.optimal_block_length(x).iloc[0, 0]), C.sb_min_block_length)
                 same += metrics.optimal_block_length(x) == pytest.approx(theirs, rel=1e-9)
                 total += 1
     assert same >= 0.9 * total

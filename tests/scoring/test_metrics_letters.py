@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from statsmodels.stats.multitest import multipletests
 
 from scoring import metrics
 from scoring.edge import holm_labels
 from scoring.metrics.letters import letter_name
 from scoring.stored import Clv
+from tests.scoring.reference import multitest
 
 
 @st.composite
@@ -62,7 +62,7 @@ def test_holm_matches_statsmodels(p):
     # whole suite's: 0.3-1.5 s a call, over 30 s for the hundred examples); it changes nothing
     # it returns, so the reference is computed without it.
     with patch("gc.collect"):
-        reference = multipletests(p, method="holm")[1]
+        reference = multitest.multipletests(p, method="holm")[1]
     np.testing.assert_allclose(ours, reference, rtol=1e-12, atol=1e-15)
 
 
