@@ -302,9 +302,9 @@ class ResilientFileBasedCache(FileBasedCache):
 
         Django lists the whole directory before every write to count it, and a worker's
         committed write takes a render lock per hot page (web/prerender.py): with the render
-        locks of past versions in it (hundreds of files) the listings were a quarter of a
-        rehearsal worker's CPU. The count is taken again only once this process's writes could
-        have filled a share of the room the last listing left (ROOM_SHARE)."""
+        locks of past versions in it (hundreds of files) such listings take a quarter of a busy
+        rehearsal worker's CPU. So the count is taken again only once this process's writes
+        could have filled a share of the room the last listing left (ROOM_SHARE)."""
         disk = self._disk
         with disk.lock:
             if disk.unlisted_writes < disk.write_budget:

@@ -7,7 +7,7 @@ The data is the offline demo (`simulations.demo.run_demo`), the same thing `aren
 Each test loads pages, interacts like a visitor (sort, range buttons, <details>) and fails on
 any console error (CSP violations included). With ARENA_TEST_SCREENSHOTS=1 the browser tests save
 a full-page screenshot of each page they check under test-artifacts/, for a person reviewing the
-layouts; without it they take none: a full-page capture of a long page was half of Chromium's
+layouts; without it they take none: full-page captures of long pages are half of Chromium's
 CPU in these tests (the walk: 25.8 CPU-s with them, 13.1 without).
 """
 
