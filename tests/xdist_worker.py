@@ -119,7 +119,10 @@ def _alone(config) -> Iterator[None]:
         return
     turnstile_path, _ = _lock_paths(config)
     # Our shared lock goes first: a test of another worker waiting in here for the turnstile
-    # would otherwise hold its shared lock while we wait for it to let go (a deadlock).
+    # would otherwise hold its shared lock while we wait for it to let go (a deadlock). So an
+    # exclusive test already waiting may run first, with this test's set-up still alive (the
+    # embedded broker's idle worker, reading a folder ten times a second): the block itself
+    # still runs with nothing else.
     fcntl.flock(lock, fcntl.LOCK_UN)
     with open(turnstile_path, "a") as turnstile:
         fcntl.flock(turnstile, fcntl.LOCK_EX)  # no test starts meanwhile
